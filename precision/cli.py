@@ -1,0 +1,132 @@
+"""The ``precision`` command.
+
+Exit statuses: 0 success; 1 a budget failed (``gate``); 2 a usage or input
+error, reported as one line on stderr with no traceback and nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+
+from precision.errors import ParameterError, PrecisionError
+
+__all__ = ["main", "parse_exact_float"]
+
+
+class _UsageError(PrecisionError):
+    """Raised by the argument parser instead of printing usage and exiting."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, and negative hex floats read as values."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # "-0x1.4p+0" and "-1e-5" are values, not options
+        self._negative_number_matcher = re.compile(r"^-(?:\d|\.\d)")
+
+    def error(self, message):  # one line, exit 2 (handled in main)
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+def parse_exact_float(text: str, name: str) -> float:
+    """Parse a hex float (``-0x1.4p+0``) exactly, or a decimal to the nearest float64.
+
+    Raises ParameterError (naming the argument) for anything else, NaN and inf included.
+    """
+    s = text.strip()
+    try:
+        value = float.fromhex(s) if "0x" in s.lower() else float(s)
+    except ValueError:
+        raise ParameterError(
+            f"--{name}={text!r} is not a number; expected a hex float like -0x1.4p+0 or a decimal"
+        ) from None
+    if not math.isfinite(value):
+        raise ParameterError(f"--{name}={text!r}; expected a finite value")
+    return value
+
+
+def _parse_int(text: str, name: str, positive: bool = False) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise ParameterError(f"--{name}={text!r} is not an integer") from None
+    if positive and value <= 0:
+        raise ParameterError(f"--{name}={text!r}; expected a positive integer (N*C for mean, 1 otherwise)")
+    return value
+
+
+def _cmd_oracle(args) -> int:
+    import numpy as np
+
+    from precision import oracle
+    from precision.formats import FORMATS
+
+    x = parse_exact_float(args.pred, "pred")
+    t = _parse_int(args.target, "target")
+    with np.errstate(over="ignore"):
+        alpha = float(np.float32(parse_exact_float(args.alpha, "alpha")))
+        gamma = float(np.float32(parse_exact_float(args.gamma, "gamma")))
+    if not (math.isfinite(alpha) and math.isfinite(gamma)):
+        raise ParameterError("--alpha/--gamma overflow float32; expected finite float32 attribute values")
+    weight = parse_exact_float(args.weight, "weight")
+    dout = parse_exact_float(args.dout, "dout")
+    count = _parse_int(args.count, "count", positive=True)
+    exact = oracle.exact_decimal(x, t, alpha, gamma, weight, dout, count, digits=40)
+    lines = [
+        f"pred    {x.hex():<24} {x!r}",
+        f"target  {t}",
+        f"alpha   {alpha.hex():<24} {alpha!r} (float32)",
+        f"gamma   {gamma.hex():<24} {gamma!r} (float32)",
+        f"weight  {weight.hex():<24} {weight!r}",
+        f"dout    {dout.hex():<24} {dout!r}",
+        f"count   {count}",
+        f"exact   {exact}",
+    ]
+    for name in FORMATS:
+        try:
+            v = oracle.round_gradient(x, t, alpha, gamma, weight, dout, count, fmt=name)
+            lines.append(f"{name:<7} {v.hex():<24} {v!r}")
+        except PrecisionError as exc:  # undecided at the precision cap
+            lines.append(f"{name:<7} unresolved ({exc})")
+    print("\n".join(lines))
+    return 0
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="precision", description="Numerical-precision analysis of SigmoidFocalLossGrad.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("oracle", help="the exact gradient at one point, and its correct roundings",
+                       description="Print the exact gradient to 40 significant digits and its correctly "
+                                   "rounded fp16, bf16, fp32 and fp64 values (hex and decimal). "
+                                   "Floats are hex (exact) or decimal (nearest float64); alpha and gamma "
+                                   "are rounded to float32 as the operator's attributes are.")
+    p.add_argument("--pred", required=True, help="logit x")
+    p.add_argument("--target", required=True, help="raw selector t (any integer; 0 positive, 1 negative term)")
+    p.add_argument("--alpha", default="0.25")
+    p.add_argument("--gamma", default="2.0")
+    p.add_argument("--weight", default="1.0")
+    p.add_argument("--dout", default="1.0")
+    p.add_argument("--count", default="1", help="N*C for reduction mean (coef = exact 1/count), 1 otherwise")
+    p.set_defaults(func=_cmd_oracle)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return args.func(args)
+    except PrecisionError as exc:
+        message = str(exc).replace("\n", " ")
+        print(f"precision: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

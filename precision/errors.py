@@ -1,0 +1,45 @@
+"""Errors a user can cause, one flat hierarchy under :class:`PrecisionError`.
+
+Each class mixes in the builtin a caller would expect, so ``except ValueError``
+still catches a bad parameter.  Messages are one line: what is wrong
+(``name=value``), what was expected, and the fix when it is known.  The CLI
+prints that line to stderr and exits with status 2.
+"""
+
+__all__ = [
+    "PrecisionError",
+    "ParameterError",
+    "ShapeError",
+    "DtypeError",
+    "StudyFileError",
+    "CacheIntegrityError",
+    "OracleUndecidedError",
+]
+
+
+class PrecisionError(Exception):
+    """Base of every error a user of ``precision`` can cause."""
+
+
+class ParameterError(PrecisionError, ValueError):
+    """Raised when a parameter value is outside what the function accepts."""
+
+
+class ShapeError(PrecisionError, ValueError):
+    """Raised when array ranks or shapes break the operator contract."""
+
+
+class DtypeError(PrecisionError, TypeError):
+    """Raised when an array has a dtype the operator contract does not allow."""
+
+
+class StudyFileError(PrecisionError, ValueError):
+    """Raised when a study or budgets file is malformed; names the file and key."""
+
+
+class CacheIntegrityError(PrecisionError, OSError):
+    """Raised when a cache or result file fails its integrity check."""
+
+
+class OracleUndecidedError(PrecisionError, ArithmeticError):
+    """Raised when the oracle cannot decide a rounding within its precision cap."""
