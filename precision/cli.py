@@ -96,6 +96,56 @@ def _cmd_oracle(args) -> int:
     return 0
 
 
+def _cmd_variants(args) -> int:
+    from precision.guards import list_variants
+    rows = list_variants()
+    width = max(len(name) for name, _ in rows)
+    print("\n".join(f"{name:<{width}}  {text}" for name, text in rows))
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from pathlib import Path
+
+    from precision.study import load_study
+    from precision.sweep import run_study
+
+    study = load_study(args.study)
+    out = Path(args.out) if args.out else Path("out") / study.name
+    result = run_study(study, out, cache_dir=args.cache_dir, use_cache=not args.no_cache,
+                       scheduler=args.scheduler, workers=args.workers)
+    print(f"{study.name}: {result.points:,} points x variants in {result.tasks} tasks "
+          f"({result.tasks_reused} reused), oracle pairs {result.term_pairs:,} "
+          f"({result.term_pairs_cached:,} from cache), {result.oracle_fallback} scalar fallbacks, "
+          f"{result.seconds:.1f} s -> {out}")
+    for variant, profile in result.unsupported:
+        print(f"note: {variant} does not take profile {profile}; skipped there")
+    return 0
+
+
+def _cmd_cache(args) -> int:
+    from precision.cache import TermCache, default_cache_dir
+
+    cache = TermCache(args.cache_dir or default_cache_dir())
+    if args.action == "info":
+        info = cache.info()
+        print(f"folder  {info['folder']}\nshards  {info['shards']}\nentries {info['entries']:,}\n"
+              f"bytes   {info['bytes']:,}")
+    else:
+        print(f"removed {cache.clear()} shards from {cache.folder}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}; expected a positive integer")
+    return value
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="precision", description="Numerical-precision analysis of SigmoidFocalLossGrad.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -113,6 +163,23 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dout", default="1.0")
     p.add_argument("--count", default="1", help="N*C for reduction mean (coef = exact 1/count), 1 otherwise")
     p.set_defaults(func=_cmd_oracle)
+
+    p = sub.add_parser("variants", help="list the registered implementation variants")
+    p.set_defaults(func=_cmd_variants)
+
+    p = sub.add_parser("run", help="run a study file: oracle, every variant, scores, tables")
+    p.add_argument("study", help="a study file, e.g. studies/quick.toml")
+    p.add_argument("--out", help="output folder (default: out/<study name>)")
+    p.add_argument("--cache-dir", help="oracle cache folder (default: $PRECISION_CACHE_DIR or the user cache)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the oracle cache")
+    p.add_argument("--scheduler", help="Dask scheduler tcp://host:port, or 'local' for a LocalCluster")
+    p.add_argument("--workers", type=_positive_int, help="worker processes (default: every core)")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("cache", help="show or clear the oracle cache")
+    p.add_argument("action", choices=["info", "clear"])
+    p.add_argument("--cache-dir", help="cache folder (default: $PRECISION_CACHE_DIR or the user cache)")
+    p.set_defaults(func=_cmd_cache)
     return parser
 
 

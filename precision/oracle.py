@@ -87,7 +87,7 @@ START_PREC = 64
 
 #: Working precision after which a point is reported unresolved (bits).  The
 #: roots of A need about log2(1/relative distance to the root) extra bits.
-MAX_PREC = 8192
+MAX_PREC = 4096
 
 #: Bound on the error of mpmath's exp and log at working precision, in ulps of
 #: that precision.  mpmath evaluates them with guard bits and rounds once, so
@@ -134,8 +134,14 @@ class Ball(NamedTuple):
 
 
 def _unit(prec: int) -> float:
-    """Relative error bound of one correctly rounded mpmath operation."""
-    return math.ldexp(1.0, -prec)
+    """Relative error bound of one correctly rounded mpmath operation.
+
+    Bounds are float64, so the unit is clamped at 2**-1000: beyond about 1000
+    bits a higher precision still absorbs large arguments of exp but no
+    longer tightens the bound (a cancellation deeper than ~2**-970 is then
+    reported unresolved, never decided wrongly).
+    """
+    return math.ldexp(1.0, -min(prec, 1000))
 
 
 def _up(x: float) -> float:
@@ -176,13 +182,13 @@ def _sum_ball(a: tuple, ra: float, b: tuple, rb: float, prec: int, u: float) -> 
 # ---------------------------------------------------------------------------
 
 def _log1p_ball(e: tuple, re: float, prec: int) -> Ball:
-    """log(1 + e) for 0 < e <= 1 given as a ball, without losing e's bits."""
+    """L = log(1 + e) for 0 < e <= 1 given as a ball, without losing e's bits."""
     u = _unit(prec)
     uf = FUNCTION_ULPS * u
     mag = e[2] + e[3]  # e < 2**mag
     if mag < -(prec + 4):
         # log1p(e) = e (1 - e/2 + ...): relative gap to e below e/2 < 2**-(prec+5)
-        return Ball(e, _up(re + math.ldexp(1.0, mag - 1) + re * math.ldexp(1.0, mag)))
+        return Ball(e, _up(re + math.ldexp(1.0, max(mag - 1, -1070)) + re * math.ldexp(1.0, max(mag, -1070))))
     s = libmp.mpf_add(_ONE, e, 0)  # 1 + e, exact (at most 2 prec + 8 bits)
     e_float = libmp.to_float(e, rnd=_RC)
     rho = _up(e_float * re / (1.0 + e_float))  # relative error of s inherited from e
@@ -190,11 +196,44 @@ def _log1p_ball(e: tuple, re: float, prec: int) -> Ball:
     # |log(s (1+d)) - log s| <= rho / (1 - rho) absolutely
     if rho >= 0.5:
         return Ball(L, math.inf)
-    abs_err = rho / (1.0 - rho)
     L_float = libmp.to_float(L, rnd=_RF)
     if L_float <= 0.0:
         return Ball(L, math.inf)
-    return Ball(L, _up(abs_err / L_float * (1.0 + uf) + uf))
+    return Ball(L, _up(rho / (1.0 - rho) / L_float * (1.0 + uf) + uf))
+
+
+#: Below this e, D = log1p(e) - e is summed as its alternating series.
+_SERIES_BELOW_EXP = -8
+
+
+def _log1p_minus_ball(e: tuple, re: float, L: Ball, prec: int) -> Ball:
+    """D = log(1 + e) - e (negative, about -e**2/2) as a ball, for 0 < e <= 1.
+
+    For e < 2**-8 the series -e**2/2 + e**3/3 - ... is summed at ``prec + 8``
+    bits until the first omitted term is below 2**-(prec+4) |D| (its error
+    bound, the series being alternating with decreasing terms); e's relative
+    error enters about twice (D ~ e**2).  Otherwise D = L - e directly (a
+    cancellation of at most 10 bits, which the ball bound records).
+    """
+    u = _unit(prec)
+    mag = e[2] + e[3]
+    if mag >= _SERIES_BELOW_EXP:
+        return _sum_ball(L.mid, L.rel, libmp.mpf_neg(e), re, prec, u)
+    wp = prec + 8
+    power = libmp.mpf_mul(e, e, wp, _RN)  # e**k
+    total = libmp.mpf_neg(libmp.mpf_shift(power, -1))
+    k = 2
+    limit = -(prec + 4) + 2 * mag - 2  # |D| >= e**2 / 3 > 2**(2 mag - 3)
+    while True:
+        k += 1
+        power = libmp.mpf_mul(power, e, wp, _RN)
+        if power[2] + power[3] - (k.bit_length() - 1) < limit:
+            break
+        term = libmp.mpf_div(power, libmp.from_int(k), wp, _RN)
+        total = libmp.mpf_add(total, term if k % 2 else libmp.mpf_neg(term), wp, _RN)
+    # truncation <= 2**-(prec+4) |D|; roundings: 3 per term at wp on terms summing to < 2 |D|
+    rounding = 6.0 * k * _unit(wp) + math.ldexp(1.0, -min(prec + 4, 1000))
+    return Ball(total, _up(2.0 * re * (1.0 + 2.0 * re) + rounding))
 
 
 def focal_term(x: float, gamma: float, prec: int) -> Ball:
@@ -212,6 +251,17 @@ def focal_term(x: float, gamma: float, prec: int) -> Ball:
     Ball
         Midpoint and relative error bound of A(x, gamma).  B(x, g) is
         ``-A(-x, g)``.
+
+    Notes
+    -----
+    With e = exp(-|x|) and L = log1p(e), the bracket S = g p ln p - q is
+    formed without a cancellation the mathematics does not have:
+
+    * x >= 0: S = -N / (1 + e) with N = g L + e; for g < 0 this is rewritten
+      N = g D + (g + 1) e with D = L - e (about -e**2/2, see
+      :func:`_log1p_minus_ball`), whose two terms share a sign unless
+      g < -1, where A has a true root;
+    * x < 0: S = (g e ln p - 1) / (1 + e) with ln p = -(|x| + L).
     """
     u = _unit(prec)
     uf = FUNCTION_ULPS * u
@@ -222,42 +272,48 @@ def focal_term(x: float, gamma: float, prec: int) -> Ball:
     re = uf
     Lb = _log1p_ball(e, re, prec)
     one_plus_e = libmp.mpf_add(_ONE, e, prec, _RN)
-    r1e = _up(re + u)  # rel of 1+e: e*re/(1+e) + u
-    inv = libmp.mpf_div(_ONE, one_plus_e, prec, _RN)
-    r_inv = _up(r1e / (1.0 - r1e) + u) if r1e < 0.5 else math.inf
-    frac = libmp.mpf_div(e, one_plus_e, prec, _RN)
-    r_frac = _mul_rel(re, r1e / (1.0 - r1e) if r1e < 0.5 else math.inf, u)
-    # ln of the larger of p, q is -L; of the smaller, -(|x| + L)
-    ln_big = Ball(libmp.mpf_neg(Lb.mid), Lb.rel)
-    ln_small_mid = libmp.mpf_neg(libmp.mpf_add(ax, Lb.mid, prec, _RN))
-    # same-sign sum: relative error at most max of the parts' plus rounding
-    ln_small = Ball(ln_small_mid, _up(Lb.rel + u))
+    r1e = _up(re + u)  # relative error of 1 + e: e re / (1 + e) + u
+    r_div = r1e / (1.0 - r1e) if r1e < 0.5 else math.inf  # of 1 / (1 + e), before rounding
+    # ln q = -(|x| + L) for x >= 0, -L for x < 0 (a same-sign sum: its bound is L's plus rounding)
     if x >= 0:
-        p, rp, q, rq, lnp, lnq = inv, r_inv, frac, r_frac, ln_big, ln_small
+        lnq = libmp.mpf_neg(libmp.mpf_add(ax, Lb.mid, prec, _RN))
+        r_lnq = _up(Lb.rel + u)
     else:
-        p, rp, q, rq, lnp, lnq = frac, r_frac, inv, r_inv, ln_small, ln_big
+        lnq, r_lnq = libmp.mpf_neg(Lb.mid), Lb.rel
 
     # q**g = exp(g ln q)
-    y = libmp.mpf_mul(G, lnq.mid, prec, _RN)
+    y = libmp.mpf_mul(G, lnq, prec, _RN)
     if y == _ZERO:
         qg, r_qg = _ONE, 0.0
     else:
-        ry = _up(lnq.rel + u + lnq.rel * u)
-        y_abs_float = libmp.to_float(libmp.mpf_abs(y), rnd=_RC)
-        dy = _up(y_abs_float * ry)
+        dy = _up(libmp.to_float(libmp.mpf_abs(y), rnd=_RC) * _up(r_lnq + u + r_lnq * u))
         qg = libmp.mpf_exp(y, prec, _RN)
         r_qg = _up(math.expm1(dy) * (1.0 + uf) + uf) if dy < 700 else math.inf
 
-    # bracket S = g p ln p - q
+    # the bracket's numerator N, so that S = N / (1 + e)
     if G == _ZERO:
-        S = Ball(libmp.mpf_neg(q), rq)
+        # S = -q: N = -e (x >= 0) or -1 (x < 0)
+        N = Ball(libmp.mpf_neg(e), re) if x >= 0 else Ball(libmp.mpf_neg(_ONE), 0.0)
+    elif x >= 0:
+        if gamma > 0:
+            gL = libmp.mpf_mul(G, Lb.mid, prec, _RN)
+            s = libmp.mpf_add(gL, e, prec, _RN)  # both positive
+            N = Ball(libmp.mpf_neg(s), _up(max(Lb.rel, re) + 2 * u))
+        else:
+            D = _log1p_minus_ball(e, re, Lb, prec)
+            gD = libmp.mpf_mul(G, D.mid, prec, _RN)
+            g1e = libmp.mpf_mul(libmp.mpf_add(G, _ONE, 0), e, prec, _RN)
+            total = _sum_ball(gD, _up(D.rel + u), g1e, _up(re + u), prec, u)
+            N = Ball(libmp.mpf_neg(total.mid), total.rel)
     else:
-        pl = libmp.mpf_mul(p, lnp.mid, prec, _RN)
-        T1 = libmp.mpf_mul(G, pl, prec, _RN)
-        rT1 = _mul_rel(_mul_rel(rp, lnp.rel, u), 0.0, u)
-        S = _sum_ball(T1, rT1, libmp.mpf_neg(q), rq, prec, u)
-    A = libmp.mpf_mul(qg, S.mid, prec, _RN)
-    return Ball(A, _mul_rel(r_qg, S.rel, u))
+        lnp = libmp.mpf_neg(libmp.mpf_add(ax, Lb.mid, prec, _RN))
+        r_lnp = _up(Lb.rel + u)
+        t1 = libmp.mpf_mul(libmp.mpf_mul(G, e, prec, _RN), lnp, prec, _RN)
+        N = _sum_ball(t1, _mul_rel(_up(re + u), r_lnp, u), libmp.mpf_neg(_ONE), 0.0, prec, u)
+    S = libmp.mpf_div(N.mid, one_plus_e, prec, _RN)
+    r_S = _mul_rel(N.rel, r_div, u)
+    A = libmp.mpf_mul(qg, S, prec, _RN)
+    return Ball(A, _mul_rel(r_qg, r_S, u))
 
 
 @functools.lru_cache(maxsize=4096)

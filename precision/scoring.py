@@ -47,6 +47,10 @@ __all__ = [
     "Summary",
     "summarize",
     "assert_max_ulp",
+    "HIST_BINS",
+    "histogram_bins",
+    "bin_upper_edge",
+    "quantile_upper_bound",
 ]
 
 CLASS_OK, CLASS_NAN, CLASS_INF, CLASS_WRONG_SIGN = 0, 1, 2, 3
@@ -203,3 +207,54 @@ def assert_max_ulp(computed, exact, fmt, max_ulp: float = 1.0) -> np.ndarray:
             f"(max error is {err.ravel()[worst]:g} ulp at index {worst}: got {float(c).hex()})"
         )
     return err
+
+
+# ---------------------------------------------------------------------------
+# Mergeable histograms of ulp errors (for quantiles over merged groups)
+# ---------------------------------------------------------------------------
+
+#: Sub-bins per octave: a quantile read from the histogram is an upper bound
+#: within a factor 2**(1/64) (1.1 %) of the exact quantile.
+HIST_SUBBINS = 64
+#: Octaves covered: errors from 2**HIST_MIN_EXP to 2**HIST_MAX_EXP ulps (all of float64's range).
+HIST_MIN_EXP, HIST_MAX_EXP = -40, 1100
+_REGULAR = (HIST_MAX_EXP - HIST_MIN_EXP) * HIST_SUBBINS
+#: Bin 0 holds exact zeros, bin 1 errors below 2**HIST_MIN_EXP, bins 2 .. 1 + _REGULAR
+#: the octave sub-bins, then one bin for errors beyond 2**HIST_MAX_EXP and one for inf/NaN.
+HIST_BINS = 4 + _REGULAR
+
+
+def histogram_bins(err_ulp) -> np.ndarray:
+    """Bin index (int32) of each ulp error; see :data:`HIST_BINS`."""
+    err = np.asarray(err_ulp, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pos = np.floor((np.log2(err) - HIST_MIN_EXP) * HIST_SUBBINS)
+        idx = 2 + np.clip(pos, -1, _REGULAR)
+    idx = np.where(err == 0, 0, idx)
+    idx = np.where(~np.isfinite(err), HIST_BINS - 1, idx)
+    return idx.astype(np.int32)
+
+
+def bin_upper_edge(index) -> np.ndarray:
+    """Upper edge (ulps) of each histogram bin: every error in the bin is <= it."""
+    i = np.asarray(index, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        edge = np.exp2(HIST_MIN_EXP + (i - 1) / HIST_SUBBINS)
+    edge = np.where(i == 0, 0.0, edge)
+    return np.where(i >= HIST_BINS - 2, np.inf, edge)
+
+
+def quantile_upper_bound(bins, counts, q: float) -> float:
+    """An upper bound of the q-quantile of errors given as a sparse histogram.
+
+    ``bins`` (ascending, unique) and ``counts`` list the nonempty bins.  The
+    quantile is the order statistic of rank ceil(q * n); the bound is the
+    upper edge of the bin holding it.
+    """
+    counts = np.asarray(counts)
+    n = int(counts.sum())
+    if n == 0:
+        return float("nan")
+    rank = max(1, int(np.ceil(q * n)))
+    k = int(np.searchsorted(np.cumsum(counts), rank))
+    return float(bin_upper_edge(np.asarray(bins)[k]))

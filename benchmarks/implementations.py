@@ -1,0 +1,97 @@
+"""Throughput of every variant on every machine model: points per second, one process.
+
+Usage::
+
+    python3 benchmarks/implementations.py [--points 1000000] [--repeat 1]
+        [--variants kernel,naive,...] [--models ieee,numpy,npu] [--profile]
+
+Each line: ``variant model points seconds points_per_s`` for one call of
+:func:`precision.guards.evaluate` on float32 inputs of shape
+``[points // 1000, 1000]`` (pred uniform in [-20, 20], selectors 0/1, dout and
+weight normal), alpha 0.25, gamma 2.0, reduction "mean".  The best of
+``--repeat`` runs is reported.  The target of the production recipe is
+``kernel`` on ``npu`` >= 2e6 points/s on one core.  ``--profile`` prints the
+per-op time of ``kernel`` on ``npu`` (cProfile, top 15 by cumulative time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import time
+
+import numpy as np
+
+from precision.guards import evaluate
+
+__all__ = ["make_inputs", "time_variant", "main"]
+
+#: Seed of the benchmark inputs (fixed so runs compare).
+SEED = 20240611
+#: Default variants and models.
+DEFAULT_VARIANTS = ("kernel", "naive", "naive+G3", "kernel-G3", "golden", "mmcv", "naive-fp16", "mmcv-fp16")
+DEFAULT_MODELS = ("ieee", "numpy", "npu")
+#: The production target (points per second) for kernel on npu.
+TARGET_POINTS_PER_S = 2e6
+
+
+def make_inputs(points: int, seed: int = SEED):
+    """fp32 benchmark inputs of shape [points // 1000, 1000] (at least one row)."""
+    rng = np.random.default_rng(seed)
+    cols = min(points, 1000)
+    rows = max(1, points // cols)
+    shape = (rows, cols)
+    pred = rng.uniform(-20, 20, shape).astype(np.float32)
+    target = rng.integers(0, 2, shape).astype(np.int32)
+    dout = rng.standard_normal(shape).astype(np.float32)
+    weight = rng.standard_normal(shape).astype(np.float32)
+    return pred, target, dout, weight
+
+
+def time_variant(variant: str, model: str, inputs, repeat: int = 1) -> float:
+    """Best wall time (s) of ``repeat`` calls of evaluate(variant, ...)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        evaluate(variant, *inputs, alpha=0.25, gamma=2.0, reduction="mean", machine=model)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
+    parser.add_argument("--models", default=",".join(DEFAULT_MODELS))
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    inputs = make_inputs(args.points)
+    n = inputs[0].size
+    print(f"# {n} points, fp32 inputs, pid {os.getpid()}, numpy {np.__version__}")
+    print(f"{'variant':<14} {'model':<6} {'points':>9} {'seconds':>8} {'points_per_s':>13}")
+    status = 0
+    for model in args.models.split(","):
+        for variant in args.variants.split(","):
+            seconds = time_variant(variant, model, inputs, args.repeat)
+            rate = n / seconds
+            flag = ""
+            if variant == "kernel" and model == "npu":
+                flag = "  PASS" if rate >= TARGET_POINTS_PER_S else f"  BELOW target {TARGET_POINTS_PER_S:.0e}"
+            print(f"{variant:<14} {model:<6} {n:>9} {seconds:>8.3f} {rate:>13.3e}{flag}")
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        evaluate("kernel", *inputs, machine="npu")
+        prof.disable()
+        out = io.StringIO()
+        pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(15)
+        print(out.getvalue())
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

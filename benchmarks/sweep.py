@@ -1,0 +1,118 @@
+"""The sweep pipeline against the naive scorer a user would write.
+
+A slice of ``studies/fp16_exhaustive.toml`` (its first 2,000 pred values, with
+all its alphas, gammas, selectors, variants, models and formats) is scored two
+ways in this one process:
+
+1. the pipeline (``precision.sweep.run_study``, cold oracle cache, one worker):
+   focal terms once per (x, gamma), derived certified roundings;
+2. the naive scorer: mpmath at 200 bits once per distinct
+   (pred, target, alpha, gamma), the float64 of that value taken as exact,
+   every variant scored against it.
+
+Both evaluate the same variants on the same tensors; the script prints the
+oracle-and-scoring time of each (variants excluded), the end-to-end time of
+each, and the ratios.  Target (issue 4): the pipeline >= 10x faster.
+
+Run: ``python benchmarks/sweep.py [--preds N]``.
+"""
+
+import argparse
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+
+import mpmath
+import numpy as np
+
+from precision.guards import evaluate
+from precision.study import load_study, pred_values
+from precision import sweep
+
+STUDY = Path(__file__).resolve().parents[1] / "studies" / "fp16_exhaustive.toml"
+
+
+def naive_exact(x, t, alpha, gamma):
+    """The exact gradient as a careful user would write it: 200-bit mpmath, textbook formula."""
+    with mpmath.workprec(200):
+        X, a, g = mpmath.mpf(x), mpmath.mpf(alpha), mpmath.mpf(gamma)
+        p = 1 / (1 + mpmath.exp(-X))
+        q = 1 / (1 + mpmath.exp(X))
+        A = g * p * q**g * mpmath.log(p) - q ** (g + 1)
+        B = p ** (g + 1) - g * p**g * q * mpmath.log(q)
+        return float(a * (1 - t) * A + (1 - a) * t * B)
+
+
+def naive_scorer(study, preds, variants):
+    """(oracle seconds, variant seconds) of the naive way."""
+    t0 = time.perf_counter()
+    exact = {}
+    for g in study.gammas:
+        for a in study.alphas:
+            for t in study.targets:
+                exact[(g, a, t)] = np.array([naive_exact(x, t, a, g) for x in preds.tolist()])
+    oracle_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    T = len(study.targets)
+    for model in study.models:
+        for prof in study.profiles:
+            dtype = np.float16 if prof.pred == "fp16" else np.float32
+            pred2d = np.repeat(preds.astype(dtype)[:, None], T, axis=1)
+            tgt = np.broadcast_to(np.int32(study.targets), pred2d.shape).copy()
+            for g in study.gammas:
+                for a in study.alphas:
+                    ex = np.stack([exact[(g, a, t)] for t in study.targets], axis=1)
+                    spacing = np.abs(np.spacing(ex.astype(dtype))).astype(np.float64)
+                    for v in variants:
+                        try:
+                            c = evaluate(v, pred2d, tgt, np.ones_like(pred2d), None, alpha=a, gamma=g,
+                                         reduction="none", machine=model)
+                        except Exception:
+                            continue
+                        with np.errstate(all="ignore"):
+                            _ = np.abs(c.astype(np.float64) - ex) / spacing
+    return oracle_seconds, time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preds", type=int, default=2000)
+    args = parser.parse_args()
+    full = load_study(STUDY)
+    preds = pred_values(full.pred, full.seed)[: args.preds]
+    values = ", ".join(f'"{float(v).hex()}"' for v in preds)
+    text = full.source.replace('kind = "exhaustive"', f"kind = \"list\"\nvalues = [{values}]")
+    from precision.study import parse_study
+    study = parse_study(text, "slice")
+    variants = sweep._variants_of(study)
+    points = preds.size * len(study.targets) * len(study.alphas) * len(study.gammas)
+    print(f"slice: {preds.size} preds x {len(study.targets)} selectors x {len(study.alphas)} alphas x "
+          f"{len(study.gammas)} gammas = {points:,} distinct points; {len(variants)} variants x "
+          f"{len(study.models)} models x {len(study.profiles)} formats")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # the pipeline's oracle part: terms (cold) + derivation, timed inside run_task via a variant-free run
+        oracle_only = dataclasses.replace(study, variants=("kernel",), models=(study.models[0],))
+        t0 = time.perf_counter()
+        sweep.run_study(dataclasses.replace(oracle_only, per_point="none"), Path(tmp) / "o", cache_dir=Path(tmp) / "c0",
+                        workers=1)
+        pipe_oracle = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sweep.run_study(dataclasses.replace(study, per_point="none"), Path(tmp) / "full",
+                        cache_dir=Path(tmp) / "c1", workers=1)
+        pipe_total = time.perf_counter() - t0
+    naive_oracle, naive_variants = naive_scorer(study, preds, variants)
+    naive_total = naive_oracle + naive_variants
+    print(f"pipeline  oracle+scoring (one variant, one model): {pipe_oracle:8.2f} s")
+    print(f"naive     oracle (200-bit mpmath per point):       {naive_oracle:8.2f} s")
+    print(f"pipeline  end to end (every variant, model, format): {pipe_total:6.2f} s")
+    print(f"naive     end to end:                               {naive_total:7.2f} s "
+          f"(variants and scoring {naive_variants:.2f} s)")
+    r_oracle, r_total = naive_oracle / pipe_oracle, naive_total / pipe_total
+    print(f"{'PASS' if r_oracle >= 10 else 'FAIL'} oracle ratio {r_oracle:.1f}x target 10x")
+    print(f"{'PASS' if r_total >= 10 else 'FAIL'} end-to-end ratio {r_total:.1f}x target 10x")
+
+
+if __name__ == "__main__":
+    main()

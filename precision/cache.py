@@ -1,0 +1,197 @@
+"""The persistent cache of focal terms A(x, gamma), keyed by exact input bits.
+
+Layout: one shard per (oracle version, gamma), a ``.npz`` file (no pickle)
+named ``terms-v{ORACLE_VERSION}-g{gamma float32 bits:08x}.npz`` holding
+
+``x_bits`` (int64, sorted)
+    The float64 bit patterns of the x values present.
+``hi``, ``lo``, ``exp``, ``rel``
+    The :class:`precision.terms.TermTable` columns for those x.
+``digest`` (uint8[32])
+    SHA-256 of the other arrays' bytes: the integrity check.
+
+Writes are atomic (a temporary file in the same folder, fsync, rename), and
+merges take an exclusive ``fcntl`` lock on the shard's ``.lock`` file, so two
+runs sharing a cache never lose each other's entries and a reader never sees
+a half-written shard.  A shard that fails its integrity check (truncated,
+altered) is reported once with a :class:`CacheIntegrityWarning`, removed, and
+its terms recomputed.
+
+The folder is ``--cache-dir``, else ``$PRECISION_CACHE_DIR``, else the user's
+cache folder (``platformdirs.user_cache_dir("precision")``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import platformdirs
+
+from precision.oracle import ORACLE_VERSION
+from precision.terms import TermTable
+
+__all__ = ["CacheIntegrityWarning", "TermCache", "default_cache_dir", "atomic_write_npz"]
+
+_COLUMNS = ("hi", "lo", "exp", "rel")
+
+
+class CacheIntegrityWarning(UserWarning):
+    """Issued when a cache or result file fails its integrity check and is recomputed."""
+
+
+def default_cache_dir() -> Path:
+    """``$PRECISION_CACHE_DIR`` if set, else the user's cache folder for precision."""
+    env = os.environ.get("PRECISION_CACHE_DIR")
+    return Path(env) if env else Path(platformdirs.user_cache_dir("precision"))
+
+
+def _digest(arrays: dict) -> np.ndarray:
+    h = hashlib.sha256()
+    for key in sorted(arrays):
+        if key == "digest":
+            continue
+        a = np.ascontiguousarray(arrays[key])
+        h.update(key.encode())
+        h.update(str(a.dtype).encode())
+        h.update(a.tobytes())
+    return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
+def atomic_write_npz(path: Path, arrays: dict) -> None:
+    """Write arrays plus their SHA-256 ``digest`` to ``path`` atomically."""
+    path = Path(path)
+    arrays = dict(arrays)
+    arrays["digest"] = _digest(arrays)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def read_checked_npz(path: Path) -> dict | None:
+    """Arrays of an npz written by :func:`atomic_write_npz`, or None if missing or corrupt.
+
+    A corrupt file (unreadable, truncated, digest mismatch) is removed with one
+    :class:`CacheIntegrityWarning`.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+        if "digest" not in arrays or not np.array_equal(arrays["digest"], _digest(arrays)):
+            raise ValueError("digest mismatch")
+        return arrays
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as exc:
+        warnings.warn(f"{path}: failed its integrity check ({exc}); recomputing it",
+                      CacheIntegrityWarning, stacklevel=2)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return None
+
+
+class TermCache:
+    """Focal terms on disk, one shard per gamma (see the module docstring).
+
+    Parameters
+    ----------
+    folder : path or None
+        The cache folder; None disables the cache (every lookup misses, stores
+        are dropped).
+    """
+
+    def __init__(self, folder):
+        self.folder = Path(folder) if folder is not None else None
+        if self.folder is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def enabled(self) -> bool:
+        return self.folder is not None
+
+    def _shard(self, gamma: float) -> Path:
+        bits = int(np.float32(gamma).view(np.uint32))
+        return self.folder / f"terms-v{ORACLE_VERSION}-g{bits:08x}.npz"
+
+    @contextlib.contextmanager
+    def _locked(self, gamma: float):
+        lock_path = self._shard(gamma).with_suffix(".lock")
+        with open(lock_path, "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def lookup(self, gamma: float, x: np.ndarray):
+        """(found mask, TermTable of the found rows in x's order) for one gamma."""
+        x = np.asarray(x, dtype=np.float64)
+        found = np.zeros(x.size, dtype=bool)
+        empty = TermTable(np.empty(0), np.empty(0), np.empty(0, np.int64), np.empty(0))
+        if not self.enabled:
+            return found, empty
+        arrays = read_checked_npz(self._shard(gamma))
+        if arrays is None:
+            return found, empty
+        keys = arrays["x_bits"]
+        want = x.view(np.int64)
+        pos = np.clip(np.searchsorted(keys, want), 0, max(len(keys) - 1, 0))
+        found = (len(keys) > 0) & (keys[pos] == want) if len(keys) else found
+        rows = pos[found]
+        return found, TermTable(*(arrays[c][rows] for c in _COLUMNS))
+
+    def store(self, gamma: float, x: np.ndarray, table: TermTable) -> None:
+        """Merge new terms into gamma's shard (locked, atomic)."""
+        if not self.enabled or len(table) == 0:
+            return
+        x = np.asarray(x, dtype=np.float64)
+        with self._locked(gamma):
+            path = self._shard(gamma)
+            current = read_checked_npz(path)
+            keys = x.view(np.int64)
+            cols = table.as_arrays()
+            if current is not None:
+                keys = np.concatenate([current["x_bits"], keys])
+                cols = {c: np.concatenate([current[c], cols[c]]) for c in _COLUMNS}
+            keys, first = np.unique(keys, return_index=True)
+            arrays = {"x_bits": keys, **{c: cols[c][first] for c in _COLUMNS}}
+            atomic_write_npz(path, arrays)
+
+    def info(self) -> dict:
+        """Folder, shard count, entry count and bytes on disk."""
+        if not self.enabled:
+            return {"folder": None, "shards": 0, "entries": 0, "bytes": 0}
+        shards = sorted(self.folder.glob("terms-v*.npz"))
+        entries = 0
+        for path in shards:
+            with contextlib.suppress(Exception), np.load(path, allow_pickle=False) as data:
+                entries += int(data["x_bits"].size)
+        return {"folder": str(self.folder), "shards": len(shards), "entries": entries,
+                "bytes": sum(p.stat().st_size for p in shards)}
+
+    def clear(self) -> int:
+        """Remove every shard and lock file; returns the number of shards removed."""
+        if not self.enabled:
+            return 0
+        n = 0
+        for path in list(self.folder.glob("terms-v*.npz")) + list(self.folder.glob("terms-v*.lock")):
+            n += path.suffix == ".npz"
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        return n

@@ -1,0 +1,108 @@
+"""Where chunks of work run: inline, a local process pool, or Dask distributed.
+
+Every executor offers ``map_unordered(function, tasks)``, yielding
+``(index, result)`` as tasks finish; callers order results themselves, so
+the output never depends on the executor, the worker count or finishing
+order.  Functions and tasks must be picklable (module-level functions, plain
+data): they cross a process or network boundary, never a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+from precision.errors import ParameterError
+
+__all__ = ["InlineExecutor", "LocalExecutor", "DaskExecutor", "make_executor"]
+
+
+class InlineExecutor:
+    """Runs every task in this process, in order (workers = 1; tests, debugging)."""
+
+    workers = 1
+
+    def map_unordered(self, function, tasks):
+        for i, task in enumerate(tasks):
+            yield i, function(task)
+
+    def close(self):
+        pass
+
+
+class LocalExecutor:
+    """A pool of worker processes on this machine (default: one per core)."""
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or os.cpu_count() or 1
+        self._pool = ProcessPoolExecutor(max_workers=self.workers,
+                                         mp_context=multiprocessing.get_context("fork"))
+
+    def map_unordered(self, function, tasks):
+        futures = {self._pool.submit(function, task): i for i, task in enumerate(tasks)}
+        try:
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+    def close(self):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor:
+    """Dask distributed: a scheduler address (``tcp://host:port``) or ``local``.
+
+    ``local`` starts a LocalCluster of processes on the loopback interface.
+    """
+
+    def __init__(self, scheduler: str, workers: int | None = None):
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError:  # pragma: no cover - distributed is a dependency
+            raise ParameterError("--scheduler needs dask[distributed]; pip install 'dask[distributed]'") from None
+        self._cluster = None
+        if scheduler == "local":
+            self._cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                                         processes=True, host="127.0.0.1", dashboard_address=None)
+            self._client = Client(self._cluster)
+        else:
+            if not scheduler.startswith(("tcp://", "tls://", "inproc://")):
+                raise ParameterError(f"--scheduler={scheduler!r}; expected tcp://host:port or 'local'")
+            try:
+                self._client = Client(scheduler, timeout="10s")
+            except OSError as exc:
+                raise ParameterError(f"--scheduler={scheduler!r}: cannot connect ({exc})") from None
+        self.workers = len(self._client.scheduler_info().get("workers", {})) or 1
+
+    def map_unordered(self, function, tasks):
+        from dask.distributed import as_completed as dask_as_completed
+        futures = [self._client.submit(function, task, pure=False) for task in tasks]
+        index = {fut.key: i for i, fut in enumerate(futures)}
+        try:
+            for fut in dask_as_completed(futures):
+                yield index[fut.key], fut.result()
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+    def close(self):
+        with contextlib.suppress(Exception):
+            self._client.close()
+        if self._cluster is not None:
+            with contextlib.suppress(Exception):
+                self._cluster.close()
+
+
+def make_executor(scheduler: str | None = None, workers: int | None = None):
+    """The executor for ``--scheduler`` / ``--workers`` (None: a local pool of all cores)."""
+    if workers is not None and workers < 1:
+        raise ParameterError(f"--workers={workers}; expected a positive integer")
+    if scheduler:
+        return DaskExecutor(scheduler, workers)
+    if workers == 1:
+        return InlineExecutor()
+    return LocalExecutor(workers)

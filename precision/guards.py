@@ -1,0 +1,385 @@
+"""Guard names and the variant registry: one row per variant, in the spirit of ARM's ``F1 (exp)``.
+
+The guards G1..G8 of spec section 4 have stable long names
+(:data:`GUARD_NAMES`).  A *variant* is a named way to compute
+SigmoidFocalLossGrad; the table :data:`VARIANTS` holds one
+:class:`Variant` row per fixed name:
+
+=================  =========  =================================================
+name               family     recipe
+=================  =========  =================================================
+``naive``          naive      kernel recipe with no guard (textbook formula)
+``naive+Gi``       naive      naive with guard Gi added (i = 1..8)
+``kernel``         kernel     the production recipe, every guard on
+``kernel-Gi``      kernel     the production recipe with guard Gi off
+``naive-fp16``     naive      naive with every op in fp16
+``golden``         golden     the ops-nn test golden (PyTorch op order, fp32)
+``mmcv``           mmcv       MMCV's CUDA formula, fp32
+``mmcv-fp16``      mmcv       MMCV's formula instantiated in fp16
+=================  =========  =================================================
+
+Parsed names (:func:`get_variant`) extend the table:
+
+* several guards: ``naive+G2+G4``, ``kernel-G5-G7``;
+* parameters in brackets, comma-separated: ``kernel[G5=1/16]`` (the G5
+  threshold: a fraction ``1/16``, a power ``2^-4`` or ``2**-4``, a decimal
+  ``0.0625``, a hex float ``0x1p-4``, or ``never``/``always``/``inf``) and
+  ``kernel[tile=64]`` (the G4 tile size in elements); e.g.
+  ``naive+G4[tile=512]``, ``kernel[G5=2^-4,tile=64]``.  A parameter of a guard
+  that is off is rejected.
+
+Later candidate implementations add rows with :func:`register_variant`.
+The public entry point is :func:`evaluate`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from precision.errors import ParameterError
+from precision.implementations.common import ALL_GUARDS, GUARD_IDS, NO_GUARDS
+from precision.implementations.golden import golden
+from precision.implementations.kernel import (
+    kernel,
+    validate_g5_threshold,
+    validate_tile,
+)
+from precision.implementations.mmcv import mmcv, mmcv_fp16
+from precision.implementations.naive import naive_fp16
+
+__all__ = [
+    "GUARD_IDS",
+    "GUARD_NAMES",
+    "Variant",
+    "VARIANTS",
+    "guard_set_name",
+    "get_variant",
+    "list_variants",
+    "variant_names",
+    "register_variant",
+    "evaluate",
+]
+
+#: Long name of each guard (spec section 4).
+GUARD_NAMES = {
+    "G1": "stable_sigmoid",
+    "G2": "log_clamp",
+    "G3": "high_precision_power",
+    "G4": "clamped_power_fallback",
+    "G5": "cancellation_correction",
+    "G6": "alpha_one_select",
+    "G7": "subnormal_recovery",
+    "G8": "rint_output",
+}
+
+_GUARD_PURPOSE = {
+    "G1": "S1 sigmoid branched on the sign of x",
+    "G2": "S2 log/power bases floored at 2^-126",
+    "G3": "S3 DOUBLE_FLOAT_TECH power instead of exp(k*ln|a|)",
+    "G4": "S4 tile-level exp(k*ln(base)) for clamped bases / tiny powers",
+    "G5": "S5 reconstructed positive term when |orig| <= big/64",
+    "G6": "S6 pg1 used directly when 1-alpha rounds to 1",
+    "G7": "S8 reciprocal-division path when raw*weight underflows",
+    "G8": "S9 nearest-even fp16 store instead of truncation",
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of the variant table.
+
+    Attributes
+    ----------
+    name : str
+        The registry spelling (``kernel-G5``, ``kernel[G5=1/16]``).
+    family : str
+        ``naive``, ``kernel``, ``golden``, ``mmcv`` or a candidate's family.
+    description : str
+        One line for ``precision variants``.
+    function : callable
+        ``f(machine, pred, target, dout, weight, alpha, gamma, reduction, **params)``.
+    params : tuple of (str, object)
+        Keyword arguments bound to ``function`` (e.g. ``("guards", frozenset)``).
+    """
+
+    name: str
+    family: str
+    description: str
+    function: Callable
+    params: tuple = field(default=())
+
+    @property
+    def guards(self) -> frozenset | None:
+        """The enabled guard set of a naive/kernel row; None for other families."""
+        return dict(self.params).get("guards")
+
+    def __call__(self, machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, reduction="mean",
+                 count=None):
+        """Run the variant; returns grad in pred's dtype and shape.
+
+        ``count`` (the mean's element count) is passed on only when given, so
+        functions without that keyword still work.
+        """
+        extra = {} if count is None else {"count": count}
+        return self.function(machine, pred, target, dout, weight, alpha, gamma, reduction,
+                             **dict(self.params), **extra)
+
+
+def guard_set_name(guards) -> str:
+    """The canonical variant name of a guard set: ``naive``, ``naive+G2``, ``kernel``, ``kernel-G5``.
+
+    A set with at most four guards is named from ``naive`` upwards, a larger
+    one from ``kernel`` downwards (ties: ``naive``).
+    """
+    on = sorted(set(guards), key=GUARD_IDS.index)
+    off = [g for g in GUARD_IDS if g not in on]
+    if len(on) <= len(off):
+        return "naive" + "".join(f"+{g}" for g in on)
+    return "kernel" + "".join(f"-{g}" for g in off)
+
+
+def _guard_row(guards: frozenset, description: str) -> Variant:
+    name = guard_set_name(guards)
+    family = "naive" if name.startswith("naive") else "kernel"
+    return Variant(name, family, description, kernel, (("guards", frozenset(guards)),))
+
+
+def _build_table() -> dict:
+    rows = [_guard_row(NO_GUARDS, "textbook formula, fp32, no guard (= kernel with every guard off)")]
+    for g in GUARD_IDS:
+        rows.append(_guard_row(frozenset({g}), f"naive plus {g} {GUARD_NAMES[g]}: {_GUARD_PURPOSE[g]}"))
+    rows.append(_guard_row(ALL_GUARDS, "production recipe S1..S9 (ops-nn arch35), every guard on, fp32"))
+    for g in GUARD_IDS:
+        rows.append(_guard_row(ALL_GUARDS - {g}, f"production recipe without {g} {GUARD_NAMES[g]}"))
+    rows += [
+        Variant("naive-fp16", "naive", "naive recipe with every op in fp16 (fp16 pred only)", naive_fp16),
+        Variant("golden", "golden", "ops-nn test golden: PyTorch op order, fp32, powers as exp(k*log)", golden),
+        Variant("mmcv", "mmcv", "MMCV CUDA formula, fp32, raw-selector flags", mmcv),
+        Variant("mmcv-fp16", "mmcv", "MMCV CUDA formula instantiated in fp16, FLT_MIN -> 0 (fp16 pred only)",
+                mmcv_fp16),
+    ]
+    return {row.name: row for row in rows}
+
+
+#: The fixed rows, by name (candidates are added by :func:`register_variant`).
+VARIANTS: dict = _build_table()
+
+_PARAM_HELP = (
+    ("kernel[G5=<tau>]", "kernel with G5 threshold tau (1/16, 2^-4, 0.0625, never, always)"),
+    ("kernel[tile=<n>]", "kernel with G4 tiles of n elements (default: one tile)"),
+)
+
+_NAME_RE = re.compile(
+    r"^(?P<base>naive|kernel)(?P<mods>(?:[+-][Gg][1-8])*)(?:\[(?P<params>[^\[\]]*)\])?$"
+)
+
+
+def variant_names() -> list:
+    """Every fixed variant name, in table order."""
+    return list(VARIANTS)
+
+
+def list_variants() -> list:
+    """``(name, description)`` rows for ``precision variants``: the table, then the parameter forms."""
+    return [(v.name, v.description) for v in VARIANTS.values()] + list(_PARAM_HELP)
+
+
+def _unknown(name) -> ParameterError:
+    return ParameterError(
+        f"variant={name!r} is unknown; expected one of {', '.join(VARIANTS)}, "
+        "or naive+Gi / kernel-Gi with optional [G5=<tau>,tile=<n>]"
+    )
+
+
+def _parse_threshold(text: str, name: str):
+    """G5 threshold spelling -> float or 'never'/'always'."""
+    s = text.strip().lower()
+    if s in ("never", "none"):
+        return "never"
+    if s in ("always", "inf", "+inf"):
+        return "always"
+    try:
+        power = re.fullmatch(r"2(?:\^|\*\*)\(?([+-]?\d+)\)?", s)
+        if power:
+            value = math.ldexp(1.0, int(power.group(1)))
+        elif s.startswith(("0x", "-0x", "+0x")):
+            value = float.fromhex(s)
+        else:
+            value = float(Fraction(s))
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise ParameterError(
+            f"variant={name!r}: G5={text!r} is not a threshold; expected e.g. 1/64, 2^-6, 0.015625, never, always"
+        ) from None
+    try:
+        return validate_g5_threshold(value)
+    except ParameterError:
+        raise ParameterError(f"variant={name!r}: G5={text!r} must be >= 0") from None
+
+
+def _parse_params(text: str, name: str, guards: frozenset) -> tuple:
+    params = []
+    seen = set()
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or key.lower() not in ("g5", "tile") or key.lower() in seen:
+            raise ParameterError(
+                f"variant={name!r}: parameter {item!r} is not understood; expected G5=<tau> and/or tile=<n>, once each"
+            )
+        seen.add(key.lower())
+        if key.lower() == "g5":
+            if "G5" not in guards:
+                raise ParameterError(f"variant={name!r}: G5 threshold given but G5 is off; enable G5 or drop G5=")
+            params.append(("g5_threshold", _parse_threshold(value, name)))
+        else:
+            if "G4" not in guards:
+                raise ParameterError(f"variant={name!r}: tile given but G4 is off; enable G4 or drop tile=")
+            try:
+                tile = validate_tile(int(value.strip()))
+            except (ValueError, ParameterError):
+                raise ParameterError(f"variant={name!r}: tile={value!r}; expected a positive int") from None
+            params.append(("tile", tile))
+    return tuple(params)
+
+
+def get_variant(name) -> Variant:
+    """Resolve a variant name (or pass a :class:`Variant` through).
+
+    Raises
+    ------
+    ParameterError
+        Unknown names, listing the valid ones; ``+Gi`` on ``kernel`` or
+        ``-Gi`` on ``naive``; a repeated guard; malformed parameters.
+
+    Examples
+    --------
+    >>> sorted(get_variant("naive+G2").guards)
+    ['G2']
+    >>> dict(get_variant("kernel[G5=1/16]").params)["g5_threshold"]
+    0.0625
+    """
+    if isinstance(name, Variant):
+        return name
+    if not isinstance(name, str):
+        raise _unknown(name)
+    if name in VARIANTS:
+        return VARIANTS[name]
+    match = _NAME_RE.match(name.strip())
+    if not match:
+        raise _unknown(name)
+    base = match.group("base")
+    mods = re.findall(r"([+-])[Gg]([1-8])", match.group("mods"))
+    sign_ok = "+" if base == "naive" else "-"
+    guards = set(NO_GUARDS if base == "naive" else ALL_GUARDS)
+    named = set()
+    for sign, digit in mods:
+        gid = f"G{digit}"
+        if sign != sign_ok:
+            raise ParameterError(
+                f"variant={name!r}: {sign}{gid} on {base}; expected {base}{sign_ok}Gi "
+                f"({'guards are added to naive' if base == 'naive' else 'guards are removed from kernel'})"
+            )
+        if gid in named:
+            raise ParameterError(f"variant={name!r}: {gid} named twice")
+        named.add(gid)
+        (guards.add if sign == "+" else guards.discard)(gid)
+    guards = frozenset(guards)
+    params = (("guards", guards),) + _parse_params(match.group("params") or "", name, guards)
+    described = ", ".join(f"{k}={v}" for k, v in params[1:])
+    desc = f"{base} recipe with guards {{{', '.join(sorted(guards, key=GUARD_IDS.index))}}}"
+    if described:
+        desc += f", {described}"
+    return Variant(name, "naive" if base == "naive" else "kernel", desc, kernel, params)
+
+
+def register_variant(name: str, function: Callable, description: str, *, family: str = "candidate",
+                     params=None, replace: bool = False) -> Variant:
+    """Add a row to the variant table (for candidate implementations).
+
+    Parameters
+    ----------
+    name : str
+        The new name; must not collide with an existing row (unless
+        ``replace``) nor look like a parsed ``naive``/``kernel`` name.
+    function : callable
+        ``f(machine, pred, target, dout, weight, alpha, gamma, reduction, **params)``
+        returning grad in pred's dtype; it should also take the keyword
+        ``count`` (mean element count), which :func:`evaluate` passes when given.
+    description : str
+        One line for ``precision variants``.
+    family : str, optional
+        Default ``"candidate"``.
+    params : mapping or iterable of (str, value), optional
+        Keyword arguments bound to ``function``.
+
+    Returns
+    -------
+    Variant
+        The registered row.
+    """
+    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+        raise ParameterError(f"name={name!r}; expected a non-empty name without spaces")
+    if not callable(function):
+        raise ParameterError(f"function={function!r} is not callable")
+    if not replace and (name in VARIANTS or _NAME_RE.match(name)):
+        raise ParameterError(f"variant={name!r} already exists; pick another name or pass replace=True")
+    items = tuple(sorted(dict(params or {}).items()))
+    row = Variant(name, family, description, function, items)
+    VARIANTS[name] = row
+    return row
+
+
+def evaluate(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0, reduction="mean",
+             machine="ieee", count=None) -> np.ndarray:
+    """Compute SigmoidFocalLossGrad with a named variant on an emulated machine.
+
+    Parameters
+    ----------
+    variant : str or Variant
+        A registry name (see :func:`list_variants`).
+    pred : numpy.ndarray, float16 or float32, shape [N, C]
+        Logits.
+    target : numpy.ndarray, int32, shape [N, C]
+        Raw selector (0 selects the positive term, 1 the negative).
+    dout : numpy.ndarray, float16 or float32, shape [N, C]
+        Upstream gradient.
+    weight : numpy.ndarray or None, float16 or float32, shape [N, C]
+        Element weight; None means absent (all ones).
+    alpha, gamma : float
+        Attributes, rounded to float32 (RNE); finite.
+    reduction : {"mean", "sum", "none"}
+    machine : str, MachineModel or Machine
+        ``"ieee"`` (default), ``"numpy"``, ``"npu"``, with suffixes such as
+        ``"+ftz"``.
+    count : int or None
+        Element count of the mean reduction (``coef = 1/count``); default
+        None: ``N*C`` of the inputs.  A sweep evaluating a slice of a larger
+        tensor passes the full count.  Ignored for "sum" and "none".
+
+    Returns
+    -------
+    numpy.ndarray
+        grad, pred's dtype, shape [N, C].
+
+    Raises
+    ------
+    ParameterError, ShapeError, DtypeError
+        Unknown variant or a broken operator contract.
+
+    Examples
+    --------
+    >>> x = np.array([[-1.25, 0.0]], np.float32); t = np.array([[0, 1]], np.int32)
+    >>> g = evaluate("kernel", x, t, np.ones_like(x))
+    >>> g.dtype, g.shape
+    (dtype('float32'), (1, 2))
+    """
+    row = get_variant(variant)
+    return row(machine, pred, target, dout, weight, alpha, gamma, reduction, count=count)

@@ -1,0 +1,409 @@
+"""Study files: what a sweep evaluates, read from TOML and validated in one place.
+
+A study file (``studies/NAME.toml``)::
+
+    name = "fp16_exhaustive"          # also the default output folder name
+    description = "..."
+    seed = 0                          # every random point set derives from it
+
+    [pred]                            # the pred axis: one point set
+    kind = "exhaustive"               # exhaustive | stratified | grid | list | normal | uniform_real
+    format = "fp16"                   # values are exact in this format
+    # exhaustive:   range = [lo, hi] (optional filter)
+    # stratified:   per_binade = N, range = [lo, hi] (optional), both signs
+    # grid:         start, stop, num, spacing = "linear" | "log"
+    # list:         values = ["-0x1.4p+0", "2.5", ...]
+    # normal:       sigma, mean (0), count
+    # uniform_real: low, high, count
+
+    [points]
+    target = [0, 1]                   # raw selector values
+    alpha = [0.25]                    # float32 attribute values
+    gamma = [2.0]                     # float32; negatives allowed
+    weight = ["none"]                 # "none" (absent) or numbers
+    dout = [1.0]
+    reduction = "none"                # none | sum | mean
+    count = 1                         # mean only: N*C, the coefficient is 1/count
+    regions = [-20, -8, 0, 8, 20]     # pred region edges for the tables
+    profiles = ["fp16", "fp32"]       # pred dtype (= output format), or "pred/dout/weight"
+
+    [run]
+    variants = ["all"]                # registry names, or "all"
+    models = ["ieee", "npu"]          # machine specs ("npu+ftz", ...)
+    per_point = "all"                 # all | incorrect | over_1ulp | none
+
+Unknown keys, wrong types and empty axes raise
+:class:`~precision.errors.StudyFileError` naming the file, the key and what
+was expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from precision.errors import ParameterError, PrecisionError, StudyFileError
+from precision.formats import FORMATS, get_format, round_to_format
+
+__all__ = ["PredAxis", "Profile", "Study", "load_study", "parse_study", "pred_values", "PER_POINT_MODES"]
+
+PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "normal", "uniform_real")
+#: Which distribution each pred kind samples (uniform over floats and over reals weigh errors differently).
+SAMPLING_LABELS = {
+    "exhaustive": "every float", "stratified": "uniform over binades", "grid": "grid",
+    "list": "list", "normal": "normal over reals", "uniform_real": "uniform over reals",
+}
+PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "none")
+_INPUT_FORMATS = ("fp16", "fp32")
+_TOP_KEYS = {"name", "description", "seed", "pred", "points", "run"}
+_PRED_KEYS = {
+    "exhaustive": {"kind", "format", "range"},
+    "stratified": {"kind", "format", "range", "per_binade"},
+    "grid": {"kind", "format", "start", "stop", "num", "spacing"},
+    "list": {"kind", "format", "values"},
+    "normal": {"kind", "format", "sigma", "mean", "count"},
+    "uniform_real": {"kind", "format", "low", "high", "count"},
+}
+_POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count", "profiles", "regions"}
+#: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
+DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
+_RUN_KEYS = {"variants", "models", "per_point"}
+
+
+@dataclass(frozen=True)
+class PredAxis:
+    """The pred point set: a kind and its parameters (see the module docstring)."""
+
+    kind: str
+    format: str
+    params: tuple  # sorted (key, value) pairs
+
+    @property
+    def label(self) -> str:
+        return SAMPLING_LABELS[self.kind]
+
+    def get(self, key, default=None):
+        return dict(self.params).get(key, default)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Input dtypes of one run: pred (also the output format), dout, weight."""
+
+    pred: str
+    dout: str
+    weight: str
+
+    @property
+    def name(self) -> str:
+        return self.pred if self.pred == self.dout == self.weight else f"{self.pred}/{self.dout}/{self.weight}"
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study (built only by :func:`parse_study`)."""
+
+    name: str
+    description: str
+    seed: int
+    pred: PredAxis
+    targets: tuple
+    alphas: tuple
+    gammas: tuple
+    weights: tuple  # None = weight absent
+    douts: tuple
+    reduction: str
+    count: int
+    profiles: tuple
+    region_edges: tuple
+    variants: tuple
+    models: tuple
+    per_point: str
+    source: str  # the file's text, for the reproduce block and the hash
+    path: str
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the study file's text."""
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+
+class _Reader:
+    """Typed access to one TOML table, with errors naming file and key."""
+
+    def __init__(self, path: str, table: dict, prefix: str, allowed: set):
+        self.path, self.table, self.prefix = path, table, prefix
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            raise self.error(unknown[0], f"unknown key; expected one of {', '.join(sorted(allowed))}")
+
+    def error(self, key: str, message: str) -> StudyFileError:
+        return StudyFileError(f"{self.path}: {self.prefix}{key}: {message}")
+
+    def has(self, key):
+        return key in self.table
+
+    def number(self, key, default=None, integer=False, positive=False):
+        if key not in self.table:
+            if default is None:
+                raise self.error(key, "missing; expected a number")
+            return default
+        v = self.table[key]
+        ok = isinstance(v, int) and not isinstance(v, bool) if integer else (
+            isinstance(v, (int, float)) and not isinstance(v, bool))
+        if not ok:
+            raise self.error(key, f"{v!r} has the wrong type; expected {'an integer' if integer else 'a number'}")
+        if not math.isfinite(v):
+            raise self.error(key, f"{v!r}; expected a finite number")
+        if positive and v <= 0:
+            raise self.error(key, f"{v!r}; expected a positive number")
+        return v
+
+    def string(self, key, choices=None, default=None):
+        if key not in self.table:
+            if default is None:
+                raise self.error(key, f"missing; expected one of {', '.join(choices)}" if choices else "missing")
+            return default
+        v = self.table[key]
+        if not isinstance(v, str):
+            raise self.error(key, f"{v!r} has the wrong type; expected a string")
+        if choices and v not in choices:
+            raise self.error(key, f"{v!r}; expected one of {', '.join(choices)}")
+        return v
+
+    def array(self, key, default=None):
+        if key not in self.table:
+            if default is None:
+                raise self.error(key, "missing; expected a non-empty array")
+            return default
+        v = self.table[key]
+        if not isinstance(v, list):
+            raise self.error(key, f"{v!r} has the wrong type; expected an array")
+        if not v:
+            raise self.error(key, "empty axis; expected at least one value")
+        return v
+
+    def table_of(self, key, allowed):
+        v = self.table.get(key, {})
+        if not isinstance(v, dict):
+            raise self.error(key, f"expected a table [{key}]")
+        return _Reader(self.path, v, f"{self.prefix}{key}.", allowed)
+
+
+def _parse_float_text(reader, key, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise reader.error(key, f"{v!r} has the wrong type; expected a number or a hex-float string")
+    if isinstance(v, str):
+        try:
+            v = float.fromhex(v) if "0x" in v.lower() else float(v)
+        except ValueError:
+            raise reader.error(key, f"{v!r} does not parse as a float (hex like -0x1.4p+0, or decimal)") from None
+    if not math.isfinite(v):
+        raise reader.error(key, f"{v!r}; expected finite values")
+    return float(v)
+
+
+def _float32_axis(reader, key, default=None):
+    values = []
+    for v in reader.array(key, default):
+        x = _parse_float_text(reader, key, v)
+        with np.errstate(over="ignore"):
+            x32 = float(np.float32(x))
+        if not math.isfinite(x32):
+            raise reader.error(key, f"{v!r} overflows float32; attributes are float32")
+        values.append(x32)
+    return tuple(dict.fromkeys(values))
+
+
+def _parse_pred(reader: _Reader) -> PredAxis:
+    kind = reader.string("kind", PRED_KINDS)
+    sub = _Reader(reader.path, reader.table, reader.prefix, _PRED_KEYS[kind])
+    fmt = sub.string("format", tuple(FORMATS), default="fp16" if kind in ("exhaustive",) else "fp32")
+    if kind == "exhaustive" and fmt not in ("fp16", "bf16"):
+        raise sub.error("format", f"{fmt!r}; exhaustive sweeps enumerate fp16 or bf16 (use stratified for fp32)")
+    params = {}
+    if sub.has("range"):
+        r = sub.array("range")
+        if len(r) != 2:
+            raise sub.error("range", f"{r!r}; expected [lo, hi]")
+        lo, hi = (_parse_float_text(sub, "range", v) for v in r)
+        if not lo < hi:
+            raise sub.error("range", f"{r!r}; expected lo < hi")
+        params["range"] = (lo, hi)
+    if kind == "stratified":
+        params["per_binade"] = sub.number("per_binade", integer=True, positive=True)
+    elif kind == "grid":
+        params["start"] = sub.number("start")
+        params["stop"] = sub.number("stop")
+        params["num"] = sub.number("num", integer=True, positive=True)
+        params["spacing"] = sub.string("spacing", ("linear", "log"), default="linear")
+        if params["spacing"] == "log" and (params["start"] <= 0 or params["stop"] <= 0):
+            raise sub.error("start", "log spacing needs start > 0 and stop > 0")
+    elif kind == "list":
+        params["values"] = tuple(_parse_float_text(sub, "values", v) for v in sub.array("values"))
+    elif kind == "normal":
+        params["sigma"] = sub.number("sigma", positive=True)
+        params["mean"] = sub.number("mean", default=0.0)
+        params["count"] = sub.number("count", integer=True, positive=True)
+    elif kind == "uniform_real":
+        params["low"] = sub.number("low")
+        params["high"] = sub.number("high")
+        params["count"] = sub.number("count", integer=True, positive=True)
+        if not params["low"] < params["high"]:
+            raise sub.error("high", "expected low < high")
+    return PredAxis(kind, fmt, tuple(sorted(params.items())))
+
+
+def _parse_profile(reader, text) -> Profile:
+    if not isinstance(text, str):
+        raise reader.error("profiles", f"{text!r}; expected strings like 'fp16' or 'fp32/fp16/fp16'")
+    parts = text.split("/")
+    if len(parts) == 1:
+        parts = parts * 3
+    if len(parts) != 3 or any(p not in _INPUT_FORMATS for p in parts):
+        raise reader.error("profiles", f"{text!r}; expected 'fp16', 'fp32' or 'pred/dout/weight' of fp16/fp32")
+    return Profile(*parts)
+
+
+def parse_study(text: str, path: str = "<study>") -> Study:
+    """Parse and validate a study file's text (see the module docstring)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyFileError(f"{path}: TOML syntax error: {exc}") from None
+    top = _Reader(path, data, "", _TOP_KEYS)
+    name = top.string("name")
+    if not name or "/" in name or name.startswith("."):
+        raise top.error("name", f"{name!r}; expected a plain folder name")
+    description = top.string("description", default="")
+    seed = top.number("seed", default=0, integer=True)
+    if "pred" not in data:
+        raise top.error("pred", "missing; expected a [pred] table")
+    pred = _parse_pred(top.table_of("pred", set().union(*_PRED_KEYS.values())))
+    pts = top.table_of("points", _POINT_KEYS)
+    targets = []
+    for v in pts.array("target", [0, 1]):
+        if isinstance(v, bool) or not isinstance(v, int) or not -2**31 <= v < 2**31:
+            raise pts.error("target", f"{v!r}; expected int32 selector values")
+        targets.append(v)
+    alphas = _float32_axis(pts, "alpha", [0.25])
+    gammas = _float32_axis(pts, "gamma", [2.0])
+    weights = []
+    for v in pts.array("weight", ["none"]):
+        weights.append(None if v == "none" else _parse_float_text(pts, "weight", v))
+    douts = tuple(_parse_float_text(pts, "dout", v) for v in pts.array("dout", [1.0]))
+    reduction = pts.string("reduction", ("none", "sum", "mean"), default="none")
+    count = pts.number("count", default=1, integer=True, positive=True)
+    if reduction != "mean" and count != 1:
+        raise pts.error("count", f"{count}; only reduction = \"mean\" takes a count (sum/none use 1)")
+    profiles = tuple(_parse_profile(pts, p) for p in pts.array("profiles", [pred.format if pred.format in
+                                                                              _INPUT_FORMATS else "fp32"]))
+    edges = tuple(_parse_float_text(pts, "regions", v) for v in pts.array("regions", list(DEFAULT_REGION_EDGES)))
+    if any(b <= a for a, b in zip(edges, edges[1:])):
+        raise pts.error("regions", f"{list(edges)}; expected strictly increasing edges")
+    run = top.table_of("run", _RUN_KEYS)
+    variants = run.array("variants", ["all"])
+    if not all(isinstance(v, str) for v in variants):
+        raise run.error("variants", "expected an array of variant names")
+    models = run.array("models", ["ieee"])
+    if not all(isinstance(v, str) for v in models):
+        raise run.error("models", "expected an array of machine specs")
+    per_point = run.string("per_point", PER_POINT_MODES, default="all")
+    _check_registry_names(run, variants, models)
+    return Study(name, description, seed, pred, tuple(dict.fromkeys(targets)), alphas, gammas,
+                 tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
+                 tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(models)), per_point, text, path)
+
+
+def _check_registry_names(run: _Reader, variants, models) -> None:
+    from precision.guards import get_variant
+    from precision.machine import get_machine
+    for v in variants:
+        if v == "all":
+            continue
+        try:
+            get_variant(v)
+        except PrecisionError as exc:
+            raise run.error("variants", str(exc)) from None
+    for m in models:
+        try:
+            get_machine(m)
+        except PrecisionError as exc:
+            raise run.error("models", str(exc)) from None
+
+
+def load_study(path) -> Study:
+    """Read and validate a study file; StudyFileError names the file on any problem."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise StudyFileError(f"{path}: cannot read the study file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise StudyFileError(f"{path}: not a UTF-8 text file") from None
+    return parse_study(text, str(path))
+
+
+# ---------------------------------------------------------------------------
+# The pred point sets
+# ---------------------------------------------------------------------------
+
+def _in_range(values: np.ndarray, axis: PredAxis) -> np.ndarray:
+    r = axis.get("range")
+    if r is None:
+        return values
+    lo, hi = r
+    return values[(values >= lo) & (values <= hi)]
+
+
+def _stratified(axis: PredAxis, rng: np.random.Generator) -> np.ndarray:
+    """N values per binade of the format, both signs, uniform over the binade's floats."""
+    fmt = get_format(axis.format)
+    n = axis.get("per_binade")
+    lo, hi = axis.get("range", (-fmt.max_finite, fmt.max_finite))
+    out = [np.zeros(1)]
+    width = fmt.prec - 1
+    for e in range(fmt.emin - 1, fmt.emax + 1):  # emin - 1 stands for the subnormals
+        base = math.ldexp(1.0, e if e >= fmt.emin else fmt.emin)
+        quantum = math.ldexp(1.0, (e if e >= fmt.emin else fmt.emin) - width)
+        start = base if e >= fmt.emin else 0.0
+        top = 2 * base if e >= fmt.emin else base
+        for sign in (1.0, -1.0):
+            a, b = sorted((sign * start, sign * top))
+            if b < lo or a > hi:
+                continue
+            k = rng.integers(1 if e < fmt.emin else 0, 1 << width, n)
+            vals = sign * (start + k * quantum)
+            out.append(vals[(vals >= lo) & (vals <= hi)])
+    return np.concatenate(out)
+
+
+def pred_values(axis: PredAxis, seed: int) -> np.ndarray:
+    """The exact pred values of an axis (float64, unique by bits, sorted, finite; -0 kept)."""
+    fmt = get_format(axis.format)
+    rng = np.random.default_rng(seed)
+    if axis.kind == "exhaustive":
+        values = _in_range(fmt.finite_values().astype(np.float64), axis)
+    elif axis.kind == "stratified":
+        values = _stratified(axis, rng)
+    elif axis.kind == "grid":
+        start, stop, num = axis.get("start"), axis.get("stop"), axis.get("num")
+        values = (np.geomspace if axis.get("spacing") == "log" else np.linspace)(start, stop, num)
+    elif axis.kind == "list":
+        values = np.array(axis.get("values"), dtype=np.float64)
+    elif axis.kind == "normal":
+        values = rng.normal(axis.get("mean"), axis.get("sigma"), axis.get("count"))
+    elif axis.kind == "uniform_real":
+        values = rng.uniform(axis.get("low"), axis.get("high"), axis.get("count"))
+    else:  # pragma: no cover - parse_study admits only PRED_KINDS
+        raise ParameterError(f"pred kind={axis.kind!r}")
+    values = round_to_format(values, fmt).astype(np.float64)
+    values = values[np.isfinite(values)]
+    # unique by bits (so -0 and +0 are two inputs, as the kernel sees them), sorted by value
+    values = np.unique(values.view(np.int64)).view(np.float64)
+    return values[np.argsort(values, kind="stable")]

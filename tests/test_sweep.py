@@ -1,0 +1,209 @@
+"""Sweeps end to end: determinism across executors, oracle reuse, cache, resume after kill -9."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from precision import oracle
+from precision.cli import main
+from precision.guards import evaluate
+from precision.scoring import ulp_error
+from precision.study import parse_study, pred_values
+from precision.sweep import run_study
+
+TABLES = ("summary.csv", "by_region.csv", "by_gamma.csv", "groups.csv", "changes.csv")
+
+SMALL = """
+name = "small"
+seed = 1
+[pred]
+kind = "list"
+format = "fp16"
+values = [{values}]
+[points]
+target = [0, 1]
+alpha = [0.25, 1.0]
+gamma = [2.0, -1.5]
+profiles = ["fp16", "fp32"]
+[run]
+variants = ["kernel", "kernel-G2", "naive", "naive+G2", "golden"]
+models = ["ieee", "npu"]
+per_point = "all"
+"""
+
+
+def small_study(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.concatenate([rng.uniform(-40, 40, n), [0.0, -0.0, 65504.0, -65504.0, 2.0**-24, 11.0, -11.0]])
+    values = ", ".join(f'"{float(v).hex()}"' for v in np.float16(x).astype(np.float64))
+    return parse_study(SMALL.format(values=values), "small.toml")
+
+
+def read_tables(out):
+    return {name: pd.read_csv(Path(out) / name) for name in TABLES}
+
+
+def assert_same_tables(a, b):
+    for name in TABLES:
+        pd.testing.assert_frame_equal(a[name], b[name], check_exact=True, obj=name)
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ref")
+    result = run_study(small_study(), out, cache_dir=tmp_path_factory.mktemp("cache"), workers=1)
+    return out, result
+
+
+class TestPipeline:
+    def test_points_match_direct_oracle_and_variants(self, reference_run):
+        out, result = reference_run
+        pts = pd.read_parquet(out / "points.parquet")
+        n = pred_values(small_study().pred, 1).size
+        assert result.points == n * 2 * 16 and len(pts) == result.points * 5
+        for fmt, dtype in (("fp16", np.float16), ("fp32", np.float32)):
+            sel = pts[(pts["format"] == fmt) & (pts["variant"] == "kernel") & (pts["model"] == "npu")]
+            direct = oracle.gradient(sel["pred"].to_numpy(), sel["target"].to_numpy(), sel["alpha"].to_numpy(),
+                                     sel["gamma"].to_numpy(), fmt=fmt)
+            np.testing.assert_array_equal(sel["rounded"].to_numpy().astype(dtype).view(np.uint16 if fmt == "fp16"
+                                                                                         else np.uint32),
+                                          direct.view(np.uint16 if fmt == "fp16" else np.uint32))
+            err = ulp_error(sel["computed"].to_numpy().astype(dtype),
+                            (sel["exact"].to_numpy(), sel["exact_lo"].to_numpy()), fmt, sel["rounded"].to_numpy())
+            np.testing.assert_array_equal(err, sel["err_ulp"].to_numpy())
+        # computed values are what evaluate() returns for that tensor
+        one = pts[(pts["format"] == "fp32") & (pts["variant"] == "naive") & (pts["model"] == "ieee")
+                  & (pts["alpha"] == 0.25) & (pts["gamma"] == -1.5)].sort_values(["pred", "target"], kind="stable")
+        preds = np.unique(one["pred"].to_numpy().view(np.int64)).view(np.float64)
+        preds = preds[np.argsort(preds, kind="stable")]
+        pred2d = np.repeat(preds.astype(np.float32)[:, None], 2, axis=1)
+        tgt = np.tile(np.int32([0, 1]), (preds.size, 1))
+        got = evaluate("naive", pred2d, tgt, np.ones_like(pred2d), None, alpha=0.25, gamma=-1.5, reduction="none",
+                       machine="ieee")
+        by_point = {(p, t): c for p, t, c in zip(one["pred"], one["target"], one["computed"])}
+        for i, p in enumerate(preds):
+            for j in (0, 1):
+                c = by_point[(p, j)]
+                assert (np.isnan(c) and np.isnan(got[i, j])) or c == got[i, j]
+
+    def test_summary_columns_and_witness(self, reference_run):
+        out, _ = reference_run
+        s = pd.read_csv(out / "summary.csv")
+        assert len(s) == 5 * 2 * 2
+        k = s[(s["variant"] == "kernel") & (s["model"] == "ieee") & (s["format"] == "fp16")].iloc[0]
+        n = pred_values(small_study().pred, 1).size
+        assert k["count"] == n * 2 * 4 and 0 <= k["share_correct"] <= 1
+        assert float.fromhex(k["witness_pred"]) == float(np.float16(float.fromhex(k["witness_pred"])))
+        g = pd.read_csv(out / "groups.csv")
+        assert g["count"].sum() == n * 2 * 4 * 5 * 2 * 2
+
+    def test_changes_pair_guards(self, reference_run):
+        out, _ = reference_run
+        c = pd.read_csv(out / "changes.csv")
+        assert set(zip(c["with_variant"], c["without_variant"], c["guard"])) == {
+            ("kernel", "kernel-G2", "G2"), ("naive+G2", "naive", "G2")}
+        assert (c["changed"] <= c["count"]).all()
+
+
+class TestDeterminism:
+    def test_pool_and_reuse_give_identical_tables(self, reference_run, tmp_path):
+        out, _ = reference_run
+        run_study(small_study(), tmp_path / "pool", cache_dir=tmp_path / "c", workers=2)
+        assert_same_tables(read_tables(out), read_tables(tmp_path / "pool"))
+        # rerun into the same folder: every task reused, the oracle entirely from cache
+        again = run_study(small_study(), tmp_path / "pool", cache_dir=tmp_path / "c", workers=2)
+        assert again.tasks_reused == again.tasks and again.term_pairs_cached == again.term_pairs
+        assert_same_tables(read_tables(out), read_tables(tmp_path / "pool"))
+
+    def test_chunk_size_does_not_matter(self, reference_run, tmp_path, monkeypatch):
+        from precision import sweep
+        monkeypatch.setattr(sweep, "TERM_CHUNK", 7)
+        run_study(small_study(), tmp_path / "o", use_cache=False, workers=2)
+        assert_same_tables(read_tables(reference_run[0]), read_tables(tmp_path / "o"))
+
+    def test_dask_local_cluster(self, reference_run, tmp_path):
+        pytest.importorskip("dask.distributed")
+        run_study(small_study(), tmp_path / "d", use_cache=False, scheduler="local", workers=2)
+        assert_same_tables(read_tables(reference_run[0]), read_tables(tmp_path / "d"))
+
+    def test_no_cache_writes_nothing(self, tmp_path):
+        result = run_study(small_study(n=10), tmp_path / "o", cache_dir=tmp_path / "cache", use_cache=False,
+                           workers=1)
+        assert result.term_pairs_cached == 0 and not (tmp_path / "cache").exists()
+
+
+RESUME = """
+name = "resume"
+[pred]
+kind = "exhaustive"
+format = "fp16"
+range = [-16, 16]
+[points]
+target = [0, 1]
+alpha = [0.25, 0.75]
+gamma = [2.0, 0.5, -1.5]
+profiles = ["fp32"]
+[run]
+variants = ["kernel", "naive", "golden", "mmcv"]
+models = ["ieee", "npu"]
+per_point = "none"
+"""
+
+
+def test_kill_9_then_resume_gives_identical_results(tmp_path):
+    study = tmp_path / "resume.toml"
+    study.write_text(RESUME)
+    out = tmp_path / "out"
+    env = dict(os.environ, PRECISION_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "precision.cli", "run", str(study), "--out", str(out),
+                             "--workers", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((out / "chunks").glob("*.npz"))) < 3:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(list((out / "chunks").glob("*.npz")))
+    assert 3 <= done < 12 and not (out / "summary.csv").exists()
+    code = main(["run", str(study), "--out", str(out), "--workers", "2", "--cache-dir", str(tmp_path / "cache")])
+    assert code == 0
+    clean = tmp_path / "clean"
+    assert main(["run", str(study), "--out", str(clean), "--workers", "2", "--no-cache"]) == 0
+    assert_same_tables(read_tables(out), read_tables(clean))
+    import json
+    assert json.loads((out / "run.json").read_text())["tasks_reused"] >= done
+
+
+class TestRunCommand:
+    def test_bad_study_exit_2_one_line(self, tmp_path, capsys):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(SMALL.format(values='"1.0"').replace('alpha = [0.25, 1.0]', "alpha = []"))
+        assert main(["run", str(bad), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "points.alpha" in err and str(bad) in err
+        assert not (tmp_path / "o").exists()
+
+    def test_unwritable_out(self, tmp_path, capsys):
+        study = tmp_path / "s.toml"
+        study.write_text(SMALL.format(values='"1.0"'))
+        blocker = tmp_path / "file"
+        blocker.write_text("x")
+        assert main(["run", str(study), "--out", str(blocker / "o"), "--no-cache"]) == 2
+        assert "cannot create" in capsys.readouterr().err
+
+    def test_cache_info_and_clear(self, tmp_path, capsys):
+        study = tmp_path / "s.toml"
+        study.write_text(SMALL.format(values='"1.0", "2.0"'))
+        assert main(["run", str(study), "--out", str(tmp_path / "o"), "--cache-dir", str(tmp_path / "c"),
+                     "--workers", "1"]) == 0
+        capsys.readouterr()
+        assert main(["cache", "info", "--cache-dir", str(tmp_path / "c")]) == 0
+        assert "shards  2" in capsys.readouterr().out
+        assert main(["cache", "clear", "--cache-dir", str(tmp_path / "c")]) == 0
+        assert "removed 2 shards" in capsys.readouterr().out
