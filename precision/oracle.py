@@ -63,6 +63,7 @@ __all__ = [
     "ORACLE_VERSION",
     "Ball",
     "focal_term",
+    "focal_terms",
     "gradient_ball",
     "round_gradient",
     "gradient",
@@ -236,6 +237,77 @@ def _log1p_minus_ball(e: tuple, re: float, L: Ball, prec: int) -> Ball:
     return Ball(total, _up(2.0 * re * (1.0 + 2.0 * re) + rounding))
 
 
+class _SigmoidParts:
+    """What A(x, g) and A(-x, g) share for every g: e = exp(-|x|), L = log1p(e), 1 + e."""
+
+    __slots__ = ("ax", "e", "re", "L", "one_plus_e", "r_div", "prec", "u", "_D")
+
+    def __init__(self, ax: tuple, prec: int):
+        self.prec = prec
+        self.u = u = _unit(prec)
+        self.ax = ax
+        self.e = libmp.mpf_exp(libmp.mpf_neg(ax), prec, _RN)  # rel <= FUNCTION_ULPS u
+        self.re = FUNCTION_ULPS * u
+        self.L = _log1p_ball(self.e, self.re, prec)
+        self.one_plus_e = libmp.mpf_add(_ONE, self.e, prec, _RN)
+        r1e = _up(self.re + u)  # relative error of 1 + e: e re / (1 + e) + u
+        self.r_div = r1e / (1.0 - r1e) if r1e < 0.5 else math.inf  # of 1 / (1 + e), before rounding
+        self._D = None
+
+    @property
+    def D(self) -> Ball:
+        if self._D is None:
+            self._D = _log1p_minus_ball(self.e, self.re, self.L, self.prec)
+        return self._D
+
+
+def _focal_from_parts(parts: _SigmoidParts, nonnegative: bool, G: tuple, gamma: float) -> Ball:
+    """A(x, g) from the shared parts of |x|; ``nonnegative`` is x >= 0."""
+    prec, u = parts.prec, parts.u
+    uf = FUNCTION_ULPS * u
+    ax, e, re, Lb = parts.ax, parts.e, parts.re, parts.L
+    # ln q = -(|x| + L) for x >= 0, -L for x < 0 (a same-sign sum: its bound is L's plus rounding)
+    if nonnegative:
+        lnq = libmp.mpf_neg(libmp.mpf_add(ax, Lb.mid, prec, _RN))
+        r_lnq = _up(Lb.rel + u)
+    else:
+        lnq, r_lnq = libmp.mpf_neg(Lb.mid), Lb.rel
+
+    # q**g = exp(g ln q)
+    y = libmp.mpf_mul(G, lnq, prec, _RN)
+    if y == _ZERO:
+        qg, r_qg = _ONE, 0.0
+    else:
+        dy = _up(libmp.to_float(libmp.mpf_abs(y), rnd=_RC) * _up(r_lnq + u + r_lnq * u))
+        qg = libmp.mpf_exp(y, prec, _RN)
+        r_qg = _up(math.expm1(dy) * (1.0 + uf) + uf) if dy < 700 else math.inf
+
+    # the bracket's numerator N, so that S = N / (1 + e)
+    if G == _ZERO:
+        # S = -q: N = -e (x >= 0) or -1 (x < 0)
+        N = Ball(libmp.mpf_neg(e), re) if nonnegative else Ball(libmp.mpf_neg(_ONE), 0.0)
+    elif nonnegative:
+        if gamma > 0:
+            gL = libmp.mpf_mul(G, Lb.mid, prec, _RN)
+            s = libmp.mpf_add(gL, e, prec, _RN)  # both positive
+            N = Ball(libmp.mpf_neg(s), _up(max(Lb.rel, re) + 2 * u))
+        else:
+            D = parts.D
+            gD = libmp.mpf_mul(G, D.mid, prec, _RN)
+            g1e = libmp.mpf_mul(libmp.mpf_add(G, _ONE, 0), e, prec, _RN)
+            total = _sum_ball(gD, _up(D.rel + u), g1e, _up(re + u), prec, u)
+            N = Ball(libmp.mpf_neg(total.mid), total.rel)
+    else:
+        lnp = libmp.mpf_neg(libmp.mpf_add(ax, Lb.mid, prec, _RN))
+        r_lnp = _up(Lb.rel + u)
+        t1 = libmp.mpf_mul(libmp.mpf_mul(G, e, prec, _RN), lnp, prec, _RN)
+        N = _sum_ball(t1, _mul_rel(_up(re + u), r_lnp, u), libmp.mpf_neg(_ONE), 0.0, prec, u)
+    S = libmp.mpf_div(N.mid, parts.one_plus_e, prec, _RN)
+    r_S = _mul_rel(N.rel, parts.r_div, u)
+    A = libmp.mpf_mul(qg, S, prec, _RN)
+    return Ball(A, _mul_rel(r_qg, r_S, u))
+
+
 def focal_term(x: float, gamma: float, prec: int) -> Ball:
     """A(x, gamma) = q**gamma * (gamma p ln p - q) as a ball at ``prec`` bits.
 
@@ -263,57 +335,25 @@ def focal_term(x: float, gamma: float, prec: int) -> Ball:
       g < -1, where A has a true root;
     * x < 0: S = (g e ln p - 1) / (1 + e) with ln p = -(|x| + L).
     """
-    u = _unit(prec)
-    uf = FUNCTION_ULPS * u
-    X = libmp.from_float(x)
-    G = libmp.from_float(gamma)
-    ax = libmp.mpf_abs(X)
-    e = libmp.mpf_exp(libmp.mpf_neg(ax), prec, _RN)  # e = exp(-|x|), rel <= uf
-    re = uf
-    Lb = _log1p_ball(e, re, prec)
-    one_plus_e = libmp.mpf_add(_ONE, e, prec, _RN)
-    r1e = _up(re + u)  # relative error of 1 + e: e re / (1 + e) + u
-    r_div = r1e / (1.0 - r1e) if r1e < 0.5 else math.inf  # of 1 / (1 + e), before rounding
-    # ln q = -(|x| + L) for x >= 0, -L for x < 0 (a same-sign sum: its bound is L's plus rounding)
-    if x >= 0:
-        lnq = libmp.mpf_neg(libmp.mpf_add(ax, Lb.mid, prec, _RN))
-        r_lnq = _up(Lb.rel + u)
-    else:
-        lnq, r_lnq = libmp.mpf_neg(Lb.mid), Lb.rel
+    parts = _SigmoidParts(libmp.mpf_abs(libmp.from_float(x)), prec)
+    return _focal_from_parts(parts, x >= 0, libmp.from_float(gamma), gamma)
 
-    # q**g = exp(g ln q)
-    y = libmp.mpf_mul(G, lnq, prec, _RN)
-    if y == _ZERO:
-        qg, r_qg = _ONE, 0.0
-    else:
-        dy = _up(libmp.to_float(libmp.mpf_abs(y), rnd=_RC) * _up(r_lnq + u + r_lnq * u))
-        qg = libmp.mpf_exp(y, prec, _RN)
-        r_qg = _up(math.expm1(dy) * (1.0 + uf) + uf) if dy < 700 else math.inf
 
-    # the bracket's numerator N, so that S = N / (1 + e)
-    if G == _ZERO:
-        # S = -q: N = -e (x >= 0) or -1 (x < 0)
-        N = Ball(libmp.mpf_neg(e), re) if x >= 0 else Ball(libmp.mpf_neg(_ONE), 0.0)
-    elif x >= 0:
-        if gamma > 0:
-            gL = libmp.mpf_mul(G, Lb.mid, prec, _RN)
-            s = libmp.mpf_add(gL, e, prec, _RN)  # both positive
-            N = Ball(libmp.mpf_neg(s), _up(max(Lb.rel, re) + 2 * u))
-        else:
-            D = _log1p_minus_ball(e, re, Lb, prec)
-            gD = libmp.mpf_mul(G, D.mid, prec, _RN)
-            g1e = libmp.mpf_mul(libmp.mpf_add(G, _ONE, 0), e, prec, _RN)
-            total = _sum_ball(gD, _up(D.rel + u), g1e, _up(re + u), prec, u)
-            N = Ball(libmp.mpf_neg(total.mid), total.rel)
-    else:
-        lnp = libmp.mpf_neg(libmp.mpf_add(ax, Lb.mid, prec, _RN))
-        r_lnp = _up(Lb.rel + u)
-        t1 = libmp.mpf_mul(libmp.mpf_mul(G, e, prec, _RN), lnp, prec, _RN)
-        N = _sum_ball(t1, _mul_rel(_up(re + u), r_lnp, u), libmp.mpf_neg(_ONE), 0.0, prec, u)
-    S = libmp.mpf_div(N.mid, one_plus_e, prec, _RN)
-    r_S = _mul_rel(N.rel, r_div, u)
-    A = libmp.mpf_mul(qg, S, prec, _RN)
-    return Ball(A, _mul_rel(r_qg, r_S, u))
+def focal_terms(x: float, gammas, signs=(1, -1), prec: int | None = None) -> dict:
+    """A(s x, g) for every g in ``gammas`` and s in ``signs``, sharing exp and log1p.
+
+    Returns ``{(s, g): Ball}``; the working precision is ``prec`` or the
+    largest :func:`_initial_prec` over the gammas.
+    """
+    if prec is None:
+        prec = max(_initial_prec(x, g) for g in gammas)
+    parts = _SigmoidParts(libmp.mpf_abs(libmp.from_float(x)), prec)
+    out = {}
+    for g in gammas:
+        G = libmp.from_float(g)
+        for s in signs:
+            out[(s, g)] = _focal_from_parts(parts, s * x >= 0, G, g)
+    return out
 
 
 @functools.lru_cache(maxsize=4096)

@@ -70,10 +70,10 @@ from precision.errors import PrecisionError
 from precision.executor import make_executor
 from precision.formats import get_format, round_to_format
 from precision.guards import evaluate, get_variant, variant_names
-from precision.scoring import (CLASS_NAMES, HIST_BINS, bits_error, classify, histogram_bins,
-                               quantile_upper_bound, ulp_error)
+from precision.scoring import (CLASS_NAMES, HIST_BINS, bin_upper_edge, bits_error, classify, histogram_bins,
+                               ulp_error)
 from precision.study import Profile, Study, pred_values
-from precision.terms import TermTable, derive_gradient, focal_term_table
+from precision.terms import TermTable, derive_gradient, focal_term_tables
 
 __all__ = ["run_study", "RunResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "merge_groups"]
 
@@ -186,6 +186,11 @@ def run_task(task: Task) -> dict:
 
     group = (np.arange(T)[None, :] * R + regions[:, None]).ravel()  # group id per element: target-major
     G = T * R
+    cnt = np.bincount(group, minlength=G)
+    has = cnt > 0
+    perm = np.argsort(group, kind="stable")  # elements grouped, in element order within a group
+    starts = np.concatenate([[0], np.cumsum(cnt)[:-1]])[has]
+    flat_preds = np.repeat(task.preds, T)
     pred_bin = np.clip(np.searchsorted(PRED_BIN_EDGES, task.preds, side="right") - 1, 0, PRED_BIN_EDGES.size - 2)
     out = {k: [] for k in ("g_variant", "g_group", "g_count", "g_max", "g_witness", "g_sum_ulp", "g_n_finite",
                            "g_sum_bits", "g_correct", "g_over1", "g_nan", "g_inf", "g_wrong",
@@ -208,17 +213,17 @@ def run_task(task: Task) -> dict:
         bits = bits_error(computed, rounded, fmt).ravel()
         cls = classify(computed, rounded).ravel()
         finite = np.isfinite(err)
-        cnt = np.bincount(group, minlength=G)
-        order = np.lexsort((-np.where(np.isnan(err), np.inf, err), group))  # per group, worst first
-        first = np.searchsorted(group[order], np.arange(G))
-        has = cnt > 0
-        worst = order[np.minimum(first, order.size - 1)]
-        flat_preds = np.repeat(task.preds, T)
+        err_max = np.where(np.isnan(err), np.inf, err)
+        # per group: the max and its first element (the witness), without sorting per variant
+        grouped = err_max[perm]
+        gmax = np.maximum.reduceat(grouped, starts)
+        at_max = np.where(grouped == np.repeat(gmax, cnt[has]), np.arange(grouped.size), grouped.size)
+        worst = perm[np.minimum.reduceat(at_max, starts)]
         out["g_variant"].append(np.full(int(has.sum()), vi, dtype=np.int16))
         out["g_group"].append(np.flatnonzero(has).astype(np.int32))
         out["g_count"].append(cnt[has])
-        out["g_max"].append(np.where(np.isnan(err), np.inf, err)[worst][has])
-        out["g_witness"].append(flat_preds[worst][has])
+        out["g_max"].append(gmax)
+        out["g_witness"].append(flat_preds[worst])
         out["g_sum_ulp"].append(np.bincount(group, np.where(finite, err, 0.0), G)[has])
         out["g_n_finite"].append(np.bincount(group, finite, G)[has].astype(np.int64))
         out["g_sum_bits"].append(np.bincount(group, bits, G)[has])
@@ -227,16 +232,22 @@ def run_task(task: Task) -> dict:
         out["g_nan"].append(np.bincount(group, cls == 1, G)[has].astype(np.int64))
         out["g_inf"].append(np.bincount(group, cls == 2, G)[has].astype(np.int64))
         out["g_wrong"].append(np.bincount(group, cls == 3, G)[has].astype(np.int64))
-        hb = histogram_bins(err)
-        keys, counts = np.unique(group.astype(np.int64) * HIST_BINS + hb, return_counts=True)
+        hist_keys = group.astype(np.int64) * HIST_BINS + histogram_bins(err)
+        if hist_keys.size * 8 < G * HIST_BINS:  # few points: sort them
+            keys, counts = np.unique(hist_keys, return_counts=True)
+        else:  # many points: count densely
+            dense = np.bincount(hist_keys, minlength=G * HIST_BINS)
+            keys = np.flatnonzero(dense)
+            counts = dense[keys]
         out["h_variant"].append(np.full(keys.size, vi, dtype=np.int16))
         out["h_group"].append((keys // HIST_BINS).astype(np.int32))
         out["h_bin"].append((keys % HIST_BINS).astype(np.int32))
         out["h_count"].append(counts.astype(np.int64))
-        e2 = np.where(np.isnan(err), np.inf, err).reshape(P, T).max(axis=1)
+        e2 = err_max.reshape(P, T).max(axis=1)
         mx = np.full(PRED_BIN_EDGES.size - 1, -np.inf)
         np.maximum.at(mx, pred_bin, e2)
-        pb_max[vi] = np.where(np.isfinite(mx) | (mx == np.inf), mx, np.nan)
+        with np.errstate(over="ignore"):
+            pb_max[vi] = np.where(mx == -np.inf, np.nan, mx)
         if task.per_point == "all":
             keep = np.ones(err.size, dtype=bool)
         elif task.per_point == "incorrect":
@@ -312,39 +323,44 @@ def _compute_terms(study: Study, preds: np.ndarray, cache: TermCache, executor) 
     need_neg = any((1 - a) * t != 0 for a in study.alphas for t in study.targets)
     xs = np.unique(np.concatenate([preds if need_pos else [], -preds if need_neg else []]).view(np.int64))
     xs = xs.view(np.float64)
-    tables, chunks, total, cached = {}, [], 0, 0
+    parts: dict = {g: [] for g in study.gammas}
+    missing_any = np.zeros(xs.size, dtype=bool)
+    total = cached = 0
     for g in study.gammas:
         found, table = cache.lookup(g, xs)
         total += xs.size
         cached += int(found.sum())
-        missing = xs[~found]
-        tables[g] = [(xs[found], table)]
-        for start in range(0, missing.size, TERM_CHUNK):
-            chunks.append((g, missing[start:start + TERM_CHUNK]))
+        parts[g].append((xs[found], table))
+        missing_any |= ~found
+    # one chunk computes every gamma for its x values, sharing exp and log1p across them
+    missing = xs[missing_any]
+    order = np.argsort(np.abs(missing), kind="stable")  # x and -x in one chunk share their parts
+    missing = missing[order]
+    chunks = [(missing[i:i + TERM_CHUNK], tuple(study.gammas)) for i in range(0, missing.size, TERM_CHUNK)]
     if chunks:
         with _progress(len(chunks), "oracle") as bar:
-            for i, table in executor.map_unordered(_term_chunk, chunks):
-                g, x = chunks[i]
-                cache.store(g, x, table)
-                tables[g].append((x, table))
+            for i, tables in executor.map_unordered(_term_chunk, chunks):
+                x = chunks[i][0]
+                for g, table in tables.items():
+                    cache.store(g, x, table)
+                    parts[g].append((x, table))
                 bar.update(1)
     result = {}
-    for g, parts in tables.items():
-        x_all = np.concatenate([p[0] for p in parts])
-        t_all = TermTable.concatenate([p[1] for p in parts])
-        order = np.argsort(x_all.view(np.int64))
-        keys = x_all.view(np.int64)[order]
+    nan = TermTable(*(np.full(preds.size, v) for v in (0.0, 0.0, 0, np.inf)))
+    for g, pieces in parts.items():
+        x_all = np.concatenate([p[0] for p in pieces])
+        t_all = TermTable.concatenate([p[1] for p in pieces])
+        keys, first = np.unique(x_all.view(np.int64), return_index=True)
 
-        def lookup(values, keys=keys, order=order, t_all=t_all):
-            return t_all.take(order[np.searchsorted(keys, values.view(np.int64))])
-        nan = TermTable(*(np.full(preds.size, v) for v in (0.0, 0.0, 0, np.inf)))
+        def lookup(values, keys=keys, first=first, t_all=t_all):
+            return t_all.take(first[np.searchsorted(keys, values.view(np.int64))])
         result[g] = (lookup(preds) if need_pos else nan, lookup(-preds) if need_neg else nan)
     return result, total, cached
 
 
 def _term_chunk(chunk):
-    g, x = chunk
-    return focal_term_table(x, g)
+    x, gammas = chunk
+    return focal_term_tables(x, gammas)
 
 
 def _variants_of(study: Study) -> tuple:
@@ -437,11 +453,8 @@ def merge_groups(groups: pd.DataFrame, hist: pd.DataFrame, by: list) -> pd.DataF
     sums = g.assign(_k=key).groupby("_k")[["count", "sum_ulp", "n_finite", "sum_bits", "n_correct", "over_1ulp",
                                            "nan", "inf", "wrong_sign"]].sum()
     h = hist.assign(_k=key.to_numpy()[hist["group"].to_numpy()]).groupby(["_k", "bin"], sort=True)["count"].sum()
-    quantiles = {}
-    for k, part in h.groupby(level=0):
-        bins = part.index.get_level_values(1).to_numpy()
-        counts = part.to_numpy()
-        quantiles[k] = [quantile_upper_bound(bins, counts, q) for q in (0.5, 0.99, 0.999)]
+    quantiles = _histogram_quantiles(h.index.get_level_values(0).to_numpy(), h.index.get_level_values(1).to_numpy(),
+                                     h.to_numpy(), (0.5, 0.99, 0.999))
     first_max = first_max.set_index("_k")
     table = first_max[by].copy()
     table["count"] = sums["count"]
@@ -453,11 +466,30 @@ def merge_groups(groups: pd.DataFrame, hist: pd.DataFrame, by: list) -> pd.DataF
         table["mean_ulp"] = sums["sum_ulp"] / sums["n_finite"]
         table["mean_bits"] = sums["sum_bits"] / sums["count"]
         table["share_correct"] = sums["n_correct"] / sums["count"]
-    q = pd.DataFrame.from_dict(quantiles, orient="index", columns=["p50_ulp", "p99_ulp", "p999_ulp"])
+    q = pd.DataFrame(quantiles, columns=["p50_ulp", "p99_ulp", "p999_ulp"])
     table = table.join(q)
     for col in ("over_1ulp", "nan", "inf", "wrong_sign"):
         table[col] = sums[col]
     return table[by + _STAT_COLUMNS].reset_index(drop=True)
+
+
+def _histogram_quantiles(keys, bins, counts, qs) -> np.ndarray:
+    """Upper bounds of the quantiles qs of every group of a sparse histogram sorted by (key, bin).
+
+    Vectorized :func:`precision.scoring.quantile_upper_bound`: row k of the
+    result holds group k's bounds (keys are 0 .. K-1).
+    """
+    K = int(keys.max()) + 1 if keys.size else 0
+    totals = np.bincount(keys, counts, minlength=K)
+    before = np.concatenate([[0], np.cumsum(totals)[:-1]])
+    cum = np.cumsum(counts)
+    out = np.empty((K, len(qs)))
+    for j, q in enumerate(qs):
+        rank = np.maximum(1, np.ceil(q * totals))
+        idx = np.searchsorted(cum, before + rank, side="left")
+        out[:, j] = bin_upper_edge(bins[np.minimum(idx, bins.size - 1)])
+    out[totals == 0] = np.nan
+    return out
 
 
 def _hex_or_none(v):
@@ -585,6 +617,7 @@ def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
         "study": study.name, "study_file": study.path, "study_sha256": study.digest, "seed": study.seed,
         "oracle_version": oracle.ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
         "versions": versions, "models": list(study.models),
+        "pred_set": {"kind": study.pred.kind, "format": study.pred.format, "weighting": study.pred.label},
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(result).items()
            if k != "seconds"},
     }

@@ -43,7 +43,7 @@ from precision import oracle
 from precision.errors import OracleUndecidedError
 from precision.formats import from_ordinal, get_format, round_to_format, to_ordinal
 
-__all__ = ["TermTable", "focal_term_table", "DerivedGradient", "derive_gradient", "EXP_CLAMP"]
+__all__ = ["TermTable", "focal_term_table", "focal_term_tables", "DerivedGradient", "derive_gradient", "EXP_CLAMP"]
 
 #: Exponents beyond +-EXP_CLAMP are stored clamped: 2**(2**40) is out of every format.
 EXP_CLAMP = 1 << 40
@@ -101,33 +101,53 @@ def _ball_to_row(ball: oracle.Ball):
 
 
 def focal_term_table(x, gamma) -> TermTable:
-    """A(x, gamma) for each pair, to relative accuracy TERM_REL (2**-62).
-
-    Parameters
-    ----------
-    x, gamma : array_like of float
-        Exact values (gamma as float32 values), broadcast together.
-
-    Notes
-    -----
-    This is the oracle's one loop over points; it runs in worker processes
-    when a sweep is parallel.
-    """
+    """A(x, gamma) for each pair (broadcast), to relative accuracy TERM_REL (2**-62)."""
     xs, gs = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(gamma, dtype=np.float64))
-    xs, gs = xs.ravel().tolist(), gs.ravel().tolist()
-    n = len(xs)
-    hi = np.empty(n)
-    lo = np.empty(n)
-    ex = np.empty(n, dtype=np.int64)
-    rel = np.empty(n)
-    for i, (xi, gi) in enumerate(zip(xs, gs)):
-        prec = oracle._initial_prec(xi, gi)
-        ball = oracle.focal_term(xi, gi, prec)
-        while not ball.rel <= TERM_REL and prec < oracle.MAX_PREC:
-            prec *= 2  # cancellation in the bracket (e.g. gamma = -1, large x; roots of A)
-            ball = oracle.focal_term(xi, gi, prec)
-        hi[i], lo[i], ex[i], rel[i] = _ball_to_row(ball)
-    return TermTable(hi, lo, ex, rel)
+    rows = [_tight_row(xi, gi, None) for xi, gi in zip(xs.ravel().tolist(), gs.ravel().tolist())]
+    return _table_from_rows(rows)
+
+
+def focal_term_tables(x, gammas) -> dict:
+    """``{gamma: TermTable}`` of A(x, gamma) for every x and every gamma.
+
+    Values of x sharing |x| share one exp and one log1p (and every gamma
+    shares them too): per (x, gamma) only exp(gamma ln q) and a few products
+    remain.  Every row is tightened to TERM_REL.  This is the oracle's one
+    loop over points; sweeps run it in worker processes.
+    """
+    xs = np.asarray(x, dtype=np.float64).ravel()
+    gammas = [float(g) for g in gammas]
+    rows = {g: [None] * xs.size for g in gammas}
+    by_magnitude: dict = {}
+    for i, xi in enumerate(xs.tolist()):
+        by_magnitude.setdefault(abs(xi), []).append(i)
+    for ax, members in by_magnitude.items():
+        signs = sorted({1 if xs[i] >= 0 else -1 for i in members}, reverse=True)
+        balls = oracle.focal_terms(ax, gammas, signs)
+        for i in members:
+            s = 1 if xs[i] >= 0 else -1
+            for g in gammas:
+                rows[g][i] = _tight_row(float(xs[i]), g, balls[(s, g)])
+    return {g: _table_from_rows(r) for g, r in rows.items()}
+
+
+def _tight_row(x: float, g: float, ball):
+    """The row of A(x, g), recomputed at doubled precision until rel <= TERM_REL (or the cap)."""
+    prec = oracle._initial_prec(x, g)
+    if ball is None:
+        ball = oracle.focal_term(x, g, prec)
+    while not ball.rel <= TERM_REL and prec < oracle.MAX_PREC:
+        prec *= 2  # cancellation in the bracket (near the roots of A for g < -1)
+        ball = oracle.focal_term(x, g, prec)
+    return _ball_to_row(ball)
+
+
+def _table_from_rows(rows) -> TermTable:
+    if not rows:
+        return TermTable(np.empty(0), np.empty(0), np.empty(0, np.int64), np.empty(0))
+    hi, lo, ex, rel = zip(*rows)
+    return TermTable(np.array(hi, dtype=np.float64), np.array(lo, dtype=np.float64),
+                     np.array(ex, dtype=np.int64), np.array(rel, dtype=np.float64))
 
 
 # ---------------------------------------------------------------------------

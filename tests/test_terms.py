@@ -50,3 +50,18 @@ def test_far_out_of_range_and_huge_x():
     want = oracle.gradient(x, t, 0.25, g, fmt="fp32")
     np.testing.assert_array_equal(got.rounded.view(np.uint32), want.view(np.uint32))
     assert got.fallback == 0
+
+
+def test_shared_tables_equal_single_evaluations():
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.uniform(-40, 40, 60), [0.0, -0.0, 3.0, -3.0, 30000.0, -30000.0]])
+    gammas = [-2.0, -1.0, 0.0, 0.5, 2.0]
+    shared = __import__("precision.terms", fromlist=["x"]).focal_term_tables(x, gammas)
+    for g in gammas:
+        single = focal_term_table(x, g)
+        # the shared evaluation may run at a higher precision: equal within the bounds
+        a = np.ldexp(shared[g].hi, 0) + shared[g].lo
+        b = np.ldexp(single.hi, (single.exp - shared[g].exp).astype(np.int32)) + np.ldexp(
+            single.lo, (single.exp - shared[g].exp).astype(np.int32))
+        assert np.all(np.abs(a - b) <= np.abs(a) * 2.0**-60)
+        assert np.all(shared[g].rel <= 2.0**-62)
