@@ -33,13 +33,17 @@ Conventions
   :meth:`Machine.asarray` (exact from narrower formats, RNE from wider ones).
 * Rounding is round-to-nearest-even (RNE) unless stated.  Underflow is
   gradual unless a flush applies.
-* ``ftz`` (model switch): subnormal *results* of add, sub, mul, fma, div,
-  exp, ln and pow become a zero of the same sign.  ``daz`` (model switch):
-  subnormal *inputs* of those same arithmetic ops read as a zero of the same
-  sign.  Neither touches neg, abs, max, min, compares, select or casts
-  (sign and data-movement ops; compares see subnormals exactly, npu_math §7.3).
-  For ``pow`` the switches act on its inputs and output only; the library
-  routine's internal steps keep their own documented semantics.
+* Flush switches (``sigmoid_focal_loss_grad.md`` §7: "flush subnormal
+  results of Mul/Add"): ``ftz`` makes a subnormal *result* of ``add``,
+  ``sub``, ``mul`` and ``fma`` a zero of the same sign; ``daz`` reads a
+  subnormal *input* of those four ops as a zero of the same sign.  They
+  touch nothing else: ``div`` (both modes), ``exp``, ``ln`` and ``pow`` keep
+  exactly the flushing their own model and mode define (npu vdiv DAZ+FTZ in
+  ``div(mode="default")``, the ``ftz=`` argument of ``exp``/``ln``, vexp's
+  flush inside Power, ...), so ``div(mode="0ulp")`` still produces and
+  accepts subnormals on a ``+ftz``/``+daz`` machine, as the npu's
+  Div PRECISION_0ULP_FTZ_FALSE does; neg, abs, max, min, compares, select
+  and casts never flush (compares see subnormals exactly, npu_math §7.3).
 * Hardware ops whose algorithm is not public are *proxies* (marked
   ``# PROXY:`` in the code): ``vexp``, ``vln`` and ``vdiv`` are modelled as
   the compute-format RNE rounding of the float64 result, with the flushing
@@ -160,11 +164,26 @@ class MachineModel:
     compute : str
         Compute format: ``"fp32"`` (default), ``"fp16"`` or ``"bf16"``.
     ftz : bool
-        Subnormal results of add, sub, mul, fma, div, exp, ln and pow become a
-        zero of the same sign.  Default False.
+        Flush to zero: a subnormal result of ``add``, ``sub``, ``mul`` or
+        ``fma`` (the Mul/Add class, including the fused ops) becomes a zero
+        of the same sign, after the op's one rounding (so a result that
+        rounds up to the smallest normal is kept).  Default False.
     daz : bool
-        Subnormal inputs of those ops read as a zero of the same sign.
-        Default False.
+        Denormals are zero: a subnormal input of ``add``, ``sub``, ``mul``
+        or ``fma`` reads as a zero of the same sign.  Default False.
+
+    Notes
+    -----
+    Neither switch acts on ``div`` (either mode), ``exp``, ``ln`` or
+    ``pow``: they keep the flushing their model and mode define and nothing
+    more.  On npu that is vdiv's DAZ+FTZ in ``div(mode="default")``, Exp/Ln
+    with ``ftz=True`` (INTRINSIC) and the vexp flush inside Power, while
+    ``div(mode="0ulp")`` (Div PRECISION_0ULP_FTZ_FALSE), Exp/Ln
+    ``ftz=False`` and the Power's own subnormal handling keep subnormals; on
+    ieee and numpy only the ``ftz=True`` argument of ``exp``/``ln`` flushes.
+    In particular the Div0ulp quotient chain of guard G7 keeps a subnormal
+    result on a ``+ftz`` machine, where ``mul`` flushes it.  neg, abs,
+    max, min, compares, select and casts never flush.
     power_subnormal_fix : bool
         npu Power algorithm C: True is master 9e7fba1b9 (subnormal bases are
         scaled by 2**23 before range reduction); False reproduces releases
@@ -408,13 +427,94 @@ def _settle(mpf_of_prec, fmt: Format, exact_midpoint_test=None) -> float:
 # ---------------------------------------------------------------------------
 
 
+#: float64 bit masks of the fast fp32 fma: the 29 low significand bits of a
+#: float64 hold what an RNE cast to a normal float32 drops; 0x10000000 there is
+#: a float32 rounding midpoint.
+_F64_LOW29 = np.int64(0x1FFFFFFF)
+_F64_LOW29_MID = np.int64(0x10000000)
+
+
 def _fma32(a, b, c):
-    """Fused a*b + c on float32 arrays, one RNE rounding (exact emulation)."""
-    a64 = np.asarray(a, dtype=np.float64)
-    b64 = np.asarray(b, dtype=np.float64)
-    c64 = np.asarray(c, dtype=np.float64)
+    """Fused a*b + c on float32 operands, one RNE rounding to float32 (exact).
+
+    a, b, c: float32 arrays or scalars (broadcast).  Bit-identical to
+    ``_fma_round_to_odd(a, b, c).astype(float32)`` (the reference, kept for
+    the rare lanes below and for the tests), at a fraction of the cost.
+
+    Fast path.  ``p = a*b`` is exact in float64 (two 24-bit significands,
+    exponents within [-298, 256]) and ``s = RN64(p + c)``; the result is
+    ``RN32(s)``.  Let ``v = p + c`` be the exact sum.  ``RN32(s) == RN32(v)``
+    unless ``s`` is itself a float32 rounding boundary (a midpoint between
+    consecutive float32 values, or the overflow threshold 2**128 - 2**103)
+    and ``s != v``:
+
+    * if ``s == v`` there is nothing to prove;
+    * otherwise, say ``v < s``.  RN32 is monotone, so RN32(v) != RN32(s)
+      needs a boundary ``m`` with ``v <= m <= s``.  Every boundary is a
+      float64 number.  ``m == v`` would make ``v`` a float64, so ``s == v``;
+      ``v < m < s`` contradicts ``s`` being the float64 nearest to ``v``
+      (``|v - m| < |v - s|``).  Hence ``m == s``.  (Symmetric for v > s.)
+
+    Which ``s`` can be a boundary (float64 ``s = 1.f * 2**E``, 52-bit f):
+
+    * ``E >= -126`` (the float32 grid there is 2**(E-23)): the boundaries are
+      exactly the ``s`` whose 29 low bits of f equal 0x10000000 (this
+      includes 2**128 - 2**103, f = 2**52 - 2**28).  Test T1.
+    * ``E <= -127`` (float32 subnormal grid 2**-149): boundaries are odd
+      multiples of 2**-150.  Such an ``s`` with ``|s| <= 2**-150`` rounds to
+      a float32 zero, and then ``v`` is exact: ``|v| < 2**-149`` with c != 0
+      needs ``|p| >= 2**-151``, so ``p`` (48 significant bits) is a multiple
+      of 2**-199 and so is ``v``, which then fits in 50 bits; with c == 0,
+      ``v = p``.  Otherwise ``2**-150 < |s| < 2**-126`` and RN32(s) is a
+      nonzero float32 of magnitude <= 2**-126 (0 < |bits| <= 0x00800000).
+      Test T2 flags every such lane (a superset of the boundaries).
+
+    Lanes flagged by T1 or T2 (about 2**-29 of random lanes, plus the rare
+    subnormal results) are recomputed with the round-to-odd reference; a
+    lane that is flagged but exact gets the same value either way.
+    Non-finite sums: inf keeps the low bits zero and NaN is NaN in both
+    paths; a zero sum is exact, so IEEE's sign rule of ``p + c`` applies in
+    both.
+    """
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
     with np.errstate(all="ignore"):
-        return _fma_round_to_odd(a64, b64, c64).astype(np.float32)
+        # s = RN64(a*b + c), operands in this order (NaN payloads as before);
+        # in place in one fresh float64 buffer (cheaper than mixed-dtype ufuncs).
+        if np.shape(a) == shape:
+            s = np.asarray(a).astype(np.float64)
+        else:
+            s = np.empty(shape, dtype=np.float64)
+            s[...] = a
+        np.multiply(s, b, out=s)
+        np.add(s, c, out=s)
+        out = s.astype(np.float32)
+        # T1: s on a normal float32 midpoint (29 low bits == 0x10000000).
+        low = s.view(np.int64)
+        np.bitwise_and(low, _F64_LOW29, out=low)  # s is not needed any more
+        risky = low == _F64_LOW29_MID
+        # T2: 0 < |RN32(s)| <= 2**-126: 2*bits - 2 (uint32, sign shifted out,
+        # zero wraps to 0xFFFFFFFE) <= 2*0x00800000 - 2.
+        twice = np.add(out.view(np.uint32), out.view(np.uint32))
+        twice -= np.uint32(2)
+        risky |= twice <= np.uint32(0x00FFFFFE)
+        if risky.any():
+            _fma32_settle(a, b, c, out, np.flatnonzero(risky))
+    return out
+
+
+def _fma32_settle(a, b, c, out, idx):
+    """Overwrite ``out`` (float32, C-contiguous) at flat indices ``idx`` with the round-to-odd fma."""
+    shape = out.shape
+    sub = [np.broadcast_to(np.asarray(v, dtype=np.float32), shape).reshape(-1)[idx].astype(np.float64)
+           for v in (a, b, c)]
+    out.reshape(-1)[idx] = _fma_round_to_odd(*sub).astype(np.float32)
+
+
+#: Elements per block of the npu Power emulation.  The few dozen temporaries
+#: of one block stay in the CPU cache; multi-megabyte temporaries of a whole
+#: tensor cost a page fault per 4 KiB on every allocation.  Blocking changes
+#: no bit (every step is elementwise).
+POW_BLOCK = 1 << 15
 
 
 def _vexp_intrinsic_fp32(x):
@@ -424,7 +524,8 @@ def _vexp_intrinsic_fp32(x):
     # subnormal results are flushed to +0 (npu_math §1, §6).
     with np.errstate(all="ignore"):
         e = np.exp(x.astype(np.float64)).astype(np.float32)
-    return np.where(e < POW_FLT_MIN, np.float32(0.0), e)
+        np.putmask(e, e < POW_FLT_MIN, np.float32(0.0))
+    return e
 
 
 def _npu_pow_log(x, subnormal_fix: bool = True):
@@ -445,20 +546,35 @@ def _npu_pow_log(x, subnormal_fix: bool = True):
         lhi + llo ~ ln(x) (relative error about 2**-29 with the fix).
     """
     shape = np.shape(x)
-    x = np.asarray(x, dtype=np.float32).reshape(-1)
+    x = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
+    lhi = np.empty_like(x)
+    llo = np.empty_like(x)
+    for start in range(0, x.size, POW_BLOCK):
+        block = slice(start, start + POW_BLOCK)
+        lhi[block], llo[block] = _npu_pow_log_block(x[block], subnormal_fix)
+    return lhi.reshape(shape), llo.reshape(shape)
+
+
+def _npu_pow_log_block(x, subnormal_fix: bool):
+    """:func:`_npu_pow_log` on one contiguous 1-D float32 block."""
     f32 = np.float32
     with np.errstate(all="ignore"):
         # R0: subnormals scaled by 2**23 (Muls, exact); i0 compensates.
         small = x < POW_FLT_MIN
-        xs = np.where(small, x * POW_SUBNORMAL_SCALE, x)
-        i0 = np.where(small, POW_SUBNORMAL_SHIFT, f32(0.0))
-        reduced = xs if subnormal_fix else x
-        bits = reduced.view(np.int32)
+        any_small = bool(small.any())
+        xs = np.where(small, x * POW_SUBNORMAL_SCALE, x) if any_small and subnormal_fix else x
+        bits = xs.view(np.int32)
         # R1/R2: m in [sqrt(1/2), sqrt(2)), x = m * 2**k, e = k * 2**23.
         e = (bits - POW_SQRT_HALF_BITS) & POW_EXPONENT_MASK
         m = (bits - e).view(np.float32)
-        # R3: i = k + i0 (exact).
-        i = _fma32(e.astype(np.float32), POW_TWO_M23, i0)
+        # R3: i = fma(float(e), 2**-23, i0) = k + i0, computed without the fma:
+        # e = k * 2**23 with |k| <= 256, so float(e) and float(e) * 2**-23 = k
+        # are exact, k + i0 (i0 in {0, -23}) is an exact small integer, and
+        # e >> 23 == k.  Zeros: k = 0 gives +0 both ways, and k + i0 = 0 is
+        # an exact zero sum of opposite signs, +0 in both (RNE).
+        i = (e >> 23).astype(np.float32)
+        if any_small:
+            i += np.where(small, POW_SUBNORMAL_SHIFT, f32(0.0))
         # R4
         p = m + f32(1.0)
         m1 = m - f32(1.0)
@@ -477,7 +593,7 @@ def _npu_pow_log(x, subnormal_fix: bool = True):
         u = _fma32(c3, s, c2)
         u = _fma32(u, s, c1)
         u = _fma32(u, s, c0)
-        u = u * s
+        u *= s
         # L12: 2q as a double-float (exact doublings).
         qh2 = qhi + qhi
         ql2 = qlo + qlo
@@ -493,11 +609,15 @@ def _npu_pow_log(x, subnormal_fix: bool = True):
         # L18: quick-two-sum.
         lhi = fhi + total
         llo = (fhi - lhi) + total
-    return lhi.reshape(shape), llo.reshape(shape)
+    return lhi, llo
 
 
 def _odd_integer_fp32(b):
-    """Algorithm C's odd-integer test fma(floor(0.5*b), -2, b) == 1 (False for inf, NaN, |b| >= 2**24)."""
+    """Algorithm C's odd-integer test fma(floor(0.5*b), -2, b) == 1 (False for inf, NaN, |b| >= 2**24).
+
+    Quirk kept: the fma rounds, so b = -(1 - 2**-24) (2 + b = 1 + 2**-24,
+    a tie that goes to 1) also counts as odd.
+    """
     with np.errstate(all="ignore"):
         return _fma32(np.floor(b * np.float32(0.5)), np.float32(-2.0), b) == np.float32(1.0)
 
@@ -505,10 +625,32 @@ def _odd_integer_fp32(b):
 def _pow_special_cases(a, b, res, nan_bits: int, uint_dtype):
     """npu_math §2.4 fix-ups (ProcessSpecialCaseForPowF), in source order.
 
-    a, b, res are arrays of one float dtype (float32 or float16); values of
-    ``res`` where no special case applies are kept.  ``a == 0`` is an exact
-    compare (a subnormal base is not zero).
+    a, res are arrays of one float dtype (float32 or float16) and one shape;
+    b has that shape or is a single value (broadcast).  Values of ``res``
+    where no special case applies are kept.  ``a == 0`` is an exact compare
+    (a subnormal base is not zero).  ``res`` is updated in place when it is
+    writeable and returned.
+
+    Only lanes with a base that is not finite positive, a == 1, b == 0 or a
+    NaN b can meet a case (steps 3-5 need a <= 0, inf or NaN); the steps run
+    on those lanes only.
     """
+    zero = np.zeros((), dtype=res.dtype)
+    with np.errstate(all="ignore"):
+        plain = (a > zero) & (a < np.array(np.inf, dtype=res.dtype)) & (a != np.ones((), dtype=res.dtype))
+        plain &= (b != zero) & (b == b)
+    if plain.all():
+        return res
+    res = np.array(res, order="C", copy=not (res.flags.writeable and res.flags.c_contiguous))
+    idx = np.flatnonzero(~plain)
+    a_sub = np.reshape(a, -1)[idx]
+    b_sub = np.broadcast_to(b, res.shape).reshape(-1)[idx] if np.size(b) != 1 else np.reshape(b, ())
+    res.reshape(-1)[idx] = _pow_special_cases_lanes(a_sub, b_sub, res.reshape(-1)[idx], nan_bits, uint_dtype)
+    return res
+
+
+def _pow_special_cases_lanes(a, b, res, nan_bits: int, uint_dtype):
+    """The §2.4 steps on every lane (a, res 1-D; b the same shape or 0-d)."""
     one = np.ones((), dtype=res.dtype)
     zero = np.zeros((), dtype=res.dtype)
     inf = np.array(np.inf, dtype=res.dtype)
@@ -539,20 +681,33 @@ def _npu_pow_c(a, b, subnormal_fix: bool = True):
 
     Parameters
     ----------
-    a, b : ndarray of float32 (same shape)
+    a, b : array_like of float32 (broadcast together)
         Base and exponent.
 
     Returns
     -------
     ndarray of float32
         Bit-level emulation of R0-R5, L6-L18, E1-E5 and the §2.4 special
-        cases, except R5 (vdiv) and E3 (vexp), which are proxies.
+        cases, except R5 (vdiv) and E3 (vexp), which are proxies.  Computed
+        in blocks of :data:`POW_BLOCK` elements; a single exponent value is
+        kept a scalar (elementwise, so neither changes a bit).
     """
+    a = np.asarray(a, dtype=np.float32)
+    b = np.asarray(b, dtype=np.float32)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    a = np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
+    b = b.reshape(()) if b.size == 1 else np.ascontiguousarray(np.broadcast_to(b, shape)).reshape(-1)
+    out = np.empty(a.size, dtype=np.float32)
+    for start in range(0, a.size, POW_BLOCK):
+        block = slice(start, start + POW_BLOCK)
+        out[block] = _npu_pow_c_block(a[block], b if b.ndim == 0 else b[block], subnormal_fix)
+    return out.reshape(shape)
+
+
+def _npu_pow_c_block(a, b, subnormal_fix: bool):
+    """:func:`_npu_pow_c` on one contiguous 1-D block (b: same length or 0-d)."""
     f32 = np.float32
-    shape = np.shape(a)
-    a = np.asarray(a, dtype=np.float32).reshape(-1)
-    b = np.asarray(b, dtype=np.float32).reshape(-1)
-    lhi, llo = _npu_pow_log(np.abs(a), subnormal_fix)
+    lhi, llo = _npu_pow_log_block(np.abs(a), subnormal_fix)
     with np.errstate(all="ignore"):
         # E1/E2: b * ln|a| as phi + plo.
         phi = lhi * b
@@ -562,9 +717,9 @@ def _npu_pow_c(a, b, subnormal_fix: bool = True):
         # E4: exp(phi) * (1 + plo).
         res = _fma32(plo, big_e, big_e)
         # E5: clamps on phi (not on phi + plo).
-        res = np.where(phi >= POW_EXP_OVERFLOW, f32(np.inf), res)
-        res = np.where(phi < POW_EXP_UNDERFLOW, f32(0.0), res)
-    return _pow_special_cases(a, b, res, POW_NAN_BITS["fp32"], np.uint32).reshape(shape)
+        np.putmask(res, phi >= POW_EXP_OVERFLOW, f32(np.inf))
+        np.putmask(res, phi < POW_EXP_UNDERFLOW, f32(0.0))
+    return _pow_special_cases(a, b, res, POW_NAN_BITS["fp32"], np.uint32)
 
 
 def _vln_fp32(x):
@@ -763,13 +918,19 @@ class Machine:
     def fma(self, a, b, c) -> np.ndarray:
         """a*b + c with ONE RNE rounding in the compute format (all models).
 
-        Emulated exactly by float64 TwoSum plus round-to-odd, then one cast
-        (see :func:`_fma_round_to_odd` for the proof sketch).  The npu's
-        Axpy/MulAddDst/MulDstAdd are assumed to keep subnormals (npu_math §7.2).
+        Emulated exactly: fp32 by :func:`_fma32` (float64 sum, one cast, the
+        rare double-rounding lanes redone by round-to-odd); fp16/bf16 by
+        float64 TwoSum plus round-to-odd, then one cast (see
+        :func:`_fma_round_to_odd` for the proof sketch).  The npu's
+        Axpy/MulAddDst/MulDstAdd are assumed to keep subnormals (npu_math
+        §7.2); ``ftz``/``daz`` apply as for ``mul``.
         """
         a, b, c = (self._daz(self._in(v)) for v in (a, b, c))
-        a, b, c = np.broadcast_arrays(self._f64(a), self._f64(b), self._f64(c))
-        out = self._round(_fma_round_to_odd(a, b, c))
+        if self.fmt is FP32:
+            out = np.asarray(_fma32(*np.broadcast_arrays(a, b, c)))
+        else:
+            a, b, c = np.broadcast_arrays(self._f64(a), self._f64(b), self._f64(c))
+            out = self._round(_fma_round_to_odd(a, b, c))
         out = self._ftz(out)
         self._count("fma", out)
         return out
@@ -853,11 +1014,12 @@ class Machine:
         -----
         Counted as ``div0ulp`` or ``div``.  fp16/bf16 quotients are rounded
         once from the float64 quotient, which is correctly rounded because
-        53 >= 2q + 2 (Figueroa 1995).
+        53 >= 2q + 2 (Figueroa 1995).  The model's ``ftz``/``daz`` switches
+        do not apply (only the mode's own flushing does): a ``"0ulp"``
+        quotient keeps subnormal operands and results on any machine.
         """
         _check_choice("mode", mode, DIV_MODES)
-        a, b = self._daz(self._in(a)), self._daz(self._in(b))
-        a, b = np.broadcast_arrays(a, b)
+        a, b = np.broadcast_arrays(self._in(a), self._in(b))
         with np.errstate(all="ignore"):
             if mode == "default" and self.model.name == "npu":
                 out = self._vdiv(a, b)
@@ -865,7 +1027,6 @@ class Machine:
                 out = np.asarray(np.divide(a, b), dtype=self.dtype)
             else:
                 out = self._round(self._f64(a) / self._f64(b))
-        out = self._ftz(out)
         self._count("div0ulp" if mode == "0ulp" else "div", out)
         return out
 
@@ -891,10 +1052,18 @@ class Machine:
             return v64.astype(self._native_fmt().dtype).astype(np.float64)
 
     def _flush_native(self, v64, positive_zero: bool = False) -> np.ndarray:
+        """Nonzero subnormals of the native format -> +0 or signed zero (float64 in, out).
+
+        Returns ``v64`` itself when nothing flushes (callers do not write to it).
+        """
         fmt = self._native_fmt()
-        tiny = (np.abs(v64) < fmt.smallest_normal) & (v64 != 0)
-        zero = 0.0 if positive_zero else np.copysign(0.0, v64)
-        return np.where(tiny, zero, v64)
+        tiny = np.abs(v64) < fmt.smallest_normal
+        if not tiny.any():
+            return v64
+        tiny &= v64 != 0  # zeros keep their sign
+        out = np.array(v64, dtype=np.float64, copy=True)
+        out[tiny] = 0.0 if positive_zero else np.copysign(0.0, out[tiny])
+        return out
 
     # -- exp ---------------------------------------------------------------------
 
@@ -915,9 +1084,10 @@ class Machine:
         -----
         ieee: correctly rounded (RNE, gradual underflow, overflow to +inf).
         numpy: ``np.exp`` in the compute dtype.  exp(-inf) = +0, exp(NaN) =
-        NaN.  Counted as ``exp``.
+        NaN.  Only the ``ftz`` argument flushes; the model's ``ftz``/``daz``
+        switches do not apply.  Counted as ``exp``.
         """
-        x = self._daz(self._in(x))
+        x = self._in(x)
         name = self.model.name
         with np.errstate(all="ignore"):
             if name == "ieee":
@@ -930,7 +1100,6 @@ class Machine:
                 out = self._round(self._npu_exp_precise(self._f64(x)))
             if ftz and name != "npu":
                 out = np.where(self._is_subnormal(out), np.zeros((), self.dtype), out).astype(self.dtype)
-        out = self._ftz(out)
         self._count("exp", out)
         return out
 
@@ -951,10 +1120,12 @@ class Machine:
             np.array(MAX_SUBNORMAL_BITS[native.name], dtype=native.uint_dtype).view(native.dtype)
         )
         tiny = e <= max_subnormal
-        # x/2 by vdiv is exact here; the square is a plain Mul (gradual underflow).
-        half = self._vexp(x64 * 0.5)
-        squared = self._round_native(half * half)
-        return np.where(tiny, squared, e)
+        if tiny.any():  # the x/2 path on those lanes only (elementwise: same bits)
+            # x/2 by vdiv is exact here; the square is a plain Mul (gradual underflow).
+            half = self._vexp(x64[tiny] * 0.5)
+            e = np.array(e, copy=True)
+            e[tiny] = self._round_native(half * half)
+        return e
 
     def _ieee_exp(self, x) -> np.ndarray:
         x64 = self._f64(x)
@@ -985,9 +1156,10 @@ class Machine:
         Notes
         -----
         ieee: correctly rounded.  numpy: ``np.log``.  ln(±0) = -inf,
-        ln(x<0) = NaN, ln(+inf) = +inf.  Counted as ``ln``.
+        ln(x<0) = NaN, ln(+inf) = +inf.  Only the ``ftz`` argument flushes;
+        the model's ``ftz``/``daz`` switches do not apply.  Counted as ``ln``.
         """
-        x = self._daz(self._in(x))
+        x = self._in(x)
         name = self.model.name
         if ftz and name != "npu":
             x = self._flush(x)
@@ -1000,7 +1172,6 @@ class Machine:
                 out = self._round(self._vln(self._f64(x)))
             else:
                 out = self._round(self._npu_ln_precise(self._f64(x)))
-        out = self._ftz(out)
         self._count("ln", out)
         return out
 
@@ -1023,8 +1194,12 @@ class Machine:
         else:  # half: -ln(2**10) rounded to half (the constant's exact spelling is not public)
             offset = self._round_native(np.float64(-shift * math.log(2.0)))
         low = x64 < max_subnormal  # strict: 0x007FFFFF itself stays on vln
-        scaled = self._vln(self._round_native(x64 * 2.0**shift)) + offset
-        return np.where(low, self._round_native(scaled), self._vln(x64))
+        out = self._vln(x64)
+        if low.any():  # the scaled path on those lanes only (elementwise: same bits)
+            scaled = self._vln(self._round_native(x64[low] * 2.0**shift)) + offset
+            out = np.array(out, copy=True)
+            out[low] = self._round_native(scaled)
+        return out
 
     def _ieee_ln(self, x) -> np.ndarray:
         x64 = self._f64(x)
@@ -1060,8 +1235,9 @@ class Machine:
         pow(1, y) = 1, pow(-1, ±inf) = 1, pow(±0, y<0) = ±inf or +inf,
         pow(x<0, non-integer) = NaN).  npu special values follow §2.4 (NaN
         results have bits 0x7FC00000); results below 2**-126 are +0 when
-        vexp's input is below -87.34, and phi >= 88.7228 gives +inf.
-        Counted as ``pow``.
+        vexp's input is below -87.34, and phi >= 88.7228 gives +inf.  The
+        model's ``ftz``/``daz`` switches do not apply (npu subnormal bases and
+        results follow the algorithm).  Counted as ``pow``.
 
         Examples
         --------
@@ -1080,24 +1256,25 @@ class Machine:
                 "algo='intrinsic' with compute=bf16; the npu INTRINSIC Power rejects bf16 "
                 "(static_assert): use algo='double_float' or compute fp16/fp32"
             )
-        base, k = np.broadcast_arrays(self._daz(self._in(base)), self._daz(self._in(k)))
+        base, k = self._in(base), self._in(k)
         with np.errstate(all="ignore"):
-            if name == "ieee":
-                out = self._ieee_pow(base, k)
-            elif name == "numpy":
-                out = np.asarray(np.power(base, k), dtype=self.dtype)
-            else:
+            if name == "npu" and algo == "double_float":
                 # Both npu algorithms load half/bf16 operands as exact fp32,
                 # compute in fp32 and store with CAST_RINT (power_3510_impl.h).
-                a32, b32 = base.astype(np.float32), k.astype(np.float32)
-                if algo == "double_float":
-                    out32 = _npu_pow_c(a32, b32, self.model.power_subnormal_fix)
+                # _npu_pow_c broadcasts itself (keeping a single exponent scalar).
+                a32, b32 = np.asarray(base, dtype=np.float32), np.asarray(k, dtype=np.float32)
+                out = _npu_pow_c(a32, b32, self.model.power_subnormal_fix)
+            else:
+                base, k = np.broadcast_arrays(base, k)
+                if name == "ieee":
+                    out = self._ieee_pow(base, k)
+                elif name == "numpy":
+                    out = np.asarray(np.power(base, k), dtype=self.dtype)
                 else:
-                    out32 = _npu_pow_intrinsic(a32, b32)
-                out = self._round(out32.astype(np.float64))
-                if self.fmt is not FP32:
-                    out = self._set_nan_bits(out, POW_NAN_BITS[self.fmt.name])
-        out = self._ftz(np.asarray(out, dtype=self.dtype))
+                    out = _npu_pow_intrinsic(base.astype(np.float32), k.astype(np.float32))
+            if name == "npu" and self.fmt is not FP32:
+                out = self._set_nan_bits(self._round(out.astype(np.float64)), POW_NAN_BITS[self.fmt.name])
+        out = np.asarray(out, dtype=self.dtype)
         self._count("pow", out)
         return out
 
