@@ -6,13 +6,14 @@ A study file (``studies/NAME.toml``)::
     description = "..."
     seed = 0                          # every random point set derives from it
 
-    [pred]                            # the pred axis: one point set
-    kind = "exhaustive"               # exhaustive | stratified | grid | list | normal | uniform_real
+    [pred]                            # the pred axis: one point set, or several [[pred]] (their union)
+    kind = "exhaustive"               # exhaustive | stratified | grid | list | file | normal | uniform_real
     format = "fp16"                   # values are exact in this format
     # exhaustive:   range = [lo, hi] (optional filter)
     # stratified:   per_binade = N, range = [lo, hi] (optional), both signs
     # grid:         start, stop, num, spacing = "linear" | "log"
     # list:         values = ["-0x1.4p+0", "2.5", ...]
+    # file:         path = "corpus.txt" (one value a line, '#' comments; relative to the study file)
     # normal:       sigma, mean (0), count
     # uniform_real: low, high, count
 
@@ -50,13 +51,14 @@ import numpy as np
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.formats import FORMATS, get_format, round_to_format
 
-__all__ = ["PredAxis", "Profile", "Study", "load_study", "parse_study", "pred_values", "PER_POINT_MODES"]
+__all__ = ["PredAxis", "Profile", "Study", "load_study", "parse_study", "pred_values", "study_pred_values",
+           "PER_POINT_MODES"]
 
-PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "normal", "uniform_real")
+PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real")
 #: Which distribution each pred kind samples (uniform over floats and over reals weigh errors differently).
 SAMPLING_LABELS = {
     "exhaustive": "every float", "stratified": "uniform over binades", "grid": "grid",
-    "list": "list", "normal": "normal over reals", "uniform_real": "uniform over reals",
+    "list": "list", "file": "list", "normal": "normal over reals", "uniform_real": "uniform over reals",
 }
 PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "none")
 _INPUT_FORMATS = ("fp16", "fp32")
@@ -66,6 +68,7 @@ _PRED_KEYS = {
     "stratified": {"kind", "format", "range", "per_binade"},
     "grid": {"kind", "format", "start", "stop", "num", "spacing"},
     "list": {"kind", "format", "values"},
+    "file": {"kind", "format", "path"},
     "normal": {"kind", "format", "sigma", "mean", "count"},
     "uniform_real": {"kind", "format", "low", "high", "count"},
 }
@@ -111,7 +114,7 @@ class Study:
     name: str
     description: str
     seed: int
-    pred: PredAxis
+    pred_sets: tuple  # of PredAxis; the pred values are their union
     targets: tuple
     alphas: tuple
     gammas: tuple
@@ -126,6 +129,11 @@ class Study:
     per_point: str
     source: str  # the file's text, for the reproduce block and the hash
     path: str
+
+    @property
+    def pred(self) -> PredAxis:
+        """The first pred set (the only one in most studies)."""
+        return self.pred_sets[0]
 
     @property
     def digest(self) -> str:
@@ -246,6 +254,19 @@ def _parse_pred(reader: _Reader) -> PredAxis:
             raise sub.error("start", "log spacing needs start > 0 and stop > 0")
     elif kind == "list":
         params["values"] = tuple(_parse_float_text(sub, "values", v) for v in sub.array("values"))
+    elif kind == "file":
+        rel = sub.string("path")
+        path = (Path(reader.path).parent / rel) if reader.path != "<study>" else Path(rel)
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as exc:
+            raise sub.error("path", f"{rel!r}: cannot read ({exc.strerror})") from None
+        values = []
+        for n, line in enumerate(lines, 1):
+            text = line.split("#", 1)[0].strip()
+            if text:
+                values.append(_parse_float_text(sub, f"path ({rel} line {n})", text))
+        params["values"] = tuple(values)
     elif kind == "normal":
         params["sigma"] = sub.number("sigma", positive=True)
         params["mean"] = sub.number("mean", default=0.0)
@@ -283,8 +304,12 @@ def parse_study(text: str, path: str = "<study>") -> Study:
     description = top.string("description", default="")
     seed = top.number("seed", default=0, integer=True)
     if "pred" not in data:
-        raise top.error("pred", "missing; expected a [pred] table")
-    pred = _parse_pred(top.table_of("pred", set().union(*_PRED_KEYS.values())))
+        raise top.error("pred", "missing; expected a [pred] table or [[pred]] tables")
+    tables = data["pred"] if isinstance(data["pred"], list) else [data["pred"]]
+    if not tables or not all(isinstance(t, dict) for t in tables):
+        raise top.error("pred", "expected a [pred] table or [[pred]] tables")
+    pred_sets = tuple(_parse_pred(_Reader(path, t, f"pred[{i}]." if len(tables) > 1 else "pred.",
+                                          set().union(*_PRED_KEYS.values()))) for i, t in enumerate(tables))
     pts = top.table_of("points", _POINT_KEYS)
     targets = []
     for v in pts.array("target", [0, 1]):
@@ -301,8 +326,9 @@ def parse_study(text: str, path: str = "<study>") -> Study:
     count = pts.number("count", default=1, integer=True, positive=True)
     if reduction != "mean" and count != 1:
         raise pts.error("count", f"{count}; only reduction = \"mean\" takes a count (sum/none use 1)")
-    profiles = tuple(_parse_profile(pts, p) for p in pts.array("profiles", [pred.format if pred.format in
-                                                                              _INPUT_FORMATS else "fp32"]))
+    first = pred_sets[0].format
+    profiles = tuple(_parse_profile(pts, p) for p in pts.array("profiles", [first if first in _INPUT_FORMATS
+                                                                              else "fp32"]))
     edges = tuple(_parse_float_text(pts, "regions", v) for v in pts.array("regions", list(DEFAULT_REGION_EDGES)))
     if any(b <= a for a, b in zip(edges, edges[1:])):
         raise pts.error("regions", f"{list(edges)}; expected strictly increasing edges")
@@ -315,7 +341,7 @@ def parse_study(text: str, path: str = "<study>") -> Study:
         raise run.error("models", "expected an array of machine specs")
     per_point = run.string("per_point", PER_POINT_MODES, default="all")
     _check_registry_names(run, variants, models)
-    return Study(name, description, seed, pred, tuple(dict.fromkeys(targets)), alphas, gammas,
+    return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
                  tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(models)), per_point, text, path)
 
@@ -383,8 +409,18 @@ def _stratified(axis: PredAxis, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(out)
 
 
+def study_pred_values(study: "Study") -> np.ndarray:
+    """The union of a study's pred sets (float64, unique by bits, sorted; -0 kept).
+
+    Set i draws its random values from seed ``study.seed + i``.
+    """
+    parts = [pred_values(axis, study.seed + i) for i, axis in enumerate(study.pred_sets)]
+    values = np.unique(np.concatenate(parts).view(np.int64)).view(np.float64)
+    return values[np.argsort(values, kind="stable")]
+
+
 def pred_values(axis: PredAxis, seed: int) -> np.ndarray:
-    """The exact pred values of an axis (float64, unique by bits, sorted, finite; -0 kept)."""
+    """The exact pred values of one set (float64, unique by bits, sorted, finite; -0 kept)."""
     fmt = get_format(axis.format)
     rng = np.random.default_rng(seed)
     if axis.kind == "exhaustive":
@@ -394,7 +430,7 @@ def pred_values(axis: PredAxis, seed: int) -> np.ndarray:
     elif axis.kind == "grid":
         start, stop, num = axis.get("start"), axis.get("stop"), axis.get("num")
         values = (np.geomspace if axis.get("spacing") == "log" else np.linspace)(start, stop, num)
-    elif axis.kind == "list":
+    elif axis.kind in ("list", "file"):
         values = np.array(axis.get("values"), dtype=np.float64)
     elif axis.kind == "normal":
         values = rng.normal(axis.get("mean"), axis.get("sigma"), axis.get("count"))

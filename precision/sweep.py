@@ -72,7 +72,7 @@ from precision.formats import get_format, round_to_format
 from precision.guards import evaluate, get_variant, variant_names
 from precision.scoring import (CLASS_NAMES, HIST_BINS, bin_upper_edge, bits_error, classify, histogram_bins,
                                ulp_error)
-from precision.study import Profile, Study, pred_values
+from precision.study import Profile, Study, study_pred_values
 from precision.terms import TermTable, derive_gradient, focal_term_tables
 
 __all__ = ["run_study", "RunResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "merge_groups"]
@@ -374,6 +374,11 @@ def _build_tasks(study: Study, preds, terms, variants) -> list:
     tasks = []
     for model in study.models:
         for profile in study.profiles:
+            # a tensor of the profile's pred format holds only the values exact in it
+            fmt = get_format(profile.pred)
+            exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
+            if not exact.any():
+                continue
             for gamma in study.gammas:
                 for alpha in study.alphas:
                     for weight in study.weights:
@@ -384,7 +389,8 @@ def _build_tasks(study: Study, preds, terms, variants) -> list:
                             pos, neg = terms[gamma]
                             tasks.append(Task(_task_key(study, fields), model, profile, alpha, gamma, weight, dout,
                                               study.reduction, study.count, study.targets, variants,
-                                              study.region_edges, study.per_point, preds, pos, neg))
+                                              study.region_edges, study.per_point, preds[exact], pos.take(exact),
+                                              neg.take(exact)))
     return tasks
 
 
@@ -402,7 +408,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     if not os.access(out, os.W_OK):
         raise PrecisionError(f"--out={out}: the output folder is not writable")
     cache = TermCache((Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None)
-    preds = pred_values(study.pred, study.seed)
+    preds = study_pred_values(study)
     variants = _variants_of(study)
     executor = make_executor(scheduler, workers)
     try:
@@ -425,7 +431,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     finally:
         executor.close()
     unsupported = _write_outputs(study, out, tasks, results, variants, preds)
-    result = RunResult(out, int(preds.size * len(study.targets) * len(tasks)), len(tasks), len(tasks) - len(todo),
+    result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
+                       len(tasks) - len(todo),
                        pairs, pairs_cached, int(sum(int(r["fallback"]) for r in results)),
                        time.perf_counter() - started, unsupported)
     _write_run_json(study, out, result)
@@ -546,7 +553,7 @@ def _write_outputs(study: Study, out: Path, tasks, results, variants, preds) -> 
             idx = res["p_index"]
             P_T = len(task.targets)
             p_frames.append(pd.DataFrame({
-                "pred": preds[idx // P_T], "target": np.asarray(task.targets)[idx % P_T],
+                "pred": task.preds[idx // P_T], "target": np.asarray(task.targets)[idx % P_T],
                 "alpha": task.alpha, "gamma": task.gamma,
                 "weight": np.nan if task.weight is None else _exact_input(task.weight, task.profile.weight),
                 "dout": _exact_input(task.dout, task.profile.dout),
@@ -617,7 +624,7 @@ def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
         "study": study.name, "study_file": study.path, "study_sha256": study.digest, "seed": study.seed,
         "oracle_version": oracle.ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
         "versions": versions, "models": list(study.models),
-        "pred_set": {"kind": study.pred.kind, "format": study.pred.format, "weighting": study.pred.label},
+        "pred_sets": [{"kind": p.kind, "format": p.format, "weighting": p.label} for p in study.pred_sets],
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(result).items()
            if k != "seconds"},
     }

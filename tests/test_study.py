@@ -112,3 +112,28 @@ class TestPredValues:
             v = pred_values(s.pred, s.seed)
             fmt = FP16 if 'fp16' in pred else FP32
             assert v.size > 50 and np.all(v.astype(fmt.dtype).astype(np.float64) == v)
+
+
+class TestPredUnion:
+    def test_union_of_sets_and_file_kind(self, tmp_path):
+        from precision.study import study_pred_values
+        (tmp_path / "corpus.txt").write_text("# worst cases\n0x1.8p+3\n-2.5  # from a gate run\n\n")
+        text = BASE.replace('[pred]\nkind = "list"\nformat = "fp32"\nvalues = ["-0x1.4p+0", "2.5", "0"]',
+                            '[[pred]]\nkind = "list"\nformat = "fp32"\nvalues = ["-0x1.4p+0", "2.5", "0"]\n'
+                            '[[pred]]\nkind = "file"\nformat = "fp32"\npath = "corpus.txt"\n'
+                            '[[pred]]\nkind = "stratified"\nformat = "fp32"\nper_binade = 1\nrange = [1, 4]')
+        study_file = tmp_path / "s.toml"
+        study_file.write_text(text)
+        s = load_study(study_file)
+        assert len(s.pred_sets) == 3 and s.pred_sets[1].get("values") == (12.0, -2.5)
+        v = study_pred_values(s)
+        assert {-1.25, 2.5, 0.0, 12.0, -2.5} <= set(v.tolist()) and np.all(np.diff(v) >= 0)
+        assert np.sum((v >= 1) & (v < 4) & (v != 2.5)) == 2  # one per binade [1,2), [2,4)
+
+    def test_file_errors_name_the_line(self, tmp_path):
+        (tmp_path / "c.txt").write_text("1.0\nbogus\n")
+        text = BASE.replace('kind = "list"\nformat = "fp32"\nvalues = ["-0x1.4p+0", "2.5", "0"]',
+                            'kind = "file"\npath = "c.txt"')
+        (tmp_path / "s.toml").write_text(text)
+        with pytest.raises(StudyFileError, match="c.txt line 2"):
+            load_study(tmp_path / "s.toml")

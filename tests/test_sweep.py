@@ -207,3 +207,13 @@ class TestRunCommand:
         assert "shards  2" in capsys.readouterr().out
         assert main(["cache", "clear", "--cache-dir", str(tmp_path / "c")]) == 0
         assert "removed 2 shards" in capsys.readouterr().out
+
+
+def test_profile_tensors_hold_only_their_exact_values(tmp_path):
+    text = SMALL.format(values='"1.0", "0x1.0002p+0", "3.0"')  # 1 + 2^-15 is fp32 but not fp16
+    text = text.replace('format = "fp16"', 'format = "fp32"')
+    out = tmp_path / "o"
+    run_study(parse_study(text, "s.toml"), out, use_cache=False, workers=1)
+    pts = pd.read_parquet(out / "points.parquet")
+    assert set(pts[pts["format"] == "fp16"]["pred"]) == {1.0, 3.0}
+    assert set(pts[pts["format"] == "fp32"]["pred"]) == {1.0, 1.0 + 2.0**-15, 3.0}
