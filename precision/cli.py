@@ -136,6 +136,21 @@ def _cmd_cache(args) -> int:
     return 0
 
 
+def _cmd_gate(args) -> int:
+    from precision.gate import run_gate
+
+    result = run_gate(args.budgets, study_path=args.study, out_dir=args.out, baseline=args.baseline,
+                      update_baseline=args.update_baseline, junit=args.junit, json_path=args.json,
+                      cache_dir=args.cache_dir, use_cache=not args.no_cache, workers=args.workers,
+                      propose=args.propose)
+    for line in result.lines:
+        print(line.text())
+    for text in result.regressions + result.tighten:
+        print(text)
+    print(result.summary)
+    return result.exit_status
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -175,6 +190,20 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="Dask scheduler tcp://host:port, or 'local' for a LocalCluster")
     p.add_argument("--workers", type=_positive_int, help="worker processes (default: every core)")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("gate", help="check a study's scores against error budgets (exit 1 on a failure)")
+    p.add_argument("--budgets", default="studies/budgets.toml", help="budgets file (default studies/budgets.toml)")
+    p.add_argument("--study", help="study file (default: the budgets file's [gate] study)")
+    p.add_argument("--baseline", help="baseline JSON: report regressions against it")
+    p.add_argument("--update-baseline", action="store_true", help="write the observed values to --baseline")
+    p.add_argument("--junit", help="write JUnit XML here")
+    p.add_argument("--json", help="write the results as JSON here")
+    p.add_argument("--propose", help="write a budgets file with limits from this run here")
+    p.add_argument("--out", help="run folder (default: out/<study name>)")
+    p.add_argument("--cache-dir", help="oracle cache folder")
+    p.add_argument("--no-cache", action="store_true")
+    p.add_argument("--workers", type=_positive_int)
+    p.set_defaults(func=_cmd_gate)
 
     p = sub.add_parser("cache", help="show or clear the oracle cache")
     p.add_argument("action", choices=["info", "clear"])

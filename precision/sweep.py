@@ -379,13 +379,16 @@ def _build_tasks(study: Study, preds, terms, variants) -> list:
             exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
             if not exact.any():
                 continue
+            # the values themselves are part of the key: a file-backed pred set can change under the study
+            preds_digest = hashlib.sha256(np.ascontiguousarray(preds[exact]).tobytes()).hexdigest()
             for gamma in study.gammas:
                 for alpha in study.alphas:
                     for weight in study.weights:
                         for dout in study.douts:
                             fields = dict(model=model, profile=profile.name, alpha=alpha.hex(), gamma=gamma.hex(),
                                           weight=None if weight is None else weight.hex(), dout=dout.hex(),
-                                          variants=variants, targets=study.targets, per_point=study.per_point)
+                                          variants=variants, targets=study.targets, per_point=study.per_point,
+                                          preds=preds_digest)
                             pos, neg = terms[gamma]
                             tasks.append(Task(_task_key(study, fields), model, profile, alpha, gamma, weight, dout,
                                               study.reduction, study.count, study.targets, variants,

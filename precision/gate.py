@@ -1,0 +1,443 @@
+"""The regression gate: scores of a study against error budgets, for CI.
+
+A budgets file (``studies/budgets.toml``)::
+
+    [gate]
+    study = "gate.toml"            # the gate's points (relative to this file)
+    corpus = "worst_cases.txt"     # known worst cases: replayed by the study, extended by every run
+    tighten_below = 0.5            # "can tighten" when observed < limit * tighten_below
+    baseline_tolerance = 0.05      # relative slack before a worse metric is a regression
+    headroom = 1.25                # --propose: limit = observed * headroom
+
+    [[budget]]
+    variant = "kernel"             # a registry name
+    format = "fp32"                # output format
+    model = "npu"                  # machine spec
+    region = "all"                 # "all" or a region label of the study ("[-8, 0)")
+    max_ulp = 1.2e8                # each metric optional; omitted = not checked
+    p99_ulp = 2.0e7
+    mean_bits = 3.5
+    min_share_correct = 0.3
+    nan = 0                        # allowed counts of each special class (default 0)
+    inf = 0
+    wrong_sign = 0
+    observed = { max_ulp = 8.8e7, p99_ulp = 9.9e6, mean_bits = 2.9, share_correct = 0.33 }
+    witness = "pred=0x1.0a40000000000p+4 target=0 alpha=0x1.0000000000000p-2 gamma=..."
+
+Each budget records the observed values it was set from and the witness of
+its max error, so the file explains itself.  The gate prints one line per
+(budget, metric)::
+
+    PASS kernel fp32 npu all max_ulp observed=87676460 limit=1.2e+08 witness=pred=0x1.0a4...p+4,target=0,...
+
+then ``REGRESSION`` lines (worse than the baseline beyond its tolerance, even
+within budget), ``TIGHTEN`` lines (the limit sits far above the observed
+value: "can tighten to ..."), and one summary line.  Exit status: 0 when every
+budget passes and nothing regressed, 1 otherwise, 2 on a usage or input
+error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import re
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+import numpy as np
+import pandas as pd
+
+from precision.errors import PrecisionError, StudyFileError
+
+__all__ = ["Budget", "GateSettings", "GateLine", "load_budgets", "measure", "check_budgets", "run_gate",
+           "propose_budgets", "append_to_corpus", "METRICS"]
+
+#: metric -> (budget key, comparison): "le" observed <= limit, "ge" observed >= limit.
+METRICS = {
+    "max_ulp": ("max_ulp", "le"),
+    "p99_ulp": ("p99_ulp", "le"),
+    "mean_bits": ("mean_bits", "le"),
+    "share_correct": ("min_share_correct", "ge"),
+    "nan": ("nan", "le"),
+    "inf": ("inf", "le"),
+    "wrong_sign": ("wrong_sign", "le"),
+}
+_COUNT_METRICS = ("nan", "inf", "wrong_sign")
+_BUDGET_KEYS = {"variant", "format", "model", "region", "observed", "witness",
+                *(key for key, _ in METRICS.values())}
+_GATE_KEYS = {"study", "corpus", "tighten_below", "baseline_tolerance", "headroom"}
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The [gate] table: paths resolved against the budgets file's folder."""
+
+    study: Path
+    corpus: Path | None
+    tighten_below: float = 0.5
+    baseline_tolerance: float = 0.05
+    headroom: float = 1.25
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One budget: limits for one (variant, format, model, region)."""
+
+    variant: str
+    format: str
+    model: str
+    region: str
+    limits: tuple  # (metric, limit) pairs, metric names as in METRICS
+    observed: tuple = ()
+    witness: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.variant} {self.format} {self.model} {self.region}"
+
+
+@dataclass(frozen=True)
+class GateLine:
+    """One checked (budget, metric): status PASS or FAIL."""
+
+    status: str
+    budget: Budget
+    metric: str
+    observed: float
+    limit: float
+    witness: str
+
+    def text(self) -> str:
+        return (f"{self.status} {self.budget.key} {self.metric} observed={_num(self.observed)} "
+                f"limit={_num(self.limit)} witness={self.witness}")
+
+
+def _num(v: float) -> str:
+    if isinstance(v, (int, np.integer)) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e15):
+        return str(int(v))
+    return f"{v:.6g}"
+
+
+def _error(path, key, message) -> StudyFileError:
+    return StudyFileError(f"{path}: {key}: {message}")
+
+
+def _number(path, key, v, integer=False):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _error(path, key, f"{v!r} has the wrong type; expected a number")
+    if integer and (not float(v).is_integer() or v < 0):
+        raise _error(path, key, f"{v!r}; expected a count (a non-negative integer)")
+    if math.isnan(v) or v < 0:
+        raise _error(path, key, f"{v!r}; expected a non-negative number")
+    return float(v)
+
+
+def load_budgets(path) -> tuple[GateSettings, list]:
+    """Read and validate a budgets file; StudyFileError names the file and key."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise StudyFileError(f"{path}: cannot read the budgets file ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyFileError(f"{path}: TOML syntax error: {exc}") from None
+    unknown = sorted(set(data) - {"gate", "budget"})
+    if unknown:
+        raise _error(path, unknown[0], "unknown key; expected [gate] and [[budget]] tables")
+    gate = data.get("gate", {})
+    if not isinstance(gate, dict):
+        raise _error(path, "gate", "expected a [gate] table")
+    bad = sorted(set(gate) - _GATE_KEYS)
+    if bad:
+        raise _error(path, f"gate.{bad[0]}", f"unknown key; expected one of {', '.join(sorted(_GATE_KEYS))}")
+    if "study" not in gate or not isinstance(gate["study"], str):
+        raise _error(path, "gate.study", "missing; expected the gate study file's path")
+    corpus = gate.get("corpus")
+    if corpus is not None and not isinstance(corpus, str):
+        raise _error(path, "gate.corpus", f"{corpus!r}; expected a path")
+    settings = GateSettings(
+        study=path.parent / gate["study"], corpus=(path.parent / corpus) if corpus else None,
+        tighten_below=_number(path, "gate.tighten_below", gate.get("tighten_below", 0.5)),
+        baseline_tolerance=_number(path, "gate.baseline_tolerance", gate.get("baseline_tolerance", 0.05)),
+        headroom=_number(path, "gate.headroom", gate.get("headroom", 1.25)))
+    rows = data.get("budget", [])
+    if not isinstance(rows, list) or not rows:
+        raise _error(path, "budget", "expected at least one [[budget]] table")
+    budgets = []
+    seen = set()
+    for i, row in enumerate(rows):
+        where = f"budget[{i}]"
+        bad = sorted(set(row) - _BUDGET_KEYS)
+        if bad:
+            raise _error(path, f"{where}.{bad[0]}", f"unknown key; expected one of {', '.join(sorted(_BUDGET_KEYS))}")
+        ids = []
+        for key in ("variant", "format", "model", "region"):
+            v = row.get(key, "all" if key == "region" else None)
+            if not isinstance(v, str) or not v:
+                raise _error(path, f"{where}.{key}", f"{v!r}; expected a string")
+            ids.append(v)
+        limits = []
+        for metric, (key, _) in METRICS.items():
+            if key in row:
+                limits.append((metric, _number(path, f"{where}.{key}", row[key], metric in _COUNT_METRICS)))
+            elif metric in _COUNT_METRICS:
+                limits.append((metric, 0.0))
+        observed = row.get("observed", {})
+        if not isinstance(observed, dict):
+            raise _error(path, f"{where}.observed", "expected an inline table of observed values")
+        budget = Budget(*ids, tuple(limits), tuple(sorted(observed.items())), str(row.get("witness", "")))
+        if budget.key in seen:
+            raise _error(path, where, f"duplicate budget for {budget.key}")
+        seen.add(budget.key)
+        budgets.append(budget)
+    return settings, budgets
+
+
+# ---------------------------------------------------------------------------
+# Measuring a run
+# ---------------------------------------------------------------------------
+
+def measure(run_dir) -> pd.DataFrame:
+    """Observed metrics per (variant, format, model, region), "all" included, from a run folder."""
+    from precision.cache import read_checked_npz
+    from precision.sweep import merge_groups
+    run_dir = Path(run_dir)
+    groups = pd.read_csv(run_dir / "groups_raw.csv")
+    arrays = read_checked_npz(run_dir / "hist.npz")
+    if arrays is None:
+        raise PrecisionError(f"{run_dir}/hist.npz is missing or corrupt; run the study again")
+    hist = pd.DataFrame({k: arrays[k] for k in ("group", "bin", "count")})
+    by_region = merge_groups(groups, hist, ["variant", "format", "model", "region"])
+    overall = merge_groups(groups, hist, ["variant", "format", "model"]).assign(region="all")
+    table = pd.concat([overall, by_region], ignore_index=True)
+    table["wrong_sign"] = table["wrong_sign"].astype(float)
+    return table
+
+
+def _witness(row) -> str:
+    return (f"pred={row['witness_pred']},target={int(row['witness_target'])},alpha={row['witness_alpha']},"
+            f"gamma={row['witness_gamma']},weight={row['witness_weight']},dout={row['witness_dout']}")
+
+
+def check_budgets(budgets, observed: pd.DataFrame) -> list:
+    """PASS/FAIL lines for every (budget, metric); a budget with no data fails its every metric."""
+    rows = {k: observed.iloc[i] for i, k in enumerate(zip(observed["variant"], observed["format"],
+                                                           observed["model"], observed["region"]))}
+    lines = []
+    for b in budgets:
+        key = (b.variant, b.format, b.model, b.region)
+        row = rows.get(key)
+        for metric, limit in b.limits:
+            if row is None:
+                lines.append(GateLine("FAIL", b, metric, math.nan, limit, "no-data"))
+                continue
+            value = float(row[metric])
+            ok = value <= limit if METRICS[metric][1] == "le" else value >= limit
+            lines.append(GateLine("PASS" if ok else "FAIL", b, metric, value, limit, _witness(row)))
+    return lines
+
+
+def _tighten_lines(lines, settings: GateSettings) -> list:
+    out = []
+    for line in lines:
+        if line.status != "PASS" or METRICS[line.metric][1] != "le" or line.metric in _COUNT_METRICS:
+            continue
+        if line.limit > 0 and line.observed < line.limit * settings.tighten_below:
+            proposal = _round_up(line.observed * settings.headroom)
+            out.append(f"TIGHTEN {line.budget.key} {line.metric} observed={_num(line.observed)} "
+                       f"limit={_num(line.limit)} can tighten to {_num(proposal)}")
+    return out
+
+
+def _round_up(v: float) -> float:
+    """v rounded up to 3 significant digits (a readable limit)."""
+    if v <= 0 or not math.isfinite(v):
+        return v
+    scale = 10.0 ** (math.floor(math.log10(v)) - 2)
+    return math.ceil(v / scale - 1e-9) * scale
+
+
+def _baseline_lines(lines, baseline: dict, tolerance: float) -> list:
+    out = []
+    for line in lines:
+        base = baseline.get(f"{line.budget.key} {line.metric}")
+        if base is None:
+            continue
+        if METRICS[line.metric][1] == "le":
+            worse = line.observed > base * (1 + tolerance)
+        else:
+            worse = line.observed < base * (1 - tolerance)
+        if worse:
+            out.append(f"REGRESSION {line.budget.key} {line.metric} observed={_num(line.observed)} "
+                       f"baseline={_num(base)} tolerance={tolerance:g} witness={line.witness}")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Files: corpus, baseline, JUnit, JSON, proposed budgets
+# ---------------------------------------------------------------------------
+
+def _atomic_text(path: Path, text: str) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def append_to_corpus(corpus: Path, preds, note: str) -> int:
+    """Append pred values (hex) not yet in the corpus file; returns how many were new.
+
+    Locked and atomic, deduplicated by exact value (bits).
+    """
+    corpus = Path(corpus)
+    corpus.parent.mkdir(parents=True, exist_ok=True)
+    with open(corpus.with_suffix(corpus.suffix + ".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        text = corpus.read_text() if corpus.exists() else "# worst-case pred values found by gates and studies\n"
+        known = set()  # by hex spelling, so -0 and +0 are two values
+        for line in text.splitlines():
+            item = line.split("#", 1)[0].strip()
+            if item:
+                known.add((float.fromhex(item) if "0x" in item.lower() else float(item)).hex())
+        new = []
+        for v in preds:
+            v = float(v)
+            if math.isfinite(v) and v.hex() not in known:
+                known.add(v.hex())
+                new.append(v)
+        if new:
+            if not text.endswith("\n"):
+                text += "\n"
+            text += "".join(f"{v.hex()}  # {note}\n" for v in new)
+            _atomic_text(corpus, text)
+    return len(new)
+
+
+def _junit(lines, regressions, seconds: float) -> str:
+    cases = []
+    for line in lines:
+        name = quoteattr(f"{line.budget.key} {line.metric}")
+        body = "" if line.status == "PASS" else (
+            f'<failure message={quoteattr(line.text())}>{escape(line.text())}</failure>')
+        cases.append(f'  <testcase classname="precision.gate" name={name}>{body}</testcase>')
+    for text in regressions:
+        cases.append(f'  <testcase classname="precision.gate.baseline" name={quoteattr(text.split(" observed")[0])}>'
+                     f'<failure message={quoteattr(text)}>{escape(text)}</failure></testcase>')
+    failures = sum(line.status != "PASS" for line in lines) + len(regressions)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<testsuite name="precision.gate" tests="{len(cases)}" failures="{failures}" '
+            f'time="{seconds:.3f}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+
+
+def _json(lines, regressions, tighten) -> str:
+    return json.dumps({
+        "lines": [{"status": ln.status, "variant": ln.budget.variant, "format": ln.budget.format,
+                   "model": ln.budget.model, "region": ln.budget.region, "metric": ln.metric,
+                   "observed": ln.observed if math.isfinite(ln.observed) else str(ln.observed),
+                   "limit": ln.limit, "witness": ln.witness} for ln in lines],
+        "regressions": regressions, "tighten": tighten,
+        "passed": sum(ln.status == "PASS" for ln in lines), "failed": sum(ln.status != "PASS" for ln in lines),
+    }, indent=2, sort_keys=True) + "\n"
+
+
+def propose_budgets(settings_text: str, observed: pd.DataFrame, headroom: float, variants=None) -> str:
+    """A budgets file whose limits are the observed values times ``headroom``."""
+    out = [settings_text.rstrip() + "\n"]
+    for r in observed.sort_values(["variant", "format", "model", "region"], kind="stable").itertuples(index=False):
+        if variants and r.variant not in variants:
+            continue
+        obs = {m: float(getattr(r, m)) for m in METRICS}
+        out.append("\n[[budget]]")
+        out.append(f'variant = "{r.variant}"\nformat = "{r.format}"\nmodel = "{r.model}"\nregion = "{r.region}"')
+        for metric in ("max_ulp", "p99_ulp", "mean_bits"):
+            v = obs[metric]
+            out.append(f"{metric} = {_toml_num(_round_up(v * headroom) if v > 0 else 0.0)}")
+        share = obs["share_correct"]
+        out.append(f"min_share_correct = {_toml_num(math.floor(share * (1 - (headroom - 1) / 10) * 1e4) / 1e4)}")
+        for metric in _COUNT_METRICS:
+            out.append(f"{metric} = {int(obs[metric])}")
+        out.append("observed = { " + ", ".join(f"{m} = {_toml_num(v)}" for m, v in obs.items()) + " }")
+        out.append(f'witness = "{_witness(r._asdict()).replace(",", " ")}"')
+    return "\n".join(out) + "\n"
+
+
+def _toml_num(v: float) -> str:
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    if math.isnan(v):
+        return "nan"
+    return repr(float(f"{v:.8g}"))
+
+
+# ---------------------------------------------------------------------------
+# The gate
+# ---------------------------------------------------------------------------
+
+@dataclass
+class GateResult:
+    lines: list
+    regressions: list
+    tighten: list
+    summary: str
+    exit_status: int
+    extra: dict = field(default_factory=dict)
+
+
+def run_gate(budgets_path, *, study_path=None, out_dir=None, baseline=None, update_baseline=False, junit=None,
+             json_path=None, cache_dir=None, use_cache=True, workers=None, scheduler=None,
+             propose=None) -> GateResult:
+    """Run the gate study, check the budgets, write the requested files; see the module docstring."""
+    from precision.study import load_study
+    from precision.sweep import run_study
+    started = time.perf_counter()
+    settings, budgets = load_budgets(budgets_path)
+    study = load_study(study_path or settings.study)
+    baseline_data = None
+    if baseline and not update_baseline:
+        try:
+            baseline_data = json.loads(Path(baseline).read_text())
+        except OSError as exc:
+            raise PrecisionError(f"--baseline={baseline}: cannot read ({exc.strerror})") from None
+        except json.JSONDecodeError as exc:
+            raise PrecisionError(f"--baseline={baseline}: not a baseline file ({exc.msg})") from None
+    out = Path(out_dir) if out_dir else Path("out") / study.name
+    run_study(study, out, cache_dir=cache_dir, use_cache=use_cache, workers=workers, scheduler=scheduler)
+    observed = measure(out)
+    lines = check_budgets(budgets, observed)
+    regressions = _baseline_lines(lines, baseline_data, settings.baseline_tolerance) if baseline_data else []
+    tighten = _tighten_lines(lines, settings)
+    if settings.corpus is not None:
+        witnesses = [float.fromhex(w.split(",")[0].split("=")[1]) for w in
+                     {line.witness for line in lines if line.witness.startswith("pred=")}]
+        append_to_corpus(settings.corpus, sorted(witnesses), f"gate witness, {study.name}")
+    if update_baseline:
+        target = Path(baseline or "gate_baseline.json")
+        _atomic_text(target, json.dumps({f"{ln.budget.key} {ln.metric}": ln.observed for ln in lines
+                                         if math.isfinite(ln.observed)}, indent=2, sort_keys=True) + "\n")
+    if propose:
+        gate_table = re.split(r"^\[\[budget\]\]", Path(budgets_path).read_text(), maxsplit=1, flags=re.M)[0]
+        _atomic_text(Path(propose), propose_budgets(gate_table, observed, settings.headroom))
+    seconds = time.perf_counter() - started
+    failed = sum(line.status != "PASS" for line in lines)
+    summary = (f"gate: {len(lines)} checks of {len(budgets)} budgets, {len(lines) - failed} PASS, {failed} FAIL, "
+               f"{len(regressions)} REGRESSION, {len(tighten)} can tighten ({Path(budgets_path)}, {seconds:.1f} s)")
+    if junit:
+        _atomic_text(Path(junit), _junit(lines, regressions, seconds))
+    if json_path:
+        _atomic_text(Path(json_path), _json(lines, regressions, tighten))
+    status = 1 if failed or regressions else 0
+    return GateResult(lines, regressions, tighten, summary, status)
