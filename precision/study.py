@@ -31,7 +31,7 @@ A study file (``studies/NAME.toml``)::
     [run]
     variants = ["all"]                # registry names, or "all"
     models = ["ieee", "npu"]          # machine specs ("npu+ftz", ...)
-    per_point = "all"                 # all | incorrect | over_1ulp | none
+    per_point = "all"                 # all | incorrect | over_1ulp | worst | none
 
 Unknown keys, wrong types and empty axes raise
 :class:`~precision.errors.StudyFileError` naming the file, the key and what
@@ -60,7 +60,9 @@ SAMPLING_LABELS = {
     "exhaustive": "every float", "stratified": "uniform over binades", "grid": "grid",
     "list": "list", "file": "list", "normal": "normal over reals", "uniform_real": "uniform over reals",
 }
-PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "none")
+PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "worst", "none")
+#: per_point = "worst" keeps this many worst points per (variant, target, region) of each task.
+WORST_PER_GROUP = 8
 _INPUT_FORMATS = ("fp16", "fp32")
 _TOP_KEYS = {"name", "description", "seed", "pred", "points", "run"}
 _PRED_KEYS = {

@@ -72,7 +72,7 @@ from precision.formats import get_format, round_to_format
 from precision.guards import evaluate, get_variant, variant_names
 from precision.scoring import (CLASS_NAMES, HIST_BINS, bin_upper_edge, bits_error, classify, histogram_bins,
                                ulp_error)
-from precision.study import Profile, Study, study_pred_values
+from precision.study import WORST_PER_GROUP, Profile, Study, study_pred_values
 from precision.terms import TermTable, derive_gradient, focal_term_tables
 
 __all__ = ["run_study", "RunResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "merge_groups"]
@@ -254,6 +254,12 @@ def run_task(task: Task) -> dict:
             keep = bits > 0
         elif task.per_point == "over_1ulp":
             keep = ~(err <= 1.0)
+        elif task.per_point == "worst":
+            # the WORST_PER_GROUP largest errors of each group (ties: first in element order)
+            order = np.lexsort((-err_max, group))
+            rank = np.arange(order.size) - np.repeat(np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
+            keep = np.zeros(err.size, dtype=bool)
+            keep[order[rank < WORST_PER_GROUP]] = True
         else:
             keep = np.zeros(err.size, dtype=bool)
         idx = np.flatnonzero(keep)
@@ -417,27 +423,18 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     try:
         terms, pairs, pairs_cached = _compute_terms(study, preds, cache, executor)
         tasks = _build_tasks(study, preds, terms, variants)
-        results: list = [None] * len(tasks)
-        todo = []
-        for i, task in enumerate(tasks):
-            stored = read_checked_npz(chunk_dir / f"{task.key}.npz")
-            if stored is not None:
-                results[i] = stored
-            else:
-                todo.append(i)
+        # finished tasks live on disk only (memory stays bounded by one task's results)
+        todo = [i for i, task in enumerate(tasks) if read_checked_npz(chunk_dir / f"{task.key}.npz") is None]
         with _progress(len(todo), study.name) as bar:
             for j, res in executor.map_unordered(run_task, [tasks[i] for i in todo]):
-                i = todo[j]
-                atomic_write_npz(chunk_dir / f"{tasks[i].key}.npz", res)
-                results[i] = res
+                atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.npz", res)
                 bar.update(1)
     finally:
         executor.close()
-    unsupported = _write_outputs(study, out, tasks, results, variants, preds)
+    unsupported, fallback = _write_outputs(study, out, tasks, chunk_dir, variants)
     result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
-                       len(tasks) - len(todo),
-                       pairs, pairs_cached, int(sum(int(r["fallback"]) for r in results)),
-                       time.perf_counter() - started, unsupported)
+                       len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
+                       unsupported)
     _write_run_json(study, out, result)
     return result
 
@@ -506,14 +503,22 @@ def _hex_or_none(v):
     return "none" if v is None or (isinstance(v, float) and np.isnan(v)) else float(v).hex()
 
 
-def _write_outputs(study: Study, out: Path, tasks, results, variants, preds) -> list:
+def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) -> tuple[list, int]:
+    """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks)."""
     region_names = region_labels(study.region_edges)
     R = len(region_names)
-    g_frames, h_frames, c_frames, p_frames = [], [], [], []
+    g_frames, h_frames, c_frames = [], [], []
     offset = 0
     unsupported = set()
     predbins = {}
-    for task, res in zip(tasks, results):
+    fallback = 0
+    points_tmp = out / "points.parquet.tmp"
+    writer = None
+    for task in tasks:
+        res = read_checked_npz(chunk_dir / f"{task.key}.npz")
+        if res is None:
+            raise PrecisionError(f"{chunk_dir}/{task.key}.npz vanished or was altered during the run; run again")
+        fallback += int(res["fallback"])
         fmt = task.profile.pred
         base = dict(model=task.model, format=fmt, profile=task.profile.name, alpha=task.alpha, gamma=task.gamma,
                     weight=np.nan if task.weight is None else task.weight, dout=task.dout)
@@ -555,7 +560,7 @@ def _write_outputs(study: Study, out: Path, tasks, results, variants, preds) -> 
         if res["p_index"].size:
             idx = res["p_index"]
             P_T = len(task.targets)
-            p_frames.append(pd.DataFrame({
+            frame = pd.DataFrame({
                 "pred": task.preds[idx // P_T], "target": np.asarray(task.targets)[idx % P_T],
                 "alpha": task.alpha, "gamma": task.gamma,
                 "weight": np.nan if task.weight is None else _exact_input(task.weight, task.profile.weight),
@@ -565,8 +570,9 @@ def _write_outputs(study: Study, out: Path, tasks, results, variants, preds) -> 
                 "model": task.model, "format": fmt, "profile": task.profile.name,
                 "computed": res["p_computed"], "exact": res["exact_hi"], "exact_lo": res["exact_lo"],
                 "rounded": res["rounded"], "err_ulp": res["p_err"], "err_bits": res["p_bits"],
-                "class": pd.Categorical([CLASS_NAMES[c] for c in res["p_class"]],
-                                        categories=list(CLASS_NAMES.values()))}))
+                "class": pd.Categorical(np.asarray(list(CLASS_NAMES.values()), dtype=object)[res["p_class"]],
+                                        categories=list(CLASS_NAMES.values()))})
+            writer = _append_parquet(writer, points_tmp, frame)
         for vi, v in enumerate(variants):
             key = (v, task.model, task.profile.name, task.gamma)
             cur = res["pb_max"][vi]
@@ -600,20 +606,28 @@ def _write_outputs(study: Study, out: Path, tasks, results, variants, preds) -> 
         "variant": np.array([k[0] for k in keys], dtype=str), "model": np.array([k[1] for k in keys], dtype=str),
         "profile": np.array([k[2] for k in keys], dtype=str), "gamma": np.array([k[3] for k in keys]),
         "max_ulp": np.stack([predbins[k] for k in keys]) if keys else np.empty((0, PRED_BIN_EDGES.size - 1))})
-    points = pd.concat(p_frames, ignore_index=True) if p_frames else pd.DataFrame()
-    _atomic_parquet(out / "points.parquet", points)
-    return sorted(unsupported)
+    if writer is None:
+        pd.DataFrame().to_parquet(points_tmp, index=False)
+    else:
+        writer.close()
+    os.replace(points_tmp, out / "points.parquet")
+    return sorted(unsupported), fallback
+
+
+def _append_parquet(writer, path: Path, frame: pd.DataFrame):
+    """Append a frame to a Parquet file being written (opened on the first frame)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if writer is None:
+        writer = pq.ParquetWriter(path, table.schema)
+    writer.write_table(table.cast(writer.schema))
+    return writer
 
 
 def _atomic_csv(path: Path, frame: pd.DataFrame) -> None:
     tmp = path.with_name(path.name + ".tmp")
     frame.to_csv(tmp, index=False, float_format="%.17g")
-    os.replace(tmp, path)
-
-
-def _atomic_parquet(path: Path, frame: pd.DataFrame) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_parquet(tmp, index=False)
     os.replace(tmp, path)
 
 

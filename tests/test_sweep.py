@@ -217,3 +217,21 @@ def test_profile_tensors_hold_only_their_exact_values(tmp_path):
     pts = pd.read_parquet(out / "points.parquet")
     assert set(pts[pts["format"] == "fp16"]["pred"]) == {1.0, 3.0}
     assert set(pts[pts["format"] == "fp32"]["pred"]) == {1.0, 1.0 + 2.0**-15, 3.0}
+
+
+def test_per_point_worst_keeps_each_groups_worst(tmp_path):
+    text = SMALL.format(values=", ".join(f'"{float(v).hex()}"' for v in np.float16(np.linspace(-30, 30, 301))))
+    out = tmp_path / "o"
+    run_study(parse_study(text.replace('per_point = "all"', 'per_point = "worst"'), "s.toml"), out,
+              use_cache=False, workers=1)
+    pts = pd.read_parquet(out / "points.parquet")
+    groups = pd.read_csv(out / "groups.csv")
+    pts["region"] = pd.cut(pts["pred"], [-np.inf, -20, -8, 0, 8, 20, np.inf], right=False,
+                           labels=["x < -20", "[-20, -8)", "[-8, 0)", "[0, 8)", "[8, 20)", "x >= 20"]).astype(str)
+    keys = ["variant", "model", "format", "alpha", "gamma", "target", "region"]
+    sizes = pts.groupby(keys, observed=True).size()
+    assert sizes.max() == 8
+    worst = pts.groupby(keys, observed=True)["err_ulp"].max().reset_index()
+    merged = worst.merge(groups, on=keys)
+    assert len(merged) == len(worst)
+    np.testing.assert_array_equal(merged["err_ulp"].to_numpy(), merged["max_ulp"].to_numpy())
