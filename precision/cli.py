@@ -59,12 +59,32 @@ def _parse_int(text: str, name: str, positive: bool = False) -> int:
     return value
 
 
+def _cmd_oracle_check(args) -> int:
+    """``precision oracle --check``: the mpmath and Arb oracles, bit for bit."""
+    try:
+        from precision import oracle_arb
+    except ImportError:
+        raise ParameterError("--check needs python-flint for the Arb oracle; "
+                             "install it with pip install 'precision[arb]'") from None
+    points = _parse_int(args.points, "points")
+    seed = _parse_int(args.seed, "seed")
+    if points < 0:
+        raise ParameterError(f"--points={args.points!r}; expected a count >= 0")
+    report = oracle_arb.crosscheck(points=points, seed=seed)
+    print("\n".join(report.lines()))
+    return 0 if report.passed else 1
+
+
 def _cmd_oracle(args) -> int:
     import numpy as np
 
     from precision import oracle
     from precision.formats import FORMATS
 
+    if args.check:
+        return _cmd_oracle_check(args)
+    if args.pred is None or args.target is None:
+        raise _UsageError("precision oracle: the following arguments are required: --pred, --target (or --check)")
     x = parse_exact_float(args.pred, "pred")
     t = _parse_int(args.target, "target")
     with np.errstate(over="ignore"):
@@ -151,6 +171,24 @@ def _cmd_gate(args) -> int:
     return result.exit_status
 
 
+def _cmd_report(args) -> int:
+    from pathlib import Path
+
+    from precision.report import build_report, report_all
+
+    runs = Path(args.runs) if args.runs else Path("out")
+    out = Path(args.out) if args.out else Path("reports")
+    if args.all == bool(args.study):
+        raise ParameterError("report: give one study name or --all (not both, not neither)")
+    if args.all:
+        for study, folder, ran in report_all(runs, out, studies_dir=Path(args.studies)):
+            print(f"{study}: {'ran the study, ' if ran else ''}report -> {folder}")
+        return 0
+    folder = build_report(args.study, runs, out)
+    print(f"{args.study}: report -> {folder}")
+    return 0
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -170,13 +208,18 @@ def _build_parser() -> argparse.ArgumentParser:
                                    "rounded fp16, bf16, fp32 and fp64 values (hex and decimal). "
                                    "Floats are hex (exact) or decimal (nearest float64); alpha and gamma "
                                    "are rounded to float32 as the operator's attributes are.")
-    p.add_argument("--pred", required=True, help="logit x")
-    p.add_argument("--target", required=True, help="raw selector t (any integer; 0 positive, 1 negative term)")
+    p.add_argument("--pred", help="logit x (required unless --check)")
+    p.add_argument("--target", help="raw selector t (any integer; 0 positive, 1 negative term; required unless --check)")
     p.add_argument("--alpha", default="0.25")
     p.add_argument("--gamma", default="2.0")
     p.add_argument("--weight", default="1.0")
     p.add_argument("--dout", default="1.0")
     p.add_argument("--count", default="1", help="N*C for reduction mean (coef = exact 1/count), 1 otherwise")
+    p.add_argument("--check", action="store_true",
+                   help="cross-check the mpmath oracle against the Arb oracle (python-flint) bit for bit on "
+                        "random points plus hard cases; exit 0 on zero disagreements, 1 otherwise")
+    p.add_argument("--points", default="10000", help="random points for --check (default 10000)")
+    p.add_argument("--seed", default="0", help="random seed for --check (default 0)")
     p.set_defaults(func=_cmd_oracle)
 
     p = sub.add_parser("variants", help="list the registered implementation variants")
@@ -204,6 +247,18 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("--workers", type=_positive_int)
     p.set_defaults(func=_cmd_gate)
+
+    p = sub.add_parser("report", help="build reports/<study>/ (Markdown, HTML, plots, tables) from a run folder",
+                       description="Read the run folder RUNS/<study> written by `precision run` and write "
+                                   "OUT/<study>/: report.md, a self-contained report.html, plots (PNG, SVG), "
+                                   "tables (CSV) and findings.json. --all regenerates every report under OUT, "
+                                   "running a study first when its run folder is missing.")
+    p.add_argument("study", nargs="?", help="study name, e.g. guard_ablation")
+    p.add_argument("--all", action="store_true", help="every committed report (folders under --out)")
+    p.add_argument("--runs", help="folder of run folders (default: out)")
+    p.add_argument("--out", help="folder of reports (default: reports)")
+    p.add_argument("--studies", default="studies", help="folder of study files for --all (default: studies)")
+    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("cache", help="show or clear the oracle cache")
     p.add_argument("action", choices=["info", "clear"])

@@ -124,10 +124,17 @@ class Ball(NamedTuple):
     mid: tuple
     rel: float
 
-    def to_mpf_bounds(self, prec: int = 64):
-        """Lower and upper bound of the exact value as raw mpf tuples."""
+    def to_mpf_bounds(self, prec: int | None = None):
+        """Lower and upper bound of the exact value as raw mpf tuples.
+
+        Rounded outward at ``prec`` bits plus 10 (default: the midpoint's own
+        bit count, at least 64), so the bounds keep every bit the working
+        precision resolved.
+        """
         if not math.isfinite(self.rel):
             return libmp.fninf, libmp.finf
+        if prec is None:
+            prec = max(64, self.mid[3])
         rad = libmp.mpf_mul(libmp.mpf_abs(self.mid), libmp.from_float(self.rel, 53, _RC), prec, _RC)
         lo = libmp.mpf_sub(self.mid, rad, prec + 10, _RF)
         hi = libmp.mpf_add(self.mid, rad, prec + 10, _RC)

@@ -18,11 +18,12 @@ redoing them and ends with identical tables.
 Output folder (``precision run`` default: ``out/<study name>``):
 
 ``summary.csv``
-    One row per (variant, model, format, profile): ``count``, ``max_ulp``,
-    the witness inputs in hex (``witness_pred``, ``witness_target``,
+    One row per (variant, model, format, profile): ``count``, ``max_ulp``
+    (inf when a result is NaN or inf), ``max_finite_ulp`` (the max over finite
+    errors), the witness inputs of ``max_ulp`` in hex (``witness_pred``, ``witness_target``,
     ``witness_alpha``, ``witness_gamma``, ``witness_weight``,
     ``witness_dout``), ``mean_ulp`` (over finite errors), ``p50_ulp``,
-    ``p99_ulp``, ``p999_ulp`` (upper bounds within 1.1 %, from mergeable
+    ``p99_ulp``, ``p999_ulp`` (upper bounds within 4.4 %, from mergeable
     histograms), ``mean_bits``, ``share_correct``, ``over_1ulp``,
     ``nan``, ``inf``, ``wrong_sign``.
 ``by_region.csv``, ``by_gamma.csv``
@@ -84,7 +85,8 @@ TERM_CHUNK = 8192
 #: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
 PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
 
-_STAT_COLUMNS = ["count", "max_ulp", "witness_pred", "witness_target", "witness_alpha", "witness_gamma",
+_STAT_COLUMNS = ["count", "max_ulp", "max_finite_ulp", "witness_pred", "witness_target", "witness_alpha",
+                 "witness_gamma",
                  "witness_weight", "witness_dout", "mean_ulp", "p50_ulp", "p99_ulp", "p999_ulp", "mean_bits",
                  "share_correct", "over_1ulp", "nan", "inf", "wrong_sign"]
 
@@ -192,7 +194,8 @@ def run_task(task: Task) -> dict:
     starts = np.concatenate([[0], np.cumsum(cnt)[:-1]])[has]
     flat_preds = np.repeat(task.preds, T)
     pred_bin = np.clip(np.searchsorted(PRED_BIN_EDGES, task.preds, side="right") - 1, 0, PRED_BIN_EDGES.size - 2)
-    out = {k: [] for k in ("g_variant", "g_group", "g_count", "g_max", "g_witness", "g_sum_ulp", "g_n_finite",
+    out = {k: [] for k in ("g_variant", "g_group", "g_count", "g_max", "g_max_finite", "g_witness", "g_sum_ulp",
+                           "g_n_finite",
                            "g_sum_bits", "g_correct", "g_over1", "g_nan", "g_inf", "g_wrong",
                            "h_variant", "h_group", "h_bin", "h_count",
                            "p_variant", "p_index", "p_computed", "p_err", "p_bits", "p_class")}
@@ -223,6 +226,7 @@ def run_task(task: Task) -> dict:
         out["g_group"].append(np.flatnonzero(has).astype(np.int32))
         out["g_count"].append(cnt[has])
         out["g_max"].append(gmax)
+        out["g_max_finite"].append(np.maximum.reduceat(np.where(finite, err, -np.inf)[perm], starts))
         out["g_witness"].append(flat_preds[worst])
         out["g_sum_ulp"].append(np.bincount(group, np.where(finite, err, 0.0), G)[has])
         out["g_n_finite"].append(np.bincount(group, finite, G)[has].astype(np.int64))
@@ -423,8 +427,9 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     try:
         terms, pairs, pairs_cached = _compute_terms(study, preds, cache, executor)
         tasks = _build_tasks(study, preds, terms, variants)
-        # finished tasks live on disk only (memory stays bounded by one task's results)
-        todo = [i for i, task in enumerate(tasks) if read_checked_npz(chunk_dir / f"{task.key}.npz") is None]
+        # finished tasks live on disk only (memory stays bounded by one task's results);
+        # their integrity is checked when the tables are assembled
+        todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.npz").exists()]
         with _progress(len(todo), study.name) as bar:
             for j, res in executor.map_unordered(run_task, [tasks[i] for i in todo]):
                 atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.npz", res)
@@ -459,13 +464,16 @@ def merge_groups(groups: pd.DataFrame, hist: pd.DataFrame, by: list) -> pd.DataF
                  .drop_duplicates("_k"))
     sums = g.assign(_k=key).groupby("_k")[["count", "sum_ulp", "n_finite", "sum_bits", "n_correct", "over_1ulp",
                                            "nan", "inf", "wrong_sign"]].sum()
-    h = hist.assign(_k=key.to_numpy()[hist["group"].to_numpy()]).groupby(["_k", "bin"], sort=True)["count"].sum()
-    quantiles = _histogram_quantiles(h.index.get_level_values(0).to_numpy(), h.index.get_level_values(1).to_numpy(),
-                                     h.to_numpy(), (0.5, 0.99, 0.999))
+    # merged sparse histograms: one (coarse key, bin) row per nonempty bin, sorted
+    codes = key.to_numpy().astype(np.int64)[hist["group"].to_numpy()] * HIST_BINS + hist["bin"].to_numpy()
+    merged, inverse = np.unique(codes, return_inverse=True)
+    counts = np.bincount(inverse.ravel(), weights=hist["count"].to_numpy(), minlength=merged.size)
+    quantiles = _histogram_quantiles(merged // HIST_BINS, merged % HIST_BINS, counts, (0.5, 0.99, 0.999))
     first_max = first_max.set_index("_k")
     table = first_max[by].copy()
     table["count"] = sums["count"]
     table["max_ulp"] = first_max["max_ulp"]
+    table["max_finite_ulp"] = g.assign(_k=key).groupby("_k")["max_finite_ulp"].max()
     for col in ("witness_pred", "witness_target", "witness_alpha", "witness_gamma", "witness_weight",
                 "witness_dout"):
         table[col] = first_max[col]
@@ -516,8 +524,9 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) ->
     writer = None
     for task in tasks:
         res = read_checked_npz(chunk_dir / f"{task.key}.npz")
-        if res is None:
-            raise PrecisionError(f"{chunk_dir}/{task.key}.npz vanished or was altered during the run; run again")
+        if res is None:  # truncated or altered on disk (warned once): recompute it here
+            res = run_task(task)
+            atomic_write_npz(chunk_dir / f"{task.key}.npz", res)
         fallback += int(res["fallback"])
         fmt = task.profile.pred
         base = dict(model=task.model, format=fmt, profile=task.profile.name, alpha=task.alpha, gamma=task.gamma,
@@ -529,6 +538,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) ->
             "variant": np.asarray(variants, dtype=object)[res["g_variant"]], **base,
             "target": targets, "region": np.asarray(region_names, dtype=object)[gid % R],
             "count": res["g_count"], "max_ulp": res["g_max"],
+            "max_finite_ulp": np.where(res["g_max_finite"] == -np.inf, np.nan, res["g_max_finite"]),
             "witness_pred": [float(v).hex() for v in res["g_witness"]],
             "witness_target": targets, "witness_alpha": float(task.alpha).hex(),
             "witness_gamma": float(task.gamma).hex(), "witness_weight": _hex_or_none(task.weight),

@@ -196,6 +196,16 @@ class TestDeepCancellation:
         assert ball.rel > 0
 
 
+class TestNearTies:
+    def test_decided_a_hair_off_a_midpoint(self):
+        # found by the Arb cross-check: 2**-113 (relative) from an fp64 rounding midpoint;
+        # bounds rounded at 74 bits could never decide it, bounds at the working precision do
+        args = (float.fromhex("-0x1.4b8e88p+6"), 0, float.fromhex("0x1.8p-1"), float.fromhex("0x1.09d86ep+0"),
+                float.fromhex("-0x1.e9890330a8766p-3"), 1.0, 1)
+        assert oracle.round_gradient(*args, fmt="fp64") == float.fromhex("0x1.6f26c2647e58dp-3")
+        assert oracle.round_gradient(*args, fmt="fp64") == direct_rounded("fp64", *args, bits=600)
+
+
 class TestPrecisionCap:
     @staticmethod
     def root_of_A(gamma):

@@ -83,14 +83,14 @@ class TestAssertMaxUlp:
 
 class TestHistograms:
     def test_quantile_bounds_are_upper_bounds_within_resolution(self):
-        from precision.scoring import bin_upper_edge, histogram_bins, quantile_upper_bound
+        from precision.scoring import HIST_SUBBINS, bin_upper_edge, histogram_bins, quantile_upper_bound
         rng = np.random.default_rng(4)
         err = np.concatenate([np.zeros(500), rng.exponential(2.0, 5000), [np.inf] * 3, [1e300]])
         bins, counts = np.unique(histogram_bins(err), return_counts=True)
         for q in (0.5, 0.99, 0.999):
             exact = np.sort(err)[int(np.ceil(q * err.size)) - 1]
             bound = quantile_upper_bound(bins, counts, q)
-            assert exact <= bound <= exact * 2 ** (1 / 64) or exact == bound == 0
+            assert exact <= bound <= exact * 2 ** (1 / HIST_SUBBINS) or exact == bound == 0
         assert np.all(err <= bin_upper_edge(histogram_bins(err)))
 
     def test_vectorized_group_quantiles_match_scalar(self):

@@ -235,3 +235,21 @@ def test_per_point_worst_keeps_each_groups_worst(tmp_path):
     merged = worst.merge(groups, on=keys)
     assert len(merged) == len(worst)
     np.testing.assert_array_equal(merged["err_ulp"].to_numpy(), merged["max_ulp"].to_numpy())
+
+
+def test_altered_chunk_is_detected_and_recomputed(reference_run, tmp_path):
+    import warnings
+
+    from precision.cache import CacheIntegrityWarning
+    out = tmp_path / "o"
+    run_study(small_study(), out, use_cache=False, workers=1)
+    chunk = sorted((out / "chunks").glob("*.npz"))[3]
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 3] ^= 0x55
+    chunk.write_bytes(bytes(data))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = run_study(small_study(), out, use_cache=False, workers=1)
+    assert again.tasks_reused == again.tasks  # the file existed; its content failed the check
+    assert sum(issubclass(w.category, CacheIntegrityWarning) for w in caught) == 1
+    assert_same_tables(read_tables(reference_run[0]), read_tables(out))

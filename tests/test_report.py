@@ -1,0 +1,188 @@
+"""Tests of precision.report: files, self-contained HTML, escaping, findings citing table numbers.
+
+A tiny study is run into a temporary folder and reported; the slow test checks
+that committed reports under reports/ match what the code regenerates from a
+fresh run of their committed study files (numbers, not image bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from precision.cli import main
+from precision.report import build_report
+from precision.report.tables import fmt_num
+from precision.study import load_study
+from precision.sweep import run_study
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = """
+name = "tiny"
+description = "tiny <script>alert('x')</script> & \\"quotes\\""
+seed = 0
+
+[pred]
+kind = "list"
+format = "fp32"
+values = ["-0x1.8p+3", "-1.0", "-0x1.cp-1", "0.0", "0x1.4p+0", "3.5", "17.0", "40.0"]
+
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [-1.0, 2.0]
+weight = [1.0, "0x1p-140"]
+dout = [1.0, "0x1p+100"]
+reduction = "none"
+profiles = ["fp32"]
+
+[run]
+variants = ["naive", "naive+G7", "kernel-G7", "kernel", "kernel[G5=never]", "kernel[G5=2^-6]", "kernel[G5=always]"]
+models = ["ieee", "npu+ftz"]
+per_point = "all"
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory):
+    base = tmp_path_factory.mktemp("report")
+    study_file = base / "tiny.toml"
+    study_file.write_text(TINY)
+    run_study(load_study(study_file), base / "runs" / "tiny", cache_dir=base / "cache", workers=1)
+    folder = build_report("tiny", base / "runs", base / "reports")
+    return folder
+
+
+def _value(v):
+    return float(v) if not isinstance(v, str) else float({"inf": "inf", "-inf": "-inf", "NaN": "nan"}[v])
+
+
+def _same(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b or math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
+
+
+def _check_findings(folder: Path) -> int:
+    """Every cited number appears in its sentence and equals its table cell; returns how many were checked."""
+    data = json.loads((folder / "findings.json").read_text())
+    checked = 0
+    for f in data["findings"]:
+        by_name = {n["name"]: n for n in f["numbers"]}
+        for n in f["numbers"]:
+            assert n["text"] in f["text"], (n, f["text"])
+            assert n["text"] == fmt_num(_value(n["value"]) if not isinstance(n["value"], int) else n["value"])
+            if n["op"] == "sub":
+                a, b = (_value(by_name[k]["value"]) for k in n["of"])
+                assert _same(_value(n["value"]), 0.0 if a == b else a - b)
+                continue
+            table = pd.read_csv(folder / "tables" / n["table"], dtype={"region": str})
+            mask = np.ones(len(table), dtype=bool)
+            for k, v in n["where"].items():
+                col = table[k]
+                if isinstance(v, str) and k not in ("variant", "model", "format", "profile", "region", "guard",
+                                                    "with_variant", "without_variant", "band", "subset"):
+                    v = _value(v)
+                mask &= (col.isna() if (isinstance(v, float) and math.isnan(v)) else (col == v)).to_numpy()
+            assert mask.sum() == 1, (n["table"], n["where"])
+            assert _same(float(table.loc[mask, n["column"]].iloc[0]), _value(n["value"])), n
+            checked += 1
+    return checked
+
+
+class TestBuildReport:
+    def test_every_table_and_plot_exists(self, tiny_report):
+        for name in ("summary", "by_selector", "hist", "ablation", "ablation_gamma", "threshold",
+                     "cancellation_window", "recovery", "recovery_g7"):
+            assert (tiny_report / "tables" / f"{name}.csv").is_file(), name
+        for stem in ("ulp_vs_pred", "heatmap_pred_gamma", "ulp_histograms", "ablation_fp32", "threshold_curve",
+                     "recovery"):
+            for ext in ("png", "svg"):
+                assert (tiny_report / "plots" / f"{stem}.{ext}").stat().st_size > 0, stem
+        for name in ("report.md", "report.html", "findings.json"):
+            assert (tiny_report / name).is_file()
+
+    def test_html_is_self_contained(self, tiny_report):
+        page = (tiny_report / "report.html").read_text()
+        assert not re.search(r"""(src|href)\s*=\s*['"]?\s*(https?:)?//""", page)
+        assert "<link" not in page and "<script" not in page
+        assert page.count("data:image/png;base64,") >= 6
+
+    def test_study_strings_are_escaped(self, tiny_report):
+        page = (tiny_report / "report.html").read_text()
+        assert "&lt;script&gt;alert(" in page
+        assert "&amp;" in page
+
+    def test_findings_cite_table_numbers(self, tiny_report):
+        assert _check_findings(tiny_report) > 20
+
+    def test_summary_matches_run(self, tiny_report):
+        summary = pd.read_csv(tiny_report / "tables" / "summary.csv")
+        run = pd.read_csv(tiny_report.parent.parent / "runs" / "tiny" / "summary.csv")
+        assert len(summary) == len(run)
+        assert np.array_equal(summary["max_ulp"].to_numpy(), run["max_ulp"].to_numpy())
+
+    def test_reproduce_block(self, tiny_report):
+        md = (tiny_report / "report.md").read_text()
+        run = json.loads((tiny_report.parent.parent / "runs" / "tiny" / "run.json").read_text())
+        assert run["study_sha256"] in md and "precision report tiny" in md
+
+
+class TestCommandErrors:
+    def test_unknown_study_exits_2_and_writes_nothing(self, tmp_path, capsys):
+        out = tmp_path / "reports"
+        assert main(["report", "nosuch", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "precision: error:" in err
+        assert not out.exists()
+
+    def test_study_and_all_together_is_an_error(self, tmp_path):
+        assert main(["report", "x", "--all", "--out", str(tmp_path)]) == 2
+
+    def test_failed_build_leaves_previous_report(self, tiny_report, tmp_path):
+        runs = tiny_report.parent.parent / "runs"
+        before = (tiny_report / "findings.json").read_text()
+        broken = tmp_path / "runs" / "tiny"
+        broken.mkdir(parents=True)
+        (broken / "run.json").write_text("{}")
+        assert main(["report", "tiny", "--runs", str(tmp_path / "runs"), "--out", str(tiny_report.parent)]) == 2
+        assert (tiny_report / "findings.json").read_text() == before
+        assert not [p for p in tiny_report.parent.iterdir() if p.name.startswith(".")]
+        assert runs.is_dir()
+
+
+def _compare_reports(committed: Path, fresh: Path) -> None:
+    for csv in sorted((committed / "tables").glob("*.csv")):
+        a = pd.read_csv(csv, dtype={"region": str})
+        b = pd.read_csv(fresh / "tables" / csv.name, dtype={"region": str})
+        assert list(a.columns) == list(b.columns), csv.name
+        assert len(a) == len(b), csv.name
+        for col in a.columns:
+            if a[col].dtype.kind == "f" or b[col].dtype.kind == "f":
+                x, y = a[col].to_numpy(float), b[col].to_numpy(float)
+                assert np.allclose(x, y, rtol=1e-12, atol=0, equal_nan=True), (csv.name, col)
+            else:
+                assert a[col].astype(str).tolist() == b[col].astype(str).tolist(), (csv.name, col)
+    fa = json.loads((committed / "findings.json").read_text())
+    fb = json.loads((fresh / "findings.json").read_text())
+    assert [f["text"] for f in fa["findings"]] == [f["text"] for f in fb["findings"]]
+    assert sorted(p.name for p in (committed / "plots").iterdir()) == sorted(p.name for p in (fresh / "plots").iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("study", ["subnormal_recovery", "q_precision", "cancellation_threshold"])
+def test_committed_report_matches_fresh_run(study, tmp_path):
+    committed = ROOT / "reports" / study
+    if not committed.is_dir():
+        pytest.skip(f"reports/{study} not committed")
+    run_study(load_study(ROOT / "studies" / f"{study}.toml"), tmp_path / "runs" / study, cache_dir=tmp_path / "c")
+    fresh = build_report(study, tmp_path / "runs", tmp_path / "reports")
+    _compare_reports(committed, fresh)
+    assert _check_findings(committed) > 0
