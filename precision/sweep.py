@@ -57,7 +57,9 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -414,17 +416,17 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     started = time.perf_counter()
     out = Path(out_dir)
     chunk_dir = out / "chunks"
-    try:
-        chunk_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PrecisionError(f"--out={out}: cannot create the output folder ({exc.strerror})") from None
-    if not os.access(out, os.W_OK):
-        raise PrecisionError(f"--out={out}: the output folder is not writable")
-    cache = TermCache((Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None)
     preds = study_pred_values(study)
     variants = _variants_of(study)
-    executor = make_executor(scheduler, workers)
+    executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
     try:
+        try:
+            chunk_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PrecisionError(f"--out={out}: cannot create the output folder ({exc.strerror})") from None
+        if not os.access(out, os.W_OK):
+            raise PrecisionError(f"--out={out}: the output folder is not writable")
+        cache = TermCache((Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None)
         terms, pairs, pairs_cached = _compute_terms(study, preds, cache, executor)
         tasks = _build_tasks(study, preds, terms, variants)
         # finished tasks live on disk only (memory stays bounded by one task's results);
@@ -436,11 +438,22 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                 bar.update(1)
     finally:
         executor.close()
-    unsupported, fallback = _write_outputs(study, out, tasks, chunk_dir, variants)
-    result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
-                       len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
-                       unsupported)
-    _write_run_json(study, out, result)
+    # the tables are written into a staging folder and moved into place only when all are written,
+    # so a failed write (full disk, read-only folder) leaves no partial set of tables behind
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
+    try:
+        unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants)
+        result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
+                           len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
+                           unsupported)
+        _write_run_json(study, staging, result)
+        for path in sorted(staging.iterdir()):
+            os.replace(path, out / path.name)
+    except OSError as exc:
+        raise PrecisionError(f"--out={out}: cannot write the tables ({exc.strerror or exc}); nothing was "
+                             "written (finished tasks are kept for the next run)") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return result
 
 

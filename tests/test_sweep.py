@@ -148,7 +148,7 @@ range = [-16, 16]
 [points]
 target = [0, 1]
 alpha = [0.25, 0.75]
-gamma = [2.0, 0.5, -1.5]
+gamma = [2.0, 0.5, -1.5, -0.5, 3.0]
 profiles = ["fp32"]
 [run]
 variants = ["kernel", "naive", "golden", "mmcv"]
@@ -170,7 +170,7 @@ def test_kill_9_then_resume_gives_identical_results(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done = len(list((out / "chunks").glob("*.npz")))
-    assert 3 <= done < 12 and not (out / "summary.csv").exists()
+    assert 3 <= done < 20 and not (out / "summary.csv").exists()
     code = main(["run", str(study), "--out", str(out), "--workers", "2", "--cache-dir", str(tmp_path / "cache")])
     assert code == 0
     clean = tmp_path / "clean"
