@@ -95,10 +95,13 @@ _STAT_COLUMNS = ["count", "max_ulp", "max_finite_ulp", "witness_pred", "witness_
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
-    """SHA-256 of the package's source files: chunk keys change when code does."""
+    """SHA-256 of the package's source files that compute results (not the report renderer).
+
+    Chunk keys include it, so finished tasks are never reused after a change of code.
+    """
     h = hashlib.sha256()
     root = Path(__file__).parent
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(p for p in root.rglob("*.py") if "report" not in p.relative_to(root).parts):
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()

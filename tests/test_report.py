@@ -83,6 +83,9 @@ def _check_findings(folder: Path) -> int:
                 a, b = (_value(by_name[k]["value"]) for k in n["of"])
                 assert _same(_value(n["value"]), 0.0 if a == b else a - b)
                 continue
+            if n["op"] == "sum":
+                assert _same(_value(n["value"]), sum(_value(by_name[k]["value"]) for k in n["of"]))
+                continue
             table = pd.read_csv(folder / "tables" / n["table"], dtype={"region": str})
             mask = np.ones(len(table), dtype=bool)
             for k, v in n["where"].items():
@@ -100,7 +103,7 @@ def _check_findings(folder: Path) -> int:
 class TestBuildReport:
     def test_every_table_and_plot_exists(self, tiny_report):
         for name in ("summary", "by_selector", "hist", "ablation", "ablation_gamma", "threshold",
-                     "cancellation_window", "recovery", "recovery_g7"):
+                     "cancellation_window", "recovery", "recovery_g7", "recovery_weight"):
             assert (tiny_report / "tables" / f"{name}.csv").is_file(), name
         for stem in ("ulp_vs_pred", "heatmap_pred_gamma", "ulp_histograms", "ablation_fp32", "threshold_curve",
                      "recovery"):
@@ -176,8 +179,31 @@ def _compare_reports(committed: Path, fresh: Path) -> None:
     assert sorted(p.name for p in (committed / "plots").iterdir()) == sorted(p.name for p in (fresh / "plots").iterdir())
 
 
+def test_summary_quotes_max_finite_error(tiny_report):
+    """Headline max errors are max_finite_ulp (max_ulp is inf as soon as one output is NaN/inf)."""
+    data = json.loads((tiny_report / "findings.json").read_text())
+    summary = [f for f in data["findings"] if f["id"].startswith("summary/")]
+    assert summary
+    for f in summary:
+        cols = {n["column"] for n in f["numbers"] if n["table"]}
+        assert "max_finite_ulp" in cols and "max_ulp" not in cols
+        assert "max finite" in f["text"]
+    assert "max_finite_ulp" in pd.read_csv(tiny_report / "tables" / "summary.csv").columns
+
+
+def test_g7_findings_state_gain_and_cost(tiny_report):
+    """The G7 findings split raw*weight < 2^-126 by whether float32 1/weight overflows (weight <= 2^-128)."""
+    g7 = pd.read_csv(tiny_report / "tables" / "recovery_g7.csv")
+    assert set(g7["band"]) <= {"rw >= 2^-126", "rw < 2^-126, 1/w finite", "rw < 2^-126, 1/w = inf"}
+    by_w = pd.read_csv(tiny_report / "tables" / "recovery_weight.csv")
+    assert by_w.loc[by_w["weight"] == 2.0 ** -140, "recip_overflows"].all()
+    assert not by_w.loc[by_w["weight"] == 1.0, "recip_overflows"].any()
+    data = json.loads((tiny_report / "findings.json").read_text())
+    assert any(f["id"].startswith("recovery/") and "Div0ulp(1, weight)" in f["text"] for f in data["findings"])
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("study", ["subnormal_recovery", "q_precision", "cancellation_threshold"])
+@pytest.mark.parametrize("study", ["subnormal_recovery", "q_precision", "cancellation_threshold", "guard_ablation"])
 def test_committed_report_matches_fresh_run(study, tmp_path):
     committed = ROOT / "reports" / study
     if not committed.is_dir():

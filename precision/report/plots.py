@@ -22,7 +22,7 @@ __all__ = ["INF_AT", "save", "plot_ulp_vs_pred", "plot_pred_gamma_heatmap", "plo
            "plot_threshold", "plot_recovery", "plot_onset"]
 
 #: Where an infinite error (NaN or inf output) is drawn on a log ulp axis.
-INF_AT = 1e12
+INF_AT = 1e50
 #: Lower clip of log ulp axes (a correctly rounded output scores <= 0.5 ulp).
 FLOOR = 1e-3
 _DPI = 90
@@ -39,7 +39,7 @@ def save(fig, folder: Path, stem: str) -> str:
 def _clip(v):
     v = np.asarray(v, dtype=np.float64)
     v = np.where(np.isnan(v) | np.isinf(v), INF_AT, v)
-    return np.clip(v, FLOOR, INF_AT)
+    return np.clip(v, FLOOR, INF_AT)  # finite errors stay below INF_AT (largest seen ~1e45 ulp)
 
 
 def _family(variant: str) -> str:
@@ -48,6 +48,17 @@ def _family(variant: str) -> str:
         return get_variant(variant).family
     except Exception:  # a variant name the registry no longer knows: its own family
         return variant
+
+
+def _symlog_ticks(ax, lo: float, hi: float) -> None:
+    """Readable ticks on a symlog pred axis: 0 and +-10^k every few decades within [lo, hi]."""
+    top = max(abs(lo), abs(hi), 1.0)
+    kmax = int(np.ceil(np.log10(top)))
+    ks = list(range(kmax, -5, -max(1, (kmax + 4) // 3)))
+    ticks = sorted({0.0} | {s * 10.0 ** k for k in ks for s in (-1, 1) if lo <= s * 10.0 ** k <= hi})
+    ax.set_xticks(ticks, ["0" if t == 0 else f"{'-' if t < 0 else ''}1e{int(round(np.log10(abs(t))))}"
+                          for t in ticks], fontsize=6)
+    ax.set_xlim(lo, hi)
 
 
 def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder: Path, stem: str = "ulp_vs_pred") -> str | None:
@@ -64,6 +75,9 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder: Path, stem: s
                           "profile": predbins["profile"]})
     families = list(dict.fromkeys(_family(v) for v in frame["variant"]))
     cols = list(dict.fromkeys(zip(frame["model"], frame["profile"])))
+    used = np.flatnonzero(~np.isnan(predbins["max_ulp"]).all(axis=0))
+    xlo = float(edges[used.min()]) if used.size else -1.0
+    xhi = float(edges[used.max() + 1]) if used.size else 1.0
     fig, axes = plt.subplots(len(families), len(cols), figsize=(3.6 * len(cols), 2.6 * len(families)),
                              squeeze=False, sharex=True, sharey=True)
     for (model, profile), j in zip(cols, range(len(cols))):
@@ -87,15 +101,16 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder: Path, stem: s
                 ok = np.isfinite(mx) | np.isposinf(mx)
                 ax.plot(centers[ok], _clip(mov[ok]), lw=0.9, label=v)
             ax.set_xscale("symlog", linthresh=1e-4)
+            _symlog_ticks(ax, xlo, xhi)
             ax.set_yscale("log")
             ax.set_ylim(FLOOR, INF_AT * 3)
             ax.axhline(1.0, color="k", lw=0.4, ls=":")
             ax.set_title(f"{fam} | {model} | {profile}", fontsize=8)
             ax.tick_params(labelsize=6)
             if j == 0:
-                ax.set_ylabel("max ulp error", fontsize=7)
+                ax.set_ylabel("max error (ulp)", fontsize=7)
             if i == len(families) - 1:
-                ax.set_xlabel("pred (symlog)", fontsize=7)
+                ax.set_xlabel("pred (symlog axis, linear within 1e-4)", fontsize=7)
             if ax.lines:
                 ax.legend(fontsize=5, ncol=2, loc="upper left")
     fig.tight_layout()
@@ -116,7 +131,8 @@ def plot_pred_gamma_heatmap(predbins: dict, folder: Path, variants=("naive", "ke
     used = np.flatnonzero(np.isfinite(predbins["max_ulp"]).any(axis=0) | np.isposinf(predbins["max_ulp"]).any(
         axis=0))
     lo, hi = used.min(), used.max() + 1
-    fig, axes = plt.subplots(len(want), len(cols), figsize=(3.6 * len(cols), 2.4 * len(want)), squeeze=False)
+    fig, axes = plt.subplots(len(want), len(cols), figsize=(3.6 * len(cols), 3.2 * len(want)), squeeze=False,
+                             constrained_layout=True)
     im = None
     for i, v in enumerate(want):
         for j, (model, profile) in enumerate(cols):
@@ -131,12 +147,12 @@ def plot_pred_gamma_heatmap(predbins: dict, folder: Path, variants=("naive", "ke
             im = ax.imshow(img, aspect="auto", origin="lower", cmap="viridis", vmin=np.log10(FLOOR),
                            vmax=np.log10(INF_AT), interpolation="nearest")
             ticks = np.linspace(0, hi - lo - 1, 5).astype(int)
-            ax.set_xticks(ticks, [f"{edges[lo + t]:.3g}" for t in ticks], fontsize=6)
+            ax.set_xticks(ticks, [f"{edges[lo + t]:.2g}" for t in ticks], fontsize=6, rotation=30)
             ax.set_yticks(range(gammas.size), [f"{g:g}" for g in gammas], fontsize=6)
             ax.set_title(f"{v} | {model} | {profile}", fontsize=8)
-            ax.set_xlabel("pred bin (lower edge)", fontsize=7)
+            ax.set_xlabel("pred bin (lower edge; symmetric-log bins)", fontsize=7)
             ax.set_ylabel("gamma", fontsize=7)
-    fig.colorbar(im, ax=axes, shrink=0.8, label="log10 max ulp (12 = NaN/inf)")
+    fig.colorbar(im, ax=axes, shrink=0.8, label=f"log10 max error in ulp ({np.log10(INF_AT):.0f} = NaN/inf; white = no point)")
     return save(fig, folder, stem)
 
 
@@ -152,8 +168,12 @@ def plot_histograms(hist: pd.DataFrame, folder: Path, stem: str = "ulp_histogram
     h = hist.copy()
     up = h["upper_ulp"].to_numpy()
     with np.errstate(divide="ignore"):
-        octave = np.where(np.isinf(up), 41, np.where(up <= 0, -31, np.ceil(np.log2(np.maximum(up, 1e-300)))))
-    h["octave"] = np.clip(octave, -31, 41)
+        octave = np.ceil(np.log2(np.maximum(up, 1e-300)))
+    fin = np.isfinite(up) & (up > 0)
+    top = int(np.nanmax(octave[fin])) if fin.any() else 0
+    low = int(np.nanmin(octave[fin])) if fin.any() else 0
+    nan_at, zero_at = top + 4, low - 4
+    h["octave"] = np.where(np.isinf(up), nan_at, np.where(up <= 0, zero_at, octave))
     for k, v in enumerate(variants):
         ax = axes[k // ncol, k % ncol]
         for fmt, sub in h[h["variant"] == v].groupby("format", sort=True):
@@ -164,10 +184,14 @@ def plot_histograms(hist: pd.DataFrame, folder: Path, stem: str = "ulp_histogram
         ax.tick_params(labelsize=6)
         ax.axvline(0, color="k", lw=0.4, ls=":")
         ax.legend(fontsize=6)
+        if k % ncol == 0:
+            ax.set_ylabel("outputs", fontsize=6)
     for k in range(n, nrow * ncol):
         axes[k // ncol, k % ncol].axis("off")
-    for ax in axes[-1]:
-        ax.set_xlabel("log2 ulp error (41 = NaN/inf, -31 = exact)", fontsize=6)
+    for k in range(max(0, n - ncol), n):
+        axes[k // ncol, k % ncol].set_xlabel(f"log2 error in ulp ({nan_at} = NaN/inf, {zero_at} = exact)",
+                                             fontsize=6)
+        axes[k // ncol, k % ncol].xaxis.set_tick_params(labelbottom=True)
     fig.tight_layout()
     return save(fig, folder, stem)
 
@@ -185,11 +209,13 @@ def plot_ablation(ablation: pd.DataFrame, folder: Path, fmt: str, stem: str) -> 
     t = ablation[(ablation["format"] == fmt) & (ablation["region"] != "all")]
     if t.empty:
         return None
+    t = t.assign(d_nan_inf=t["d_nan"] + t["d_inf"])
     models = list(dict.fromkeys(t["model"]))
-    regions = list(dict.fromkeys(t["region"]))
+    from precision.report.findings import _region_lo
+    regions = sorted(dict.fromkeys(t["region"]), key=_region_lo)
     t = t.assign(direction=np.where(t["without_variant"] == "naive", "naive+Gi vs naive", "kernel vs kernel-Gi"))
     directions = list(dict.fromkeys(t["direction"]))
-    panels = [(d, m) for d in directions for m in ("d_max_ulp", "d_nan")]
+    panels = [(d, m) for d in directions for m in ("d_max_finite_ulp", "d_nan_inf")]
     fig, axes = plt.subplots(len(models), len(panels), figsize=(3.4 * len(panels), 2.6 * len(models)),
                              squeeze=False)
     for i, model in enumerate(models):
@@ -202,19 +228,27 @@ def plot_ablation(ablation: pd.DataFrame, folder: Path, fmt: str, stem: str) -> 
             lim = max(1.0, np.nanmax(np.abs(_signed_log(vals))) if vals.size else 1.0)
             ax.imshow(_signed_log(vals), cmap="coolwarm", vmin=-lim, vmax=lim, aspect="auto")
             for (r, c), v in np.ndenumerate(vals):
-                if not np.isnan(v):
+                if np.isnan(v):
+                    ax.text(c, r, "n/a", ha="center", va="center", fontsize=5, color="0.4")
+                else:
                     ax.text(c, r, f"{v:.3g}" if abs(v) < 1e4 or np.isinf(v) else f"{v:.1e}", ha="center",
-                            va="center", fontsize=5)
-            ax.set_xticks(range(len(regions)), regions, fontsize=5, rotation=30)
+                            va="center", fontsize=6)
+            ax.set_xticks(range(len(regions)), regions, fontsize=6, rotation=30)
             ax.set_yticks(range(len(piv.index)), piv.index, fontsize=6)
-            ax.set_title(f"{model}: {direction}\n{'change in max ulp' if metric == 'd_max_ulp' else 'change in NaN'}",
-                         fontsize=7)
+            ax.set_xlabel("pred region", fontsize=6)
+            what = ("change in max finite error (ulp; n/a: no finite output)" if metric == "d_max_finite_ulp"
+                    else "change in NaN+inf outputs (count)")
+            ax.set_title(f"{model}: {direction}\n{what}", fontsize=7)
     fig.tight_layout()
     return save(fig, folder, stem)
 
 
 def plot_threshold(threshold: pd.DataFrame, folder: Path, stem: str = "threshold_curve") -> str | None:
-    """Max and mean ulp against the G5 threshold 2^-k (never at the left, always at the right), 1/64 marked."""
+    """Max finite and mean ulp, and points improved / worsened against never, per G5 threshold; 1/64 marked.
+
+    Top row: max finite error (solid) and mean error (dashed) in ulp; bottom
+    row: points where the threshold's output is better / worse than never's.
+    """
     if threshold.empty:
         return None
     t = threshold.copy()
@@ -222,22 +256,35 @@ def plot_threshold(threshold: pd.DataFrame, folder: Path, stem: str = "threshold
     kmin, kmax = finite_k.min(), finite_k.max()
     # position: always (tau = inf) left of the largest tau, never (tau = 0) right of the smallest
     t["pos"] = np.where(np.isinf(t["tau"]), kmin - 1.5, np.where(t["tau"] == 0, kmax + 1.5, t["k"]))
-    subsets = list(dict.fromkeys(t["subset"]))
-    fig, axes = plt.subplots(1, len(subsets), figsize=(5.2 * len(subsets), 3.4), squeeze=False)
+    from precision.report.findings import SUBSET_ORDER
+    subsets = sorted(dict.fromkeys(t["subset"]), key=lambda x: SUBSET_ORDER.index(x) if x in SUBSET_ORDER else 9)
+    fig, axes = plt.subplots(2, len(subsets), figsize=(5.2 * len(subsets), 6.0), squeeze=False, sharex=True)
+    ticks = [kmin - 1.5] + list(range(int(kmin), int(kmax) + 1)) + [kmax + 1.5]
+    labels = ["always"] + [f"2^-{k}" for k in range(int(kmin), int(kmax) + 1)] + ["never"]
     for j, subset in enumerate(subsets):
-        ax = axes[0, j]
+        ax, bx = axes[0, j], axes[1, j]
         for (model, fmt), sub in t[t["subset"] == subset].groupby(["model", "format"], sort=False):
             sub = sub.sort_values("pos")
-            ax.plot(sub["pos"], _clip(sub["max_ulp"]), marker="o", ms=3, label=f"max {model} {fmt}")
-            ax.plot(sub["pos"], _clip(sub["mean_ulp"]), marker="s", ms=3, ls="--", label=f"mean {model} {fmt}")
-        ax.axvline(6, color="r", lw=0.8, ls=":", label="1/64 (production)")
-        ticks = [kmin - 1.5] + list(range(int(kmin), int(kmax) + 1)) + [kmax + 1.5]
-        ax.set_xticks(ticks, ["always"] + [f"2^-{k}" for k in range(int(kmin), int(kmax) + 1)] + ["never"],
-                      fontsize=6, rotation=45)
+            ni = int(sub["nan_inf"].max())
+            line, = ax.plot(sub["pos"], _clip(sub["max_finite_ulp"]), marker="o", ms=3,
+                            label=f"max finite, {model} {fmt}" + (f" (+{ni:,} NaN/inf)" if ni else ""))
+            ax.plot(sub["pos"], _clip(sub["mean_ulp"]), marker="s", ms=3, ls="--", color=line.get_color(),
+                    label=f"mean, {model} {fmt}")
+            bx.plot(sub["pos"], sub["improves"], marker="^", ms=3, color=line.get_color(),
+                    label=f"improves, {model} {fmt}")
+            bx.plot(sub["pos"], sub["worsens"], marker="v", ms=3, ls="--", color=line.get_color(),
+                    label=f"worsens, {model} {fmt}")
+        for a in (ax, bx):
+            a.axvline(6, color="r", lw=0.9, ls=":", label="1/64 = 2^-6 (production)")
+            a.tick_params(labelsize=6)
+            a.legend(fontsize=6)
         ax.set_yscale("log")
-        ax.set_ylabel("ulp error", fontsize=7)
-        ax.set_title(f"G5 threshold: {subset}", fontsize=8)
-        ax.legend(fontsize=6)
+        ax.set_ylabel("error (ulp, log scale)", fontsize=7)
+        ax.set_title(f"G5 threshold, {subset}: error", fontsize=8)
+        bx.set_ylabel("points (against never)", fontsize=7)
+        bx.set_title(f"G5 threshold, {subset}: points improved / worsened", fontsize=8)
+        bx.set_xticks(ticks, labels, fontsize=6, rotation=45)
+        bx.set_xlabel("threshold tau (correction applied when the dpos terms cancel to within tau)", fontsize=7)
     fig.tight_layout()
     return save(fig, folder, stem)
 
@@ -247,21 +294,29 @@ def plot_recovery(recovery: pd.DataFrame, folder: Path, stem: str = "recovery") 
     if recovery.empty:
         return None
     models = list(dict.fromkeys(recovery["model"]))
-    fig, axes = plt.subplots(1, len(models), figsize=(3.8 * len(models), 3.2), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(2, len(models), figsize=(3.8 * len(models), 5.6), squeeze=False, sharey="row",
+                             sharex=True)
     for j, model in enumerate(models):
-        ax = axes[0, j]
+        ax, bx = axes[0, j], axes[1, j]
         for v, sub in recovery[recovery["model"] == model].groupby("variant", sort=False):
-            ax.plot(sub["log2_rw"], _clip(sub["max_ulp"]), marker=".", ms=3, lw=0.9, label=f"{v} max")
-            ax.plot(sub["log2_rw"], _clip(sub["mean_ulp"]), lw=0.6, ls="--", label=f"{v} mean")
-        ax.axvline(-126, color="r", lw=0.8, ls=":", label="2^-126")
-        ax.axvline(-149, color="0.4", lw=0.8, ls=":", label="2^-149")
+            line, = ax.plot(sub["log2_rw"], _clip(sub["max_finite_ulp"]), marker=".", ms=3, lw=0.9,
+                            label=f"{v} max")
+            ax.plot(sub["log2_rw"], _clip(sub["mean_ulp"]), lw=0.6, ls="--", color=line.get_color(),
+                    label=f"{v} mean")
+            bx.plot(sub["log2_rw"], sub["lost"], lw=0.9, color=line.get_color(), label=v)
+        for a in (ax, bx):
+            a.axvline(-126, color="r", lw=0.8, ls=":", label="2^-126 (G7 engages below)")
+            a.axvline(-149, color="0.4", lw=0.8, ls=":", label="2^-149")
+            a.tick_params(labelsize=6)
         ax.set_yscale("log")
-        ax.set_xlabel("log2 |raw*weight|", fontsize=7)
-        ax.set_title(model, fontsize=8)
-        ax.tick_params(labelsize=6)
+        bx.set_xlabel("log2 |raw*weight| (binade)", fontsize=7)
+        ax.set_title(f"{model}: error per binade", fontsize=8)
+        bx.set_title(f"{model}: outputs lost to zero per binade", fontsize=8)
         if j == 0:
-            ax.set_ylabel("ulp error", fontsize=7)
-        ax.legend(fontsize=5)
+            ax.set_ylabel("error (ulp): max finite solid, mean dashed", fontsize=6)
+            bx.set_ylabel("outputs lost (computed 0, exact not)", fontsize=6)
+    axes[0, -1].legend(fontsize=5, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    axes[1, -1].legend(fontsize=5, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return save(fig, folder, stem)
 
@@ -284,8 +339,8 @@ def plot_onset(points: pd.DataFrame, folder: Path, stem: str = "error_vs_x") -> 
             ax.set_yscale("log")
             ax.axhline(1.0, color="k", lw=0.4, ls=":")
             ax.set_title(f"{model}, selector t={t} (max over gamma)", fontsize=8)
-            ax.set_xlabel("x", fontsize=7)
-            ax.set_ylabel("ulp error", fontsize=7)
+            ax.set_xlabel("x = pred", fontsize=7)
+            ax.set_ylabel(f"error (ulp; NaN/inf at {INF_AT:.0e})", fontsize=7)
             ax.legend(fontsize=6)
     fig.tight_layout()
     return save(fig, folder, stem)

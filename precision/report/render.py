@@ -35,9 +35,9 @@ from precision.report.load import load_run
 __all__ = ["build_report", "REPORT_COLUMNS"]
 
 #: Summary columns shown in the Markdown/HTML summary table (the CSV has them all).
-REPORT_COLUMNS = ["variant", "format", "model", "count", "max_ulp", "witness_pred", "witness_target",
-                  "witness_alpha", "witness_gamma", "witness_weight", "witness_dout", "mean_ulp", "p99_ulp",
-                  "share_correct", "over_1ulp", "nan_inf"]
+REPORT_COLUMNS = ["variant", "format", "model", "count", "max_finite_ulp", "nan", "inf", "max_ulp", "witness_pred",
+                  "witness_target", "witness_alpha", "witness_gamma", "witness_weight", "witness_dout", "mean_ulp",
+                  "p99_ulp", "share_correct", "over_1ulp"]
 
 
 def _cell(v) -> str:
@@ -168,6 +168,7 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     threshold = T.threshold_table(run)
     recovery = T.recovery_table(run)
     g7 = T.recovery_g7_table(run)
+    by_weight = T.recovery_weight_table(run)
     window = pd.DataFrame()
     if not threshold.empty:
         preds = np.unique(run.points(["pred"])["pred"].to_numpy())
@@ -175,10 +176,11 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     q_section = threshold.empty and recovery.empty and not points.empty and points["pred"].max() >= 16
     qt = T.q_table() if q_section else pd.DataFrame()
     onset = T.onset_table(run) if q_section else pd.DataFrame()
-    findings += F.ablation_findings(ablation, ablation_gamma)
+    has_weights = bool(run.groups_raw["weight"].notna().any()) if "weight" in run.groups_raw.columns else True
+    findings += F.ablation_findings(ablation, ablation_gamma, study_has_weights=has_weights)
     findings += F.window_findings(window) + F.threshold_findings(threshold)
-    findings += F.recovery_findings(g7, recovery)
-    findings += F.q_findings(qt, onset)
+    findings += F.recovery_findings(g7, recovery, by_weight)
+    findings += F.q_findings(qt, onset, selector if q_section else None)
 
     doc.heading("Findings")
     doc.para("Every sentence below is computed from the tables of this report; findings.json lists the table, "
@@ -192,7 +194,7 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     doc.table(summary[REPORT_COLUMNS], "summary.csv")
     doc.image(P.plot_ulp_vs_pred(run.predbins, points.rename(columns={}) if not points.empty else points, pdir),
               "Max ulp error per symmetric-log pred bin (moving max over 3 bins; max over gamma, alpha, selector); "
-              "grey: per-point errors kept by the run; NaN/inf drawn at 1e12")
+              "grey: per-point errors kept by the run; NaN/inf drawn at 1e50")
     doc.image(P.plot_pred_gamma_heatmap(run.predbins, pdir),
               "log10 of the max ulp error per pred bin and gamma, naive and kernel")
     doc.image(P.plot_histograms(hist, pdir), "ulp error histogram per variant (counts per octave)")
@@ -203,10 +205,11 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
         _write_csv(ablation_gamma, tdir / "ablation_gamma.csv")
         doc.heading("Guard ablation")
         doc.para("Per guard: outputs whose bits change when the guard is added to naive (naive+Gi vs naive) or "
-                 "removed from the kernel (kernel vs kernel-Gi), and max ulp / NaN with and without it; "
-                 "d_* = with minus without.")
-        cols = ["guard", "with_variant", "without_variant", "model", "format", "changed", "count", "max_ulp_with",
-                "max_ulp_without", "mean_ulp_with", "mean_ulp_without", "p99_ulp_with", "p99_ulp_without",
+                 "removed from the kernel (kernel vs kernel-Gi), and max finite / mean / p99 ulp and NaN / inf "
+                 "counts with and without it (the CSV also has max_ulp, inf whenever an output is NaN/inf, and "
+                 "d_* = with minus without).")
+        cols = ["guard", "with_variant", "without_variant", "model", "format", "changed", "count",
+                "max_finite_ulp_with", "max_finite_ulp_without", "mean_ulp_with", "mean_ulp_without", "p99_ulp_with", "p99_ulp_without",
                 "nan_with", "nan_without", "inf_with", "inf_without"]
         doc.table(ablation[ablation["region"] == "all"][cols], "ablation.csv", " (also per region), "
                   "tables/ablation_gamma.csv (per gamma)")
@@ -233,8 +236,11 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
         doc.para("|raw*weight| = |exact gradient| / |dout|. lost = computed 0 where the correctly rounded value "
                  "is not 0; changed_by_g7 = output bits differ from the same recipe without G7.")
         doc.table(g7, "recovery_g7.csv", " (per binade: tables/recovery.csv)")
+        _write_csv(by_weight, tdir / "recovery_weight.csv")
+        doc.para("Per weight (recip_overflows: the float32 1/weight is inf, so G7's division by it gives 0):")
+        doc.table(by_weight, "recovery_weight.csv")
         doc.image(P.plot_recovery(recovery, pdir), "Max (solid) and mean (dashed) ulp error per binade of "
-                                                   "|raw*weight|; NaN/inf at 1e12")
+                                                   "|raw*weight|; NaN/inf at 1e50")
     if q_section:
         _write_csv(qt, tdir / "q_table.csv")
         _write_csv(onset, tdir / "onset.csv")
@@ -245,7 +251,7 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
         doc.para("Where each variant's error passes 1 ulp for x >= 0, per selector (gamma 2 shown):")
         doc.table(onset[onset["gamma"] == 2.0], "onset.csv", " (every gamma)")
         doc.image(P.plot_onset(run.points(["pred", "target", "variant", "model", "err_ulp"]), pdir),
-                  "ulp error against x per selector (max over gamma); NaN/inf at 1e12")
+                  "ulp error against x per selector (max over gamma); NaN/inf at 1e50")
 
     doc.heading("Per selector and region")
     sel_cols = ["variant", "model", "format", "target", "region", "count", "max_ulp", "mean_ulp", "p99_ulp",

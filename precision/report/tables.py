@@ -9,7 +9,8 @@ terms used to locate the cancellation window (:func:`dpos_term_ratio`).
 Tables (CSV columns)
 --------------------
 ``summary.csv`` (:func:`summary_table`)
-    variant, format, model, profile, count, max_ulp, witness_pred,
+    variant, format, model, profile, count, max_finite_ulp (max over finite
+    errors), max_ulp (inf when an output is NaN/inf), witness_pred (of max_ulp),
     witness_pred_dec, witness_target, witness_alpha, witness_gamma,
     witness_weight, witness_dout, mean_ulp, p99_ulp, share_correct,
     over_1ulp, nan_inf, nan, inf.
@@ -17,13 +18,13 @@ Tables (CSV columns)
     variant, model, format, profile, target, region and the run's stat columns.
 ``hist.csv`` (:func:`histogram_table`)
     variant, format, bin, upper_ulp, count: the run's ulp histograms merged per
-    variant and format (64 bins per octave; ``upper_ulp`` is inf for NaN/inf).
+    variant and format (16 bins per octave; ``upper_ulp`` is inf for NaN/inf).
 ``ablation.csv`` (:func:`ablation_table`)
     guard, with_variant, without_variant, model, format, profile, region
-    (``all`` = every region), changed, count, then max/mean/p99 ulp and NaN /
-    inf counts with and without the guard (``*_with``, ``*_without``) and the
-    differences ``d_max_ulp``, ``d_nan``, ``d_inf`` (with minus without; 0 when
-    both are inf).
+    (``all`` = every region), changed, count, then max/max finite/mean/p99 ulp
+    and NaN / inf counts with and without the guard (``*_with``, ``*_without``)
+    and the differences ``d_max_ulp``, ``d_max_finite_ulp``, ``d_nan``,
+    ``d_inf`` (with minus without; 0 when both are inf).
 ``ablation_gamma.csv`` (:func:`ablation_gamma_table`)
     guard, with_variant, without_variant, model, format, gamma, changed, count.
 ``cancellation_window.csv`` (:func:`cancellation_window_table`)
@@ -36,15 +37,23 @@ Tables (CSV columns)
     max_ulp, max_finite_ulp, mean_ulp, p99_ulp, nan_inf, engages, improves, worsens.
 ``recovery.csv`` (:func:`recovery_table`)
     model, variant, format, log2_rw (floor of log2 |raw*weight|), count,
-    max_ulp, mean_ulp, over_1ulp, nan_inf, lost (computed 0, exact rounded != 0).
+    max_ulp, max_finite_ulp, mean_ulp, over_1ulp, nan_inf, lost (computed 0,
+    exact rounded != 0).
 ``recovery_g7.csv`` (:func:`recovery_g7_table`)
-    model, band, variant, count, max_ulp, mean_ulp, over_1ulp, nan_inf, lost,
-    changed_by_g7 (outputs whose bits differ from the same recipe without G7).
+    model, band (``rw >= 2^-126``, ``rw < 2^-126, 1/w finite``,
+    ``rw < 2^-126, 1/w = inf``), variant, count, max_ulp, max_finite_ulp,
+    mean_ulp, over_1ulp, nan_inf, zero (computed 0), lost (computed 0 where
+    the correctly rounded value is not), changed_by_g7 (outputs whose bits
+    differ from the same recipe without G7).
+``recovery_weight.csv`` (:func:`recovery_weight_table`)
+    model, weight, log2_weight, recip_overflows (float32 1/weight is inf),
+    variant, and the columns of ``recovery_g7.csv`` from count on.
 ``q_table.csv`` (:func:`q_table`)
     x, q_computed, q_exact, q_rel_err, q_err_ulp, lnp_computed, lnp_exact,
     lnp_rel_err, qg_computed, qg_exact, qg_rel_err (float32 npu ops, gamma 2).
 ``onset.csv`` (:func:`onset_table`)
-    variant, model, format, target, gamma, max_ulp, x_at_max, x_onset_1ulp
+    variant, model, format, target, gamma, max_ulp, x_at_max, max_finite_ulp,
+    x_at_max_finite, nan_inf (NaN/inf outputs), x_onset_1ulp
     (smallest x >= 0 with error over 1 ulp, NaN/inf included; NaN if none),
     x_first_nan_inf.
 
@@ -77,6 +86,7 @@ __all__ = [
     "threshold_table",
     "recovery_table",
     "recovery_g7_table",
+    "recovery_weight_table",
     "q_table",
     "onset_table",
 ]
@@ -97,8 +107,9 @@ _STATS = ["count", "max_ulp", "witness_pred", "witness_target", "witness_alpha",
 def fmt_num(value) -> str:
     """The one spelling of a number in report text (findings cite it verbatim).
 
-    Integers get thousands separators (``1,142,784``); floats 4 significant
-    digits (``0.5012``, ``3.2e+04``); ``inf`` and ``NaN`` as such.
+    Integers get thousands separators (``1,142,784``); floats from 1e4 to 1e9
+    one decimal with separators (``27,744.8``), others 4 significant digits
+    (``0.5012``, ``3.2e+11``); ``inf`` and ``NaN`` as such.
 
     Examples
     --------
@@ -116,6 +127,8 @@ def fmt_num(value) -> str:
         return "inf" if v > 0 else "-inf"
     if v == int(v) and abs(v) < 1e15:
         return f"{int(v):,}"
+    if 1e4 <= abs(v) < 1e9:  # one decimal: 16,777,215.9 must not read as more than 16,777,216
+        return f"{v:,.1f}"
     return f"{v:.4g}"
 
 
@@ -150,7 +163,8 @@ def summary_table(run) -> pd.DataFrame:
     s = run.summary.copy()
     s["witness_pred_dec"] = s["witness_pred"].map(lambda h: repr(float.fromhex(h)))
     s["nan_inf"] = s["nan"] + s["inf"]
-    cols = ["variant", "format", "model", "profile", "count", "max_ulp", "witness_pred", "witness_pred_dec",
+    cols = ["variant", "format", "model", "profile", "count", "max_finite_ulp", "max_ulp", "witness_pred",
+            "witness_pred_dec",
             "witness_target", "witness_alpha", "witness_gamma", "witness_weight", "witness_dout", "mean_ulp",
             "p99_ulp", "share_correct", "over_1ulp", "nan_inf", "nan", "inf"]
     return _order(s[cols], run.variants, run.models)
@@ -194,12 +208,13 @@ def ablation_table(run) -> pd.DataFrame:
     overall = ch.groupby(keys, sort=False)[["changed", "count"]].sum().reset_index().assign(region="all")
     t = pd.concat([per_region, overall], ignore_index=True)
     stats = pd.concat([run.by_region, run.summary.assign(region="all")], ignore_index=True)
-    stats = stats[["variant", "model", "format", "profile", "region", "max_ulp", "mean_ulp", "p99_ulp", "nan", "inf"]]
+    per = ["max_ulp", "max_finite_ulp", "mean_ulp", "p99_ulp", "nan", "inf"]
+    stats = stats[["variant", "model", "format", "profile", "region"] + per]
     for side in ("with", "without"):
-        s = stats.rename(columns={"variant": f"{side}_variant", **{c: f"{c}_{side}" for c in
-                                                                   ("max_ulp", "mean_ulp", "p99_ulp", "nan", "inf")}})
+        s = stats.rename(columns={"variant": f"{side}_variant", **{c: f"{c}_{side}" for c in per}})
         t = t.merge(s, on=[f"{side}_variant", "model", "format", "profile", "region"], how="left")
     t["d_max_ulp"] = _diff(t["max_ulp_with"], t["max_ulp_without"])
+    t["d_max_finite_ulp"] = _diff(t["max_finite_ulp_with"], t["max_finite_ulp_without"])
     t["d_nan"] = t["nan_with"] - t["nan_without"]
     t["d_inf"] = t["inf_with"] - t["inf_without"]
     regions = list(dict.fromkeys(run.by_region["region"])) + ["all"]
@@ -377,6 +392,7 @@ def _recovery_points(run) -> pd.DataFrame:
     pts["nan_inf"] = ~np.isfinite(pts["err"])
     pts["finite_err"] = np.where(np.isfinite(pts["err"]), pts["err"], np.nan)
     pts["lost"] = (pts["computed"] == 0) & (pts["rounded"] != 0)
+    pts["zero"] = pts["computed"] == 0
     pts["over_1ulp"] = pts["err"] > 1
     return pts
 
@@ -392,25 +408,27 @@ def recovery_table(run) -> pd.DataFrame:
     pts = pts[pts["rw"] > 0]
     pts["log2_rw"] = np.floor(np.log2(pts["rw"].to_numpy())).astype(np.int64)
     t = (pts.groupby(["model", "variant", "format", "log2_rw"], sort=False)
-         .agg(count=("err", "size"), max_ulp=("err", "max"), mean_ulp=("finite_err", "mean"),
-              over_1ulp=("over_1ulp", "sum"), nan_inf=("nan_inf", "sum"), lost=("lost", "sum")).reset_index())
-    t = _order(t, run.variants, run.models)
-    return t.sort_values(["model", "variant", "format", "log2_rw"],
-                         key=lambda s: s.map({m: i for i, m in enumerate(run.models)}) if s.name == "model" else (
-                             s.map({v: i for i, v in enumerate(run.variants)}) if s.name == "variant" else s),
-                         kind="stable").reset_index(drop=True)
+         .agg(count=("err", "size"), max_ulp=("err", "max"), max_finite_ulp=("finite_err", "max"),
+              mean_ulp=("finite_err", "mean"), over_1ulp=("over_1ulp", "sum"), nan_inf=("nan_inf", "sum"),
+              lost=("lost", "sum")).reset_index())
+    for col in ("count", "over_1ulp", "nan_inf", "lost"):
+        t[col] = t[col].astype(np.int64)
+    mkey = {m: i for i, m in enumerate(run.models)}
+    vkey = {v: i for i, v in enumerate(run.variants)}
+    t = t.assign(_m=t["model"].map(mkey), _v=t["variant"].map(vkey))
+    return t.sort_values(["_m", "_v", "format", "log2_rw"], kind="stable").drop(columns=["_m", "_v"]).reset_index(
+        drop=True)
 
 
 #: Variant pairs (with G7, without G7) whose difference is guard G7.
 G7_PAIRS = (("kernel", "kernel-G7"), ("naive+G7", "naive"))
 
+#: Bands of recovery_g7.csv: where G7 cannot engage, where it can recover, where its reciprocal overflows.
+G7_BANDS = ("rw >= 2^-126", "rw < 2^-126, 1/w finite", "rw < 2^-126, 1/w = inf")
 
-def recovery_g7_table(run) -> pd.DataFrame:
-    """Per model, |raw*weight| band (below / at or above 2^-126) and variant: error, losses, G7 changes."""
-    pts = _recovery_points(run)
-    if pts.empty:
-        return pd.DataFrame()
-    pts["band"] = np.where(pts["rw"] < MIN_NORMAL_FP32, "rw < 2^-126", "rw >= 2^-126")
+
+def _mark_g7_changes(pts: pd.DataFrame) -> pd.DataFrame:
+    """Column ``changed_by_g7``: output bits differ from the same recipe without G7 (G7_PAIRS)."""
     keys = ["model", "format", "alpha", "gamma", "weight", "dout", "target", "pred"]
     pts["changed_by_g7"] = False
     for with_v, without_v in G7_PAIRS:
@@ -422,16 +440,69 @@ def recovery_g7_table(run) -> pd.DataFrame:
         ca, cb = a.loc[j["index"], "computed"].to_numpy(np.float64), j["c0"].to_numpy(np.float64)
         diff = (ca.view(np.int64) != cb.view(np.int64)) & ~(np.isnan(ca) & np.isnan(cb))
         pts.loc[j["index"].to_numpy(), "changed_by_g7"] = diff
-    t = (pts.groupby(["model", "band", "variant"], sort=False)
-         .agg(count=("err", "size"), max_ulp=("err", "max"), mean_ulp=("finite_err", "mean"),
-              over_1ulp=("over_1ulp", "sum"), nan_inf=("nan_inf", "sum"), lost=("lost", "sum"),
-              changed_by_g7=("changed_by_g7", "sum")).reset_index())
-    for col in ("count", "over_1ulp", "nan_inf", "lost", "changed_by_g7"):
+    return pts
+
+
+def _recip_overflows(weight) -> np.ndarray:
+    """1/weight overflows float32 (the kernel's Div0ulp(1, weight) is inf): |weight| <= 2^-128."""
+    w = np.abs(np.asarray(weight, dtype=np.float64))
+    with np.errstate(divide="ignore", over="ignore"):
+        return ~np.isfinite((np.float64(1.0) / w).astype(np.float32)) & (w > 0)
+
+
+_RECOVERY_AGG = dict(count=("err", "size"), max_ulp=("err", "max"), max_finite_ulp=("finite_err", "max"),
+                     mean_ulp=("finite_err", "mean"), over_1ulp=("over_1ulp", "sum"), nan_inf=("nan_inf", "sum"),
+                     zero=("zero", "sum"), lost=("lost", "sum"), changed_by_g7=("changed_by_g7", "sum"))
+
+
+def recovery_g7_table(run) -> pd.DataFrame:
+    """Per model, band and variant: error, outputs lost to zero, outputs G7 changes.
+
+    Bands (disjoint, :data:`G7_BANDS`): ``rw >= 2^-126`` (raw*weight normal:
+    G7 does not engage), ``rw < 2^-126, 1/w finite`` (G7 re-derives the
+    product by dividing by 1/weight and 1/dout), ``rw < 2^-126, 1/w = inf``
+    (weight <= 2^-128: the float32 reciprocal of the weight overflows).
+    """
+    pts = _recovery_points(run)
+    if pts.empty:
+        return pd.DataFrame()
+    over = _recip_overflows(pts["weight"].to_numpy())
+    small = pts["rw"].to_numpy() < MIN_NORMAL_FP32
+    pts["band"] = np.where(~small, G7_BANDS[0], np.where(over, G7_BANDS[2], G7_BANDS[1]))
+    pts = _mark_g7_changes(pts)
+    t = pts.groupby(["model", "band", "variant"], sort=False).agg(**_RECOVERY_AGG).reset_index()
+    for col in ("count", "over_1ulp", "nan_inf", "zero", "lost", "changed_by_g7"):
         t[col] = t[col].astype(np.int64)
     mkey = {m: i for i, m in enumerate(run.models)}
     vkey = {v: i for i, v in enumerate(run.variants)}
+    bkey = {b: i for i, b in enumerate(G7_BANDS)}
+    t = t.assign(_m=t["model"].map(mkey), _b=t["band"].map(bkey), _v=t["variant"].map(vkey))
+    return t.sort_values(["_m", "_b", "_v"], kind="stable").drop(columns=["_m", "_b", "_v"]).reset_index(drop=True)
+
+
+def recovery_weight_table(run) -> pd.DataFrame:
+    """Per model, weight and variant: error, outputs lost to zero and outputs G7 changes.
+
+    Columns: model, weight, log2_weight, recip_overflows (float32 1/weight is
+    inf), variant, count, max_ulp, max_finite_ulp, mean_ulp, over_1ulp,
+    nan_inf, zero, lost, changed_by_g7.
+    """
+    pts = _recovery_points(run)
+    if pts.empty:
+        return pd.DataFrame()
+    pts = _mark_g7_changes(pts)
+    t = pts.groupby(["model", "weight", "variant"], sort=False).agg(**_RECOVERY_AGG).reset_index()
+    for col in ("count", "over_1ulp", "nan_inf", "zero", "lost", "changed_by_g7"):
+        t[col] = t[col].astype(np.int64)
+    w = t["weight"].to_numpy(np.float64)
+    with np.errstate(divide="ignore"):
+        t.insert(2, "log2_weight", np.log2(np.abs(w)))
+    t.insert(3, "recip_overflows", _recip_overflows(w))
+    mkey = {m: i for i, m in enumerate(run.models)}
+    vkey = {v: i for i, v in enumerate(run.variants)}
     t = t.assign(_m=t["model"].map(mkey), _v=t["variant"].map(vkey))
-    return t.sort_values(["_m", "band", "_v"], kind="stable").drop(columns=["_m", "_v"]).reset_index(drop=True)
+    return t.sort_values(["_m", "weight", "_v"], ascending=[True, False, True], kind="stable").drop(
+        columns=["_m", "_v"]).reset_index(drop=True)
 
 
 def q_table(xs=Q_TABLE_X, gamma: float = Q_TABLE_GAMMA, machine: str = "npu") -> pd.DataFrame:
@@ -486,15 +557,24 @@ def onset_table(run) -> pd.DataFrame:
     if pts.empty:
         return pd.DataFrame()
     pts["err"] = _err_inf(pts["err_ulp"])
+    pts["finite_err"] = np.where(np.isfinite(pts["err"]), pts["err"], -np.inf)
+    pts["nan_inf"] = ~np.isfinite(pts["err"])
     keys = ["variant", "model", "format", "target", "gamma"]
     worst = pts.sort_values(keys + ["err"], ascending=[True] * len(keys) + [False], kind="stable")
     worst = worst.drop_duplicates(keys)[keys + ["err", "pred"]].rename(columns={"err": "max_ulp",
                                                                                 "pred": "x_at_max"})
+    wf = pts.sort_values(keys + ["finite_err"], ascending=[True] * len(keys) + [False], kind="stable")
+    wf = wf.drop_duplicates(keys)[keys + ["finite_err", "pred"]].rename(
+        columns={"finite_err": "max_finite_ulp", "pred": "x_at_max_finite"})
+    wf.loc[~np.isfinite(wf["max_finite_ulp"]), ["max_finite_ulp", "x_at_max_finite"]] = np.nan
+    n_bad = pts.groupby(keys)["nan_inf"].sum().astype(np.int64).rename("nan_inf")
     pos = pts[pts["pred"] >= 0]
     over = pos[pos["err"] > 1].groupby(keys)["pred"].min().rename("x_onset_1ulp")
     bad = pos[~np.isfinite(pos["err"])].groupby(keys)["pred"].min().rename("x_first_nan_inf")
-    t = worst.merge(over.reset_index(), on=keys, how="left").merge(bad.reset_index(), on=keys, how="left")
-    t = _order(t, run.variants, run.models)
+    t = (worst.merge(wf, on=keys, how="left").merge(n_bad.reset_index(), on=keys, how="left")
+         .merge(over.reset_index(), on=keys, how="left").merge(bad.reset_index(), on=keys, how="left"))
+    t = t[keys + ["max_ulp", "x_at_max", "max_finite_ulp", "x_at_max_finite", "nan_inf", "x_onset_1ulp",
+                  "x_first_nan_inf"]]
     return t.sort_values(["variant", "model", "format", "target", "gamma"],
                          key=lambda s: s.map({v: i for i, v in enumerate(run.variants)}) if s.name == "variant"
                          else (s.map({m: i for i, m in enumerate(run.models)}) if s.name == "model" else s),
