@@ -197,7 +197,9 @@ class Format:
         return values[np.isfinite(values.astype(np.float32))]
 
 
-_SPECIAL_FLOATS = {libmp.fzero: 0.0, libmp.fnzero: -0.0, libmp.finf: math.inf, libmp.fninf: -math.inf}
+#: mpmath's special raw values; a negative zero (1, 0, 0, 0) exists in mpmath 1.3 (``fnzero``) but not 1.4.
+_NEGATIVE_ZERO = (1, libmp.MPZ_ZERO, 0, 0)
+_SPECIAL_FLOATS = {libmp.fzero: 0.0, _NEGATIVE_ZERO: -0.0, libmp.finf: math.inf, libmp.fninf: -math.inf}
 
 
 def _as_mpf_tuple(value):

@@ -163,7 +163,7 @@ def _mul_rel(ra: float, rb: float, u: float) -> float:
 
 def _ratio(a: tuple, b: tuple) -> float:
     """|a| / |b| as a float64 rounded up (inf when b is zero or the ratio overflows)."""
-    if b == _ZERO or b == libmp.fnzero:
+    if not b[1]:  # zero
         return math.inf
     r = libmp.mpf_div(libmp.mpf_abs(a), libmp.mpf_abs(b), 30, _RC)
     return _up(libmp.to_float(r, rnd=_RC)) if r[2] + r[3] < 1000 else math.inf
