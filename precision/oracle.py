@@ -57,7 +57,7 @@ import numpy as np
 from mpmath import libmp
 
 from precision.errors import OracleUndecidedError, ParameterError
-from precision.formats import FORMATS, Format, get_format
+from precision.formats import Format, get_format
 
 __all__ = [
     "ORACLE_VERSION",
@@ -69,6 +69,7 @@ __all__ = [
     "gradient",
     "exact_gradient",
     "exact_decimal",
+    "broadcast_inputs",
     "RANGE_NORMAL",
     "RANGE_BELOW",
     "RANGE_ABOVE",
@@ -496,8 +497,13 @@ def exact_decimal(x: float, t: int, alpha: float, gamma: float, weight: float = 
 # Batch API over numpy arrays
 # ---------------------------------------------------------------------------
 
-def _broadcast_inputs(pred, target, alpha, gamma, weight, dout, count):
-    """Broadcast and validate; returns float64 arrays holding the exact inputs."""
+def broadcast_inputs(pred, target, alpha, gamma, weight, dout, count):
+    """Broadcast and validate the batch inputs of an oracle.
+
+    Returns (x, t, alpha, gamma, weight, dout, count) arrays: float64 holding
+    the exact inputs (alpha and gamma rounded to float32 first), int64 for t
+    and count.  Raises ParameterError naming the first bad input.
+    """
     x = np.asarray(pred)
     if x.dtype.kind != "f":
         raise ParameterError(f"pred dtype={x.dtype}; expected a float dtype holding exact values")
@@ -507,8 +513,9 @@ def _broadcast_inputs(pred, target, alpha, gamma, weight, dout, count):
             t = t.astype(np.int64)
         else:
             raise ParameterError(f"target dtype={t.dtype}; expected integer selector values")
-    a32 = np.asarray(alpha, dtype=np.float32)
-    g32 = np.asarray(gamma, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        a32 = np.asarray(alpha, dtype=np.float32)
+        g32 = np.asarray(gamma, dtype=np.float32)
     w = np.asarray(weight)
     d = np.asarray(dout)
     n = np.asarray(count)
@@ -561,7 +568,7 @@ def gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1, fmt="fp3
     evaluation per distinct point (the oracle is the one place with a loop).
     """
     fmt = get_format(fmt)
-    x, t, a, g, w, d, n = _broadcast_inputs(pred, target, alpha, gamma, weight, dout, count)
+    x, t, a, g, w, d, n = broadcast_inputs(pred, target, alpha, gamma, weight, dout, count)
     out = np.empty(x.shape, dtype=np.float64)
     flat = [arr.ravel() for arr in (x, t, a, g, w, d, n)]
     keys = np.stack([arr.view(np.int64) if arr.dtype == np.float64 else arr for arr in flat], axis=1)
@@ -599,7 +606,7 @@ def exact_gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1):
     ``hi`` is the exact value rounded to nearest float64 and
     ``lo`` the float64 nearest to the remainder.
     """
-    x, t, a, g, w, d, n = _broadcast_inputs(pred, target, alpha, gamma, weight, dout, count)
+    x, t, a, g, w, d, n = broadcast_inputs(pred, target, alpha, gamma, weight, dout, count)
     hi = np.empty(x.shape, dtype=np.float64)
     lo = np.empty(x.shape, dtype=np.float64)
     flag = np.empty(x.shape, dtype=np.int8)

@@ -64,8 +64,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "(or pip install 'python-flint>=0.6')"
     ) from exc
 
-from precision.errors import OracleUndecidedError, ParameterError
+from precision.errors import OracleUndecidedError
 from precision.formats import FORMATS, Format, get_format
+from precision.oracle import broadcast_inputs  # input validation only; the mathematics is independent
 
 __all__ = [
     "START_PREC",
@@ -358,36 +359,6 @@ def round_gradient(x: float, t: int, alpha: float, gamma: float, weight: float =
     return v
 
 
-def _broadcast(pred, target, alpha, gamma, weight, dout, count):
-    x = np.asarray(pred)
-    if x.dtype.kind != "f":
-        raise ParameterError(f"pred dtype={x.dtype}; expected a float dtype holding exact values")
-    t = np.asarray(target)
-    if t.dtype.kind not in "iub":
-        if t.dtype.kind == "f" and np.all(np.isfinite(t)) and np.all(t == np.trunc(t)):
-            t = t.astype(np.int64)
-        else:
-            raise ParameterError(f"target dtype={t.dtype}; expected integer selector values")
-    with np.errstate(over="ignore"):
-        a = np.asarray(alpha, dtype=np.float32).astype(np.float64)
-        g = np.asarray(gamma, dtype=np.float32).astype(np.float64)
-    w, d, n = np.asarray(weight), np.asarray(dout), np.asarray(count)
-    for name, arr in (("weight", w), ("dout", d)):
-        if arr.dtype.kind not in "fiub":
-            raise ParameterError(f"{name} dtype={arr.dtype}; expected float values")
-    if n.dtype.kind not in "iu" and not (n.dtype.kind == "f" and np.all(n == np.trunc(n))):
-        raise ParameterError(f"count={count!r}; expected a positive integer (N*C for mean, 1 otherwise)")
-    arrays = np.broadcast_arrays(x.astype(np.float64), t.astype(np.int64), a, g,
-                                 w.astype(np.float64), d.astype(np.float64), n.astype(np.int64))
-    for name, arr in zip(("pred", "target", "alpha", "gamma", "weight", "dout", "count"), arrays):
-        if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-            raise ParameterError(f"{name} holds {arr[~np.isfinite(arr)].flat[0]}; "
-                                 "the exact gradient is defined for finite inputs only")
-    if np.any(arrays[6] <= 0):
-        raise ParameterError(f"count={arrays[6][arrays[6] <= 0].flat[0]}; expected a positive integer")
-    return arrays
-
-
 def gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1, fmt="fp32") -> np.ndarray:
     """Correctly rounded exact gradients over broadcast numpy inputs (Arb backend).
 
@@ -398,7 +369,7 @@ def gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1, fmt="fp3
     :data:`MAX_PREC` bits is NaN, never a wrong value.
     """
     f = get_format(fmt)
-    x, t, a, g, w, d, n = _broadcast(pred, target, alpha, gamma, weight, dout, count)
+    x, t, a, g, w, d, n = broadcast_inputs(pred, target, alpha, gamma, weight, dout, count)
     out = np.empty(x.shape, dtype=np.float64)
     cache: dict = {}
     done: dict = {}

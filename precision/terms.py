@@ -244,7 +244,6 @@ def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable
     d = np.asarray(dout, dtype=np.float64)
     n = np.asarray(count, dtype=np.int64)
     g = np.asarray(gamma, dtype=np.float64)
-    size = x.size
     with np.errstate(all="ignore"):
         c0 = a * (1 - t)
         one_minus_a = 1.0 - a

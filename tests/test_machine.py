@@ -25,7 +25,6 @@ from precision.machine import (
     POW_SQRT_HALF_BITS,
     POW_EXPONENT_MASK,
     POW_SUBNORMAL_SCALE,
-    POW_SUBNORMAL_SHIFT,
     POW_TWO_M23,
     Machine,
     MachineModel,

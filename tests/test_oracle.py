@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mpmath import libmp
 
 from precision import oracle
 from precision.errors import OracleUndecidedError, ParameterError

@@ -298,7 +298,7 @@ def threshold_findings(threshold: pd.DataFrame, production_k: int = 6) -> list:
                 f"{_ulp(p_mean)}, {p_ni.text} NaN/inf, a margin of {m_max.text} ulp in max and {m_mean.text} ulp "
                 f"in mean to the best. ")
         if s["_m"].nunique() == 1:
-            text += (f"Every threshold ties on max finite error, so only the mean separates them: "
+            text += ("Every threshold ties on max finite error, so only the mean separates them: "
                      + ("1/64 attains the lowest mean." if ok_mean else
                         f"the data do not support 1/64 on mean error: {ba['variant']} has the lowest."))
         elif ok_max and ok_mean:
