@@ -88,8 +88,9 @@ ORACLE_VERSION = "1"
 START_PREC = 64
 
 #: Working precision after which a point is reported unresolved (bits).  The
-#: roots of A need about log2(1/relative distance to the root) extra bits.
-MAX_PREC = 4096
+#: roots of A need about log2(1/relative distance to the root) extra bits; a
+#: value a factor 1 - exp(-|x|) off a rounding midpoint needs about 1.44 |x|.
+MAX_PREC = 1 << 16
 
 #: Bound on the error of mpmath's exp and log at working precision, in ulps of
 #: that precision.  mpmath evaluates them with guard bits and rounds once, so
@@ -118,12 +119,22 @@ _FLOAT64_MAX_EXP = 1024          # values >= 2**1024 overflow float64
 class Ball(NamedTuple):
     """An mpf midpoint (raw libmp tuple) with a relative error bound.
 
-    The exact value v satisfies |v - mid| <= rel * |mid|.  ``rel`` may be
-    +inf when nothing is known (then the sign is not known either).
+    The exact value v satisfies |v - mid| <= rel * 2**-scale * |mid|: the
+    bound is a float64 in units of 2**-scale, so that it can go far below
+    float64's range at high working precision (``scale`` is
+    :func:`_scale` of the precision, 0 up to 960 bits).  ``rel`` may be +inf
+    when nothing is known (then the sign is not known either).
     """
 
     mid: tuple
     rel: float
+    scale: int = 0
+
+    @property
+    def true_rel(self) -> float:
+        """The relative bound as a float (for comparisons; tiny bounds round up to 2**-1074)."""
+        r = math.ldexp(self.rel, -self.scale)
+        return r if r or not self.rel else 5e-324
 
     def to_mpf_bounds(self, prec: int | None = None):
         """Lower and upper bound of the exact value as raw mpf tuples.
@@ -137,29 +148,34 @@ class Ball(NamedTuple):
         if prec is None:
             prec = max(64, self.mid[3])
         rad = libmp.mpf_mul(libmp.mpf_abs(self.mid), libmp.from_float(self.rel, 53, _RC), prec, _RC)
+        rad = libmp.mpf_shift(rad, -self.scale)
         lo = libmp.mpf_sub(self.mid, rad, prec + 10, _RF)
         hi = libmp.mpf_add(self.mid, rad, prec + 10, _RC)
         return lo, hi
 
 
-def _unit(prec: int) -> float:
-    """Relative error bound of one correctly rounded mpmath operation.
+#: Working precisions up to this many bits keep their bounds in plain float64.
+_SCALE_FREE_BITS = 960
 
-    Bounds are float64, so the unit is clamped at 2**-1000: beyond about 1000
-    bits a higher precision still absorbs large arguments of exp but no
-    longer tightens the bound (a cancellation deeper than ~2**-970 is then
-    reported unresolved, never decided wrongly).
-    """
-    return math.ldexp(1.0, -min(prec, 1000))
+
+def _scale(prec: int) -> int:
+    """The exponent scale of the bounds at working precision ``prec`` (see :class:`Ball`)."""
+    return max(0, prec - _SCALE_FREE_BITS)
+
+
+def _unit(prec: int) -> float:
+    """Relative error bound of one correctly rounded mpmath operation, in units of 2**-_scale(prec)."""
+    return math.ldexp(1.0, _scale(prec) - prec)
 
 
 def _up(x: float) -> float:
     return x * BOUND_SAFETY
 
 
-def _mul_rel(ra: float, rb: float, u: float) -> float:
-    """Relative error of a rounded product of two balls."""
-    return _up(ra + rb + ra * rb + u * (1.0 + ra + rb + ra * rb))
+def _mul_rel(ra: float, rb: float, u: float, scale: int = 0) -> float:
+    """Relative error of a rounded product of two balls (all in units of 2**-scale)."""
+    cross = math.ldexp(ra * rb, -scale)
+    return _up(ra + rb + cross + u * (1.0 + math.ldexp(ra + rb + cross, -scale)))
 
 
 def _ratio(a: tuple, b: tuple) -> float:
@@ -172,18 +188,19 @@ def _ratio(a: tuple, b: tuple) -> float:
 
 def _sum_ball(a: tuple, ra: float, b: tuple, rb: float, prec: int, u: float) -> Ball:
     """Rounded sum of two balls; the bound grows with cancellation."""
+    scale = _scale(prec)
     s = libmp.mpf_add(a, b, prec, _RN)
     if ra == 0.0 and rb == 0.0:
         # both exact: only the rounding of the sum
-        return Ball(s, 0.0 if s == _ZERO else u)
+        return Ball(s, 0.0 if s == _ZERO else u, scale)
     if s == _ZERO:
-        return Ball(s, math.inf)
+        return Ball(s, math.inf, scale)
     rel = 0.0
     if ra:
         rel += _ratio(a, s) * ra
     if rb:
         rel += _ratio(b, s) * rb
-    return Ball(s, _up(rel * (1.0 + u) + u))
+    return Ball(s, _up(rel * (1.0 + u) + u), scale)
 
 
 # ---------------------------------------------------------------------------
@@ -194,21 +211,20 @@ def _log1p_ball(e: tuple, re: float, prec: int) -> Ball:
     """L = log(1 + e) for 0 < e <= 1 given as a ball, without losing e's bits."""
     u = _unit(prec)
     uf = FUNCTION_ULPS * u
+    scale = _scale(prec)
     mag = e[2] + e[3]  # e < 2**mag
     if mag < -(prec + 4):
         # log1p(e) = e (1 - e/2 + ...): relative gap to e below e/2 < 2**-(prec+5)
-        return Ball(e, _up(re + math.ldexp(1.0, max(mag - 1, -1070)) + re * math.ldexp(1.0, max(mag, -1070))))
+        gap = math.ldexp(1.0, max(mag - 1 + scale, -1070))
+        return Ball(e, _up(re + gap + re * math.ldexp(1.0, max(mag, -1070))), scale)
     s = libmp.mpf_add(_ONE, e, 0)  # 1 + e, exact (at most 2 prec + 8 bits)
-    e_float = libmp.to_float(e, rnd=_RC)
-    rho = _up(e_float * re / (1.0 + e_float))  # relative error of s inherited from e
     L = libmp.mpf_log(s, prec, _RN)
-    # |log(s (1+d)) - log s| <= rho / (1 - rho) absolutely
-    if rho >= 0.5:
-        return Ball(L, math.inf)
-    L_float = libmp.to_float(L, rnd=_RF)
-    if L_float <= 0.0:
-        return Ball(L, math.inf)
-    return Ball(L, _up(rho / (1.0 - rho) / L_float * (1.0 + uf) + uf))
+    # s inherits the relative error rho = e re / (1 + e) of e, so |log(s (1 + d)) - log s| <=
+    # rho / (1 - rho) absolutely; relative to L >= e / (1 + e) that is at most re / (1 - rho)
+    rho_true = math.ldexp(re, -scale)
+    if rho_true >= 0.5:
+        return Ball(L, math.inf, scale)
+    return Ball(L, _up(re / (1.0 - rho_true) * (1.0 + math.ldexp(uf, -scale)) + uf), scale)
 
 
 #: Below this e, D = log1p(e) - e is summed as its alternating series.
@@ -225,6 +241,7 @@ def _log1p_minus_ball(e: tuple, re: float, L: Ball, prec: int) -> Ball:
     cancellation of at most 10 bits, which the ball bound records).
     """
     u = _unit(prec)
+    scale = _scale(prec)
     mag = e[2] + e[3]
     if mag >= _SERIES_BELOW_EXP:
         return _sum_ball(L.mid, L.rel, libmp.mpf_neg(e), re, prec, u)
@@ -241,25 +258,27 @@ def _log1p_minus_ball(e: tuple, re: float, L: Ball, prec: int) -> Ball:
         term = libmp.mpf_div(power, libmp.from_int(k), wp, _RN)
         total = libmp.mpf_add(total, term if k % 2 else libmp.mpf_neg(term), wp, _RN)
     # truncation <= 2**-(prec+4) |D|; roundings: 3 per term at wp on terms summing to < 2 |D|
-    rounding = 6.0 * k * _unit(wp) + math.ldexp(1.0, -min(prec + 4, 1000))
-    return Ball(total, _up(2.0 * re * (1.0 + 2.0 * re) + rounding))
+    rounding = 6.0 * k * math.ldexp(1.0, scale - wp) + math.ldexp(1.0, scale - prec - 4)
+    return Ball(total, _up(2.0 * re * (1.0 + 2.0 * math.ldexp(re, -scale)) + rounding), scale)
 
 
 class _SigmoidParts:
     """What A(x, g) and A(-x, g) share for every g: e = exp(-|x|), L = log1p(e), 1 + e."""
 
-    __slots__ = ("ax", "e", "re", "L", "one_plus_e", "r_div", "prec", "u", "_D")
+    __slots__ = ("ax", "e", "re", "L", "one_plus_e", "r_div", "prec", "u", "scale", "_D")
 
     def __init__(self, ax: tuple, prec: int):
         self.prec = prec
         self.u = u = _unit(prec)
+        self.scale = scale = _scale(prec)
         self.ax = ax
         self.e = libmp.mpf_exp(libmp.mpf_neg(ax), prec, _RN)  # rel <= FUNCTION_ULPS u
         self.re = FUNCTION_ULPS * u
         self.L = _log1p_ball(self.e, self.re, prec)
         self.one_plus_e = libmp.mpf_add(_ONE, self.e, prec, _RN)
         r1e = _up(self.re + u)  # relative error of 1 + e: e re / (1 + e) + u
-        self.r_div = r1e / (1.0 - r1e) if r1e < 0.5 else math.inf  # of 1 / (1 + e), before rounding
+        r1e_true = math.ldexp(r1e, -scale)
+        self.r_div = r1e / (1.0 - r1e_true) if r1e_true < 0.5 else math.inf  # of 1 / (1 + e), before rounding
         self._D = None
 
     @property
@@ -271,7 +290,7 @@ class _SigmoidParts:
 
 def _focal_from_parts(parts: _SigmoidParts, nonnegative: bool, G: tuple, gamma: float) -> Ball:
     """A(x, g) from the shared parts of |x|; ``nonnegative`` is x >= 0."""
-    prec, u = parts.prec, parts.u
+    prec, u, scale = parts.prec, parts.u, parts.scale
     uf = FUNCTION_ULPS * u
     ax, e, re, Lb = parts.ax, parts.e, parts.re, parts.L
     # ln q = -(|x| + L) for x >= 0, -L for x < 0 (a same-sign sum: its bound is L's plus rounding)
@@ -286,34 +305,42 @@ def _focal_from_parts(parts: _SigmoidParts, nonnegative: bool, G: tuple, gamma: 
     if y == _ZERO:
         qg, r_qg = _ONE, 0.0
     else:
-        dy = _up(libmp.to_float(libmp.mpf_abs(y), rnd=_RC) * _up(r_lnq + u + r_lnq * u))
+        # the argument's absolute error dy (in units of 2**-scale) becomes the relative error
+        # expm1(dy) of exp; expm1(d) <= d (1 + d) for d <= 1
+        dy = _up(libmp.to_float(libmp.mpf_abs(y), rnd=_RC) * _up(r_lnq + u + math.ldexp(r_lnq * u, -scale)))
+        dy_true = math.ldexp(dy, -scale)
         qg = libmp.mpf_exp(y, prec, _RN)
-        r_qg = _up(math.expm1(dy) * (1.0 + uf) + uf) if dy < 700 else math.inf
+        if dy_true <= 2.0**-30:
+            r_qg = _up(dy * (1.0 + dy_true) + uf)
+        elif dy_true < 700:
+            r_qg = _up(math.ldexp(math.expm1(dy_true), scale) + uf)
+        else:
+            r_qg = math.inf
 
     # the bracket's numerator N, so that S = N / (1 + e)
     if G == _ZERO:
         # S = -q: N = -e (x >= 0) or -1 (x < 0)
-        N = Ball(libmp.mpf_neg(e), re) if nonnegative else Ball(libmp.mpf_neg(_ONE), 0.0)
+        N = Ball(libmp.mpf_neg(e), re, scale) if nonnegative else Ball(libmp.mpf_neg(_ONE), 0.0, scale)
     elif nonnegative:
         if gamma > 0:
             gL = libmp.mpf_mul(G, Lb.mid, prec, _RN)
             s = libmp.mpf_add(gL, e, prec, _RN)  # both positive
-            N = Ball(libmp.mpf_neg(s), _up(max(Lb.rel, re) + 2 * u))
+            N = Ball(libmp.mpf_neg(s), _up(max(Lb.rel, re) + 2 * u), scale)
         else:
             D = parts.D
             gD = libmp.mpf_mul(G, D.mid, prec, _RN)
             g1e = libmp.mpf_mul(libmp.mpf_add(G, _ONE, 0), e, prec, _RN)
             total = _sum_ball(gD, _up(D.rel + u), g1e, _up(re + u), prec, u)
-            N = Ball(libmp.mpf_neg(total.mid), total.rel)
+            N = Ball(libmp.mpf_neg(total.mid), total.rel, scale)
     else:
         lnp = libmp.mpf_neg(libmp.mpf_add(ax, Lb.mid, prec, _RN))
         r_lnp = _up(Lb.rel + u)
         t1 = libmp.mpf_mul(libmp.mpf_mul(G, e, prec, _RN), lnp, prec, _RN)
-        N = _sum_ball(t1, _mul_rel(_up(re + u), r_lnp, u), libmp.mpf_neg(_ONE), 0.0, prec, u)
+        N = _sum_ball(t1, _mul_rel(_up(re + u), r_lnp, u, scale), libmp.mpf_neg(_ONE), 0.0, prec, u)
     S = libmp.mpf_div(N.mid, parts.one_plus_e, prec, _RN)
-    r_S = _mul_rel(N.rel, parts.r_div, u)
+    r_S = _mul_rel(N.rel, parts.r_div, u, scale)
     A = libmp.mpf_mul(qg, S, prec, _RN)
-    return Ball(A, _mul_rel(r_qg, r_S, u))
+    return Ball(A, _mul_rel(r_qg, r_S, u, scale), scale)
 
 
 def focal_term(x: float, gamma: float, prec: int) -> Ball:
@@ -399,7 +426,7 @@ def gradient_ball(x: float, t: int, alpha: float, gamma: float, weight: float = 
             term = focal_term(sign * x, gamma, prec)
             if terms is not None:
                 terms[key] = term
-        parts.append(Ball(libmp.mpf_mul(c, term.mid, prec, _RN), _up(term.rel * (1.0 + u) + u)))
+        parts.append(Ball(libmp.mpf_mul(c, term.mid, prec, _RN), _up(term.rel * (1.0 + u) + u), term.scale))
     if len(parts) == 1:
         raw = parts[0]
     else:
@@ -409,14 +436,14 @@ def gradient_ball(x: float, t: int, alpha: float, gamma: float, weight: float = 
     if count != 1:
         scaled = libmp.mpf_div(scaled, libmp.from_int(int(count)), prec, _RN)
         r = _up(r * (1.0 + u) + u)
-    return Ball(scaled, r)
+    return Ball(scaled, r, _scale(prec))
 
 
 def _decided(ball: Ball, fmt: Format):
     """The correctly rounded value if the ball decides it, else None."""
     if ball.rel == 0.0:
         return fmt.round_mpf(ball.mid)
-    if not (ball.rel < 0.5):
+    if not (ball.true_rel < 0.5):
         return None
     lo, hi = ball.to_mpf_bounds()
     a, b = fmt.round_mpf(lo), fmt.round_mpf(hi)
@@ -463,10 +490,10 @@ def _exact_ball(x, t, alpha, gamma, weight, dout, count) -> Ball | None:
     prec = _initial_prec(x, gamma) + EXACT_BITS - 40
     while prec <= MAX_PREC:
         ball = gradient_ball(x, t, alpha, gamma, weight, dout, count, prec, terms)
-        if ball.rel <= math.ldexp(1.0, -EXACT_BITS):
+        if ball.rel <= math.ldexp(1.0, ball.scale - EXACT_BITS):
             return ball
         # a value far outside float64's range only needs its range decided
-        if ball.rel < 0.5 and ball.mid != _ZERO:
+        if ball.true_rel < 0.5 and ball.mid != _ZERO:
             mag = ball.mid[2] + ball.mid[3]
             if mag > _FLOAT64_MAX_EXP + 1 or mag < -1100:
                 return ball
@@ -487,7 +514,7 @@ def exact_decimal(x: float, t: int, alpha: float, gamma: float, weight: float = 
         ball = gradient_ball(x, t, alpha, gamma, weight, dout, count, prec, terms)
         if ball.rel == 0.0 and ball.mid == _ZERO:
             return "0"
-        if ball.rel <= 10.0 ** -(digits + 2):
+        if ball.true_rel <= 10.0 ** -(digits + 2):
             return libmp.to_str(ball.mid, digits)
         prec *= 2
     raise OracleUndecidedError(f"exact value undecided at {MAX_PREC} bits for x={float(x).hex()}")

@@ -97,7 +97,7 @@ def _ball_to_row(ball: oracle.Ball):
     hi = libmp.to_float(normalized, rnd=libmp.round_nearest)
     lo = libmp.to_float(libmp.mpf_sub(normalized, libmp.from_float(hi), 64, libmp.round_nearest))
     k = max(-EXP_CLAMP, min(EXP_CLAMP, k))
-    return hi, lo, k, ball.rel * (1 + 2.0**-50) + 2.0**-104
+    return hi, lo, k, ball.true_rel * (1 + 2.0**-50) + 2.0**-104
 
 
 def focal_term_table(x, gamma) -> TermTable:
@@ -136,7 +136,7 @@ def _tight_row(x: float, g: float, ball):
     prec = oracle._initial_prec(x, g)
     if ball is None:
         ball = oracle.focal_term(x, g, prec)
-    while not ball.rel <= TERM_REL and prec < oracle.MAX_PREC:
+    while not ball.true_rel <= TERM_REL and prec < oracle.MAX_PREC:
         prec *= 2  # cancellation in the bracket (near the roots of A for g < -1)
         ball = oracle.focal_term(x, g, prec)
     return _ball_to_row(ball)
