@@ -55,6 +55,26 @@ def test_full_disk_leaves_no_partial_tables(tmp_path, monkeypatch, capsys):
     assert (out / "summary.csv").exists() and (out / "by_gamma.csv").exists()
 
 
+def test_read_only_output_folder_leaves_no_partial_tables(tmp_path, monkeypatch, capsys):
+    # (root ignores permission bits, so the read-only folder is simulated where the tables move in)
+    from precision import sweep
+    study = tmp_path / "tiny.toml"
+    study.write_text(TINY)
+    real = sweep.os.replace
+
+    def read_only(src, dst):
+        if Path(dst).parent.name == "out" and Path(dst).name.endswith(".csv"):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real(src, dst)
+    monkeypatch.setattr(sweep.os, "replace", read_only)
+    out = tmp_path / "out"
+    assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Read-only file system" in err
+    assert not any(p.suffix == ".csv" for p in out.iterdir())
+    assert not any(p.name.startswith(".staging") for p in out.iterdir())
+
+
 def test_two_concurrent_runs_share_a_cache(tmp_path):
     study = tmp_path / "tiny.toml"
     study.write_text(TINY)
@@ -96,6 +116,7 @@ BAD_STUDIES = {
     "missing pred": lambda t: t.replace("[pred]", "[other]"),
     "bad profile": lambda t: t.replace("[points]", '[points]\nprofiles = ["fp64"]'),
     "bad per_point": lambda t: t.replace('per_point = "all"', 'per_point = "some"'),
+    "name escaping the output folder": lambda t: t.replace('name = "tiny"', 'name = "../tiny"'),
 }
 
 
