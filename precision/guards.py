@@ -383,3 +383,13 @@ def evaluate(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0,
     """
     row = get_variant(variant)
     return row(machine, pred, target, dout, weight, alpha, gamma, reduction, count=count)
+
+
+# Candidate implementations (issue 6), registered through the public mechanism.
+from precision.implementations.candidate import candidate as _candidate  # noqa: E402
+
+register_variant(
+    "candidate", _candidate,
+    "issue-6 candidate: log1p by atanh series, p/q without 1-p, double-float exp powers, select, fp32",
+    family="candidate",
+)
