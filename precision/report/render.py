@@ -122,7 +122,7 @@ def _reproduce(run: dict, study: str) -> str:
         f"study sha256   {run.get('study_sha256')}",
         f"seed           {run.get('seed')}",
         f"models         {', '.join(run.get('models', []))}",
-        f"pred set       {json.dumps(run.get('pred_set', {}), sort_keys=True)}",
+        f"pred sets      {json.dumps(run.get('pred_sets', []), sort_keys=True)}",
         f"oracle version {run.get('oracle_version')}",
         f"code sha256    {run.get('code_sha256')}",
         f"python         {run.get('python')}",
