@@ -460,8 +460,11 @@ def _initial_prec(x: float, gamma: float) -> int:
 
 
 def round_gradient(x: float, t: int, alpha: float, gamma: float, weight: float = 1.0,
-                   dout: float = 1.0, count: int = 1, fmt="fp32") -> float:
+                   dout: float = 1.0, count: int = 1, fmt="fp32", terms: dict | None = None) -> float:
     """The exact gradient at one point, correctly rounded (RNE) into ``fmt``.
+
+    ``terms`` optionally shares focal terms between calls with the same
+    (x, gamma) (see :func:`gradient_ball`).
 
     Raises
     ------
@@ -469,7 +472,7 @@ def round_gradient(x: float, t: int, alpha: float, gamma: float, weight: float =
         When the rounding is still undecided at :data:`MAX_PREC` bits.
     """
     fmt = get_format(fmt)
-    terms: dict = {}
+    terms = {} if terms is None else terms
     prec = _initial_prec(x, gamma)
     while prec <= MAX_PREC:
         ball = gradient_ball(x, t, alpha, gamma, weight, dout, count, prec, terms)
@@ -606,23 +609,11 @@ def gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1, fmt="fp3
     term_cache: dict = {}
     for i, (xi, ti, ai, gi, wi, di, ni) in enumerate(zip(*columns)):
         try:
-            values[i] = _round_with_cache(xi, ti, ai, gi, wi, di, ni, fmt, term_cache)
+            values[i] = round_gradient(xi, ti, ai, gi, wi, di, ni, fmt, term_cache.setdefault((xi, gi), {}))
         except OracleUndecidedError:
             values[i] = np.nan
     out.ravel()[:] = values[inverse.ravel()]
     return out.astype(fmt.dtype)
-
-
-def _round_with_cache(x, t, alpha, gamma, weight, dout, count, fmt, term_cache):
-    terms = term_cache.setdefault((x, gamma), {})
-    prec = _initial_prec(x, gamma)
-    while prec <= MAX_PREC:
-        ball = gradient_ball(x, t, alpha, gamma, weight, dout, count, prec, terms)
-        value = _decided(ball, fmt)
-        if value is not None:
-            return value
-        prec *= 2
-    raise OracleUndecidedError("undecided")
 
 
 def exact_gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1):
