@@ -68,7 +68,7 @@ import numpy as np
 import pandas as pd
 
 from precision import oracle
-from precision.cache import TermCache, atomic_write_npz, read_checked_npz
+from precision.cache import TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.executor import make_executor
 from precision.formats import get_format, round_to_format
@@ -415,7 +415,6 @@ def _build_tasks(study: Study, preds, terms, variants) -> list:
 def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, scheduler: str | None = None,
               workers: int | None = None) -> RunResult:
     """Run a study and write its tables to ``out_dir`` (see the module docstring)."""
-    from precision.cache import default_cache_dir
     started = time.perf_counter()
     out = Path(out_dir)
     chunk_dir = out / "chunks"
