@@ -25,8 +25,9 @@ Ingredients (each a handful of Mul/Add/Fma/Div/Exp ops):
   ``z``, so ``D`` (and the ``gamma = -1`` bracket ``-D``) has no cancellation.
   ``L = e + D`` is kept as a double-float ``(Lh, Ll)`` (Fast2Sum, ``e >= |D|``).
 * **p and q without 1 - p**: ``d = 1 + e`` with its exact error ``dlo = e - (d - 1)``;
-  ``big = r - r*(dlo*r)`` and ``small = s - s*(dlo*r)`` with ``r = 1/d``,
-  ``s = e/d`` (Div0ulp), the first-order correction for the rounded ``1 + e``.
+  ``big = r - r*(dlo*r)`` with ``r = 1/d`` (Div0ulp), the first-order
+  correction for the rounded ``1 + e``; ``small`` is never formed: it enters
+  only through ``small^g * e`` (an Exp, below) and ``g*e*big`` (the x < 0 bracket).
 * **powers as exp of a double-float exponent**: ``g*L`` as ``hi + lo``
   (``lo = fma(g, Lh, -hi) + g*Ll``); ``big^g = E*(1 - lo)`` with ``E = Exp(-hi)``
   (one fma).  ``small^g * e = exp(-(g1*ax + g*L))``: ``g1*ax`` as hi+lo by fma
@@ -134,14 +135,12 @@ def candidate(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, r
             tail = m.fma(tail, wz, scalar(c))
         de = m.fma(m.mul(wz, h), tail, m.neg(z))          # D / e
         dd = m.mul(e, de)                                  # D = log1p(e) - e
-        # big = 1/(1+e), small = e/(1+e), corrected for the roundings of e and 1 + e.
+        # big = 1/(1+e), corrected for the roundings of e and 1 + e.
         d1 = m.add(one, e)
         dlo = m.add(m.sub(e, m.sub(d1, one)), el)
         r = m.div(one, d1, mode="0ulp")
         corr = m.mul(dlo, r)
         big = m.fma(m.neg(r), corr, r)
-        s0 = m.div(e, d1, mode="0ulp")
-        small = m.fma(s0, m.sub(rr, corr), s0)
         lh = m.add(e, dd)                                  # L = lh + ll
         ll = m.fma(el, r, m.add(m.sub(e, lh), dd))
         # -g*L as a double-float.
