@@ -81,7 +81,9 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 #: Bumped whenever a change could alter any returned bit (cache keys use it).
-ORACLE_VERSION = "1"
+#: 2: focal term tables are computed at each (x, gamma)'s own starting
+#: precision, so their bits no longer depend on which gammas share a batch.
+ORACLE_VERSION = "2"
 
 #: First working precision in bits: 40 bits beyond fp32's 24 decide all but
 #: about one point in 2**30 away from cancellation.

@@ -26,6 +26,8 @@ A study file (``studies/NAME.toml``)::
     reduction = "none"                # none | sum | mean
     count = 1                         # mean only: N*C, the coefficient is 1/count
     regions = [-20, -8, 0, 8, 20]     # pred region edges for the tables
+    bracket_bands = [4, 16]           # optional: edges on the bracket's cancellation factor C
+                                      # (precision.bracket; gamma < -1 only); adds by_bracket.csv
     profiles = ["fp16", "fp32"]       # pred dtype (= output format), or "pred/dout/weight"
 
     [run]
@@ -74,7 +76,8 @@ _PRED_KEYS = {
     "normal": {"kind", "format", "sigma", "mean", "count"},
     "uniform_real": {"kind", "format", "low", "high", "count"},
 }
-_POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count", "profiles", "regions"}
+_POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count", "profiles", "regions",
+               "bracket_bands"}
 #: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
 DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
 _RUN_KEYS = {"variants", "models", "per_point"}
@@ -131,6 +134,7 @@ class Study:
     per_point: str
     source: str  # the file's text, for the reproduce block and the hash
     path: str
+    bracket_edges: tuple = ()  # edges on the bracket's cancellation factor C; () = no bracket bands
 
     @property
     def pred(self) -> PredAxis:
@@ -334,6 +338,9 @@ def parse_study(text: str, path: str = "<study>") -> Study:
     edges = tuple(_parse_float_text(pts, "regions", v) for v in pts.array("regions", list(DEFAULT_REGION_EDGES)))
     if any(b <= a for a, b in zip(edges, edges[1:])):
         raise pts.error("regions", f"{list(edges)}; expected strictly increasing edges")
+    bands = tuple(_parse_float_text(pts, "bracket_bands", v) for v in pts.array("bracket_bands", []))
+    if any(b <= a for a, b in zip(bands, bands[1:])) or any(not (1.0 < b < math.inf) for b in bands):
+        raise pts.error("bracket_bands", f"{list(bands)}; expected strictly increasing finite edges above 1")
     run = top.table_of("run", _RUN_KEYS)
     variants = run.array("variants", ["all"])
     if not all(isinstance(v, str) for v in variants):
@@ -345,7 +352,7 @@ def parse_study(text: str, path: str = "<study>") -> Study:
     _check_registry_names(run, variants, models)
     return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
-                 tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(models)), per_point, text, path)
+                 tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(models)), per_point, text, path, bands)
 
 
 def _check_registry_names(run: _Reader, variants, models) -> None:

@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from precision import oracle
+from precision.bracket import band_labels, bracket_band
 from precision.cache import TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.executor import make_executor
@@ -138,6 +139,7 @@ class Task:
     preds: np.ndarray
     pos: TermTable
     neg: TermTable
+    bracket_edges: tuple = ()
 
 
 def _exact_input(value: float, fmt: str) -> float:
@@ -168,6 +170,7 @@ def run_task(task: Task) -> dict:
     P, T = task.preds.size, len(task.targets)
     regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
     R = len(task.region_edges) + 1
+    B = len(task.bracket_edges) + 1
     pred2d = np.repeat(task.preds.astype(fmt.dtype)[:, None], T, axis=1)
     target2d = np.broadcast_to(np.asarray(task.targets, dtype=np.int32), (P, T)).copy()
     dout_exact = _exact_input(task.dout, task.profile.dout)
@@ -191,8 +194,13 @@ def run_task(task: Task) -> dict:
         rounded[:, j], exact_hi[:, j], exact_lo[:, j] = d.rounded, d.exact_hi, d.exact_lo
         fallback += d.fallback
 
-    group = (np.arange(T)[None, :] * R + regions[:, None]).ravel()  # group id per element: target-major
-    G = T * R
+    # group id per element: (target, region, bracket band), target-major; one band without bracket_edges
+    group = (np.arange(T)[None, :] * R + regions[:, None]) * B
+    if B > 1:
+        group = group + bracket_band(task.preds[:, None], np.asarray(task.targets)[None, :], task.gamma,
+                                     task.bracket_edges)
+    group = group.ravel()
+    G = T * R * B
     cnt = np.bincount(group, minlength=G)
     has = cnt > 0
     perm = np.argsort(group, kind="stable")  # elements grouped, in element order within a group
@@ -408,7 +416,7 @@ def _build_tasks(study: Study, preds, terms, variants) -> list:
                             tasks.append(Task(_task_key(study, fields), model, profile, alpha, gamma, weight, dout,
                                               study.reduction, study.count, study.targets, variants,
                                               study.region_edges, study.per_point, preds[exact], pos.take(exact),
-                                              neg.take(exact)))
+                                              neg.take(exact), study.bracket_edges))
     return tasks
 
 
@@ -530,6 +538,15 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) ->
     """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks)."""
     region_names = region_labels(study.region_edges)
     R = len(region_names)
+    bands = bool(study.bracket_edges)
+    band_names = np.asarray(band_labels(study.bracket_edges), dtype=object)
+    B = len(band_names) if bands else 1
+
+    def decode(gid, targets):
+        """(target values, region labels, band labels or None) of a task's group ids."""
+        rest = gid // B
+        return (np.asarray(targets)[rest // R], np.asarray(region_names, dtype=object)[rest % R],
+                band_names[gid % B] if bands else None)
     g_frames, h_frames, c_frames = [], [], []
     offset = 0
     unsupported = set()
@@ -548,10 +565,10 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) ->
                     weight=np.nan if task.weight is None else task.weight, dout=task.dout)
         n = res["g_variant"].size
         gid = res["g_group"].astype(np.int64)
-        targets = np.asarray(task.targets)[gid // R]
+        targets, regions, brackets = decode(gid, task.targets)
         gf = pd.DataFrame({
             "variant": np.asarray(variants, dtype=object)[res["g_variant"]], **base,
-            "target": targets, "region": np.asarray(region_names, dtype=object)[gid % R],
+            "target": targets, "region": regions, **({"bracket": brackets} if bands else {}),
             "count": res["g_count"], "max_ulp": res["g_max"],
             "max_finite_ulp": np.where(res["g_max_finite"] == -np.inf, np.nan, res["g_max_finite"]),
             "witness_pred": [float(v).hex() for v in res["g_witness"]],
@@ -574,13 +591,12 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) ->
         for vi in res["unsupported"].tolist():
             unsupported.add((variants[vi], task.profile.name))
         if res["c_with"].size:
-            cg = res["c_group"]
+            c_targets, c_regions, c_brackets = decode(res["c_group"], task.targets)
             c_frames.append(pd.DataFrame({
                 "guard": ["G%d" % g for g in res["c_guard"]],
                 "with_variant": np.asarray(variants, dtype=object)[res["c_with"]],
                 "without_variant": np.asarray(variants, dtype=object)[res["c_without"]],
-                **base, "target": np.asarray(task.targets)[cg // R],
-                "region": np.asarray(region_names, dtype=object)[cg % R],
+                **base, "target": c_targets, "region": c_regions, **({"bracket": c_brackets} if bands else {}),
                 "changed": res["c_changed"], "count": res["c_count"]}))
         if res["p_index"].size:
             idx = res["p_index"]
@@ -609,13 +625,18 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) ->
         "by_region.csv": merge_groups(groups, hist, ["variant", "model", "format", "profile", "region"]),
         "by_gamma.csv": merge_groups(groups, hist, ["variant", "model", "format", "profile", "gamma"]),
         "groups.csv": merge_groups(groups, hist, ["variant", "model", "format", "profile", "alpha", "gamma",
-                                                  "weight", "dout", "target", "region"]),
+                                                  "weight", "dout", "target", "region"]
+                                   + (["bracket"] if bands else [])),
     }
+    if bands:
+        tables["by_bracket.csv"] = merge_groups(groups, hist, ["variant", "model", "format", "profile", "gamma",
+                                                                "bracket"])
     order = {v: i for i, v in enumerate(variants)}
+    ranks = {"variant": order, "bracket": {b: i for i, b in enumerate(band_names)}}
     for name, table in tables.items():
         table = table.sort_values(by=[c for c in ("variant", "model", "profile", "alpha", "gamma", "weight", "dout",
-                                                  "target", "region") if c in table.columns],
-                                  key=lambda s: s.map(order) if s.name == "variant" else s, kind="stable")
+                                                  "target", "region", "bracket") if c in table.columns],
+                                  key=lambda s: s.map(ranks[s.name]) if s.name in ranks else s, kind="stable")
         _atomic_csv(out / name, table)
     changes = pd.concat(c_frames, ignore_index=True) if c_frames else pd.DataFrame(
         columns=["guard", "with_variant", "without_variant", "model", "format", "profile", "alpha", "gamma",

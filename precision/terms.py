@@ -110,10 +110,11 @@ def focal_term_table(x, gamma) -> TermTable:
 def focal_term_tables(x, gammas) -> dict:
     """``{gamma: TermTable}`` of A(x, gamma) for every x and every gamma.
 
-    Values of x sharing |x| share one exp and one log1p (and every gamma
-    shares them too): per (x, gamma) only exp(gamma ln q) and a few products
-    remain.  Every row is tightened to TERM_REL.  This is the oracle's one
-    loop over points; sweeps run it in worker processes.
+    Values of x sharing |x| share one exp and one log1p (and so do the gammas
+    with the same starting precision): per (x, gamma) only exp(gamma ln q)
+    and a few products remain.  Every row is tightened to TERM_REL; its bits
+    depend on (x, gamma) only, never on the other values of the batch.  This
+    is the oracle's one loop over points; sweeps run it in worker processes.
     """
     xs = np.asarray(x, dtype=np.float64).ravel()
     gammas = [float(g) for g in gammas]
@@ -123,7 +124,14 @@ def focal_term_tables(x, gammas) -> dict:
         by_magnitude.setdefault(abs(xi), []).append(i)
     for ax, members in by_magnitude.items():
         signs = sorted({1 if xs[i] >= 0 else -1 for i in members}, reverse=True)
-        balls = oracle.focal_terms(ax, gammas, signs)
+        # gammas sharing a starting precision share exp and log1p; each (x, gamma)
+        # is computed at its own precision, so its bits never depend on the batch
+        by_prec: dict = {}
+        for g in gammas:
+            by_prec.setdefault(oracle._initial_prec(ax, g), []).append(g)
+        balls = {}
+        for prec, group in by_prec.items():
+            balls.update(oracle.focal_terms(ax, group, signs, prec=prec))
         for i in members:
             s = 1 if xs[i] >= 0 else -1
             for g in gammas:

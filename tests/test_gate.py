@@ -64,8 +64,8 @@ def test_worse_implementation_fails_against_kernel_budgets(gate_dir, capsys):
     # kernel-G2 (no log clamp) judged by the full kernel's budgets
     text = (gate_dir / "budgets.toml").read_text().replace('variant = "kernel"', 'variant = "kernel-G2"')
     (gate_dir / "worse.toml").write_text(text)
-    study = (gate_dir / "gate.toml").read_text().replace('variants = ["kernel", "golden", "mmcv", "naive"]',
-                                                         'variants = ["kernel-G2", "golden", "mmcv", "naive"]')
+    study = (gate_dir / "gate.toml").read_text().replace('variants = ["kernel", ', 'variants = ["kernel-G2", ')
+    assert 'variants = ["kernel-G2", ' in study
     (gate_dir / "worse_study.toml").write_text(study.replace('name = "gate"', 'name = "gate_worse"'))
     code = main(["gate", "--budgets", str(gate_dir / "worse.toml"), "--study", str(gate_dir / "worse_study.toml"),
                  "--out", str(gate_dir / "worse_run"), "--cache-dir", str(gate_dir / "cache")])

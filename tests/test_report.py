@@ -60,8 +60,17 @@ def tiny_report(tmp_path_factory):
     return folder
 
 
+_SPECIAL = {"inf": "inf", "-inf": "-inf", "NaN": "nan"}
+
+
+def _is_hex(v) -> bool:
+    return isinstance(v, str) and v not in _SPECIAL and "0x" in v
+
+
 def _value(v):
-    return float(v) if not isinstance(v, str) else float({"inf": "inf", "-inf": "-inf", "NaN": "nan"}[v])
+    if _is_hex(v):
+        return float.fromhex(v)
+    return float(v) if not isinstance(v, str) else float(_SPECIAL[v])
 
 
 def _same(a: float, b: float) -> bool:
@@ -78,7 +87,10 @@ def _check_findings(folder: Path) -> int:
         by_name = {n["name"]: n for n in f["numbers"]}
         for n in f["numbers"]:
             assert n["text"] in f["text"], (n, f["text"])
-            assert n["text"] == fmt_num(_value(n["value"]) if not isinstance(n["value"], int) else n["value"])
+            if _is_hex(n["value"]):  # a hex-float witness is quoted verbatim
+                assert n["text"] == n["value"]
+            else:
+                assert n["text"] == fmt_num(_value(n["value"]) if not isinstance(n["value"], int) else n["value"])
             if n["op"] == "sub":
                 a, b = (_value(by_name[k]["value"]) for k in n["of"])
                 assert _same(_value(n["value"]), 0.0 if a == b else a - b)
@@ -95,7 +107,8 @@ def _check_findings(folder: Path) -> int:
                     v = _value(v)
                 mask &= (col.isna() if (isinstance(v, float) and math.isnan(v)) else (col == v)).to_numpy()
             assert mask.sum() == 1, (n["table"], n["where"])
-            assert _same(float(table.loc[mask, n["column"]].iloc[0]), _value(n["value"])), n
+            cell = table.loc[mask, n["column"]].iloc[0]
+            assert _same(_value(cell) if _is_hex(cell) else float(cell), _value(n["value"])), n
             checked += 1
     return checked
 
@@ -203,7 +216,8 @@ def test_g7_findings_state_gain_and_cost(tiny_report):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("study", ["subnormal_recovery", "q_precision", "cancellation_threshold", "guard_ablation"])
+@pytest.mark.parametrize("study", ["subnormal_recovery", "q_precision", "cancellation_threshold", "guard_ablation",
+                                   "candidate"])
 def test_committed_report_matches_fresh_run(study, tmp_path):
     committed = ROOT / "reports" / study
     if not committed.is_dir():
@@ -212,3 +226,58 @@ def test_committed_report_matches_fresh_run(study, tmp_path):
     fresh = build_report(study, tmp_path / "runs", tmp_path / "reports")
     _compare_reports(committed, fresh)
     assert _check_findings(committed) > 0
+
+
+CANDIDATE = """
+name = "cand_tiny"
+seed = 0
+[pred]
+kind = "list"
+format = "fp16"
+values = ["-0x1.d7cp-1", "-0x1.8p-1", "0.0", "0x1.8p+0", "-0x1.cp+1", "0x1.4p+3", "-0x1.0p+5", "0x1.6p+5"]
+[points]
+target = [0, 1]
+alpha = [0.25, 0.75]
+gamma = [-2.0, 0.5, 6.0]
+profiles = ["fp16", "fp32"]
+bracket_bands = [2, 4, 16]
+[run]
+variants = ["candidate", "kernel"]
+models = ["ieee", "npu"]
+per_point = "worst"
+"""
+
+
+@pytest.fixture(scope="module")
+def candidate_report(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cand")
+    (base / "cand_tiny.toml").write_text(CANDIDATE)
+    run_study(load_study(base / "cand_tiny.toml"), base / "runs" / "cand_tiny", cache_dir=base / "cache", workers=1)
+    return build_report("cand_tiny", base / "runs", base / "reports")
+
+
+def test_candidate_section_and_verdicts(candidate_report):
+    from precision.report.findings import candidate_findings
+    for name in ("targets", "bracket", "opcount", "neighbourhood"):
+        assert (candidate_report / "tables" / f"{name}.csv").is_file(), name
+    assert (candidate_report / "plots" / "error_vs_cancellation.png").stat().st_size > 0
+    assert _check_findings(candidate_report) > 0
+    targets = pd.read_csv(candidate_report / "tables" / "targets.csv")
+    ops = pd.read_csv(candidate_report / "tables" / "opcount.csv")
+    # the band split is a partition, and the witness lies outside the neighbourhood
+    assert (targets["outside"] + targets["inside"] == targets["count"]).all()
+    cand32 = targets[(targets["variant"] == "candidate") & (targets["format"] == "fp32")]
+    assert (cand32["max_ulp_outside"] <= 4.0).all() and (cand32["nan_inf"] == 0).all()
+    hood = pd.read_csv(candidate_report / "tables" / "neighbourhood.csv")
+    assert hood["gamma"].tolist() == [-2.0]
+    data = json.loads((candidate_report / "findings.json").read_text())
+    texts = [f["text"] for f in data["findings"] if f["id"].startswith("candidate/")]
+    assert len(texts) == 5 and all("MISSED" not in t for t in texts)
+    # the verdicts are computed: doctored numbers flip them
+    worse = targets.copy()
+    worse.loc[worse["variant"] == "candidate", "max_ulp_outside"] = 4.5
+    worse.loc[worse["variant"] == "candidate", "not_correct"] = worse["count"]
+    ops2 = ops.copy()
+    ops2.loc[ops2["variant"] == "candidate", "ratio_to_kernel"] = 1.6
+    flipped = [f.text for f in candidate_findings(worse, ops2, 4.0)]
+    assert len(flipped) == 5 and all("MISSED" in t for t in flipped)

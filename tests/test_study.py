@@ -39,6 +39,11 @@ class TestParse:
         assert [p.name for p in s.profiles] == ["fp32"] and s.region_edges == (-20, -8, 0, 8, 20)
         assert s.per_point == "all" and len(s.digest) == 64
 
+    def test_bracket_bands(self):
+        assert parse_study(study_with()).bracket_edges == ()
+        s = parse_study(study_with(**{"[points]": "[points]\nbracket_bands = [2, \"0x1p+2\", 16]"}))
+        assert s.bracket_edges == (2.0, 4.0, 16.0)
+
     def test_alpha_is_float32(self):
         s = parse_study(study_with(**{"alpha = [0.25]": "alpha = [0.1]"}))
         assert s.alphas == (float(np.float32(0.1)),)
@@ -61,6 +66,9 @@ class TestParse:
         ("[run]", "[run]\nper_point = \"some\"", ["run.per_point", "over_1ulp"]),
         ("[points]", '[points]\nprofiles = ["fp8"]', ["points.profiles", "fp16"]),
         ("[points]", "[points]\nregions = [0, -1]", ["points.regions", "increasing"]),
+        ("[points]", "[points]\nbracket_bands = [4, 2]", ["points.bracket_bands", "increasing"]),
+        ("[points]", "[points]\nbracket_bands = [1, 4]", ["points.bracket_bands", "above 1"]),
+        ("[points]", '[points]\nbracket_bands = ["x"]', ["points.bracket_bands", "does not parse"]),
         ("name = \"t\"", "name = ", ["TOML syntax"]),
     ])
     def test_errors_name_file_key_and_expectation(self, old, new, words):

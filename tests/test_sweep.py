@@ -253,3 +253,53 @@ def test_altered_chunk_is_detected_and_recomputed(reference_run, tmp_path):
     assert again.tasks_reused == again.tasks  # the file existed; its content failed the check
     assert sum(issubclass(w.category, CacheIntegrityWarning) for w in caught) == 1
     assert_same_tables(read_tables(reference_run[0]), read_tables(out))
+
+
+BANDED = """
+name = "banded"
+seed = 0
+[pred]
+kind = "list"
+format = "fp32"
+values = ["-0x1.d7c0000000000p-1", "-0x1.8p-1", "0.0", "0x1.8p+0", "-0x1.cp+1", "0x1.4p+3"]
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [-2.0, 2.0]
+profiles = ["fp32"]
+bracket_bands = [4, 64]
+[run]
+variants = ["candidate", "kernel"]
+models = ["ieee"]
+per_point = "all"
+"""
+
+
+def test_bracket_bands_split_the_tables(reference_run, tmp_path):
+    from precision.bracket import bracket_band
+    out = tmp_path / "banded"
+    run_study(parse_study(BANDED, "banded.toml"), out, cache_dir=tmp_path / "cache", workers=1)
+    by_bracket = pd.read_csv(out / "by_bracket.csv")
+    summary = pd.read_csv(out / "summary.csv")
+    groups = pd.read_csv(out / "groups.csv")
+    assert "bracket" in groups.columns and "bracket" not in summary.columns
+    # every point in exactly one band: band counts add up to the summary's
+    sums = by_bracket.groupby(["variant", "model", "format"])["count"].sum()
+    assert (sums.to_numpy() == summary.set_index(["variant", "model", "format"]).loc[sums.index, "count"]).all()
+    # the band counts equal a direct classification of the points
+    x = np.array([float.fromhex(v) for v in ["-0x1.d7c0000000000p-1", "-0x1.8p-1", "0.0", "0x1.8p+0",
+                                              "-0x1.cp+1", "0x1.4p+3"]])
+    labels = ["C < 4", "C in [4, 64)", "C >= 64"]
+    for gamma in (-2.0, 2.0):
+        bands = np.concatenate([bracket_band(x, np.zeros(6, int), gamma, (4, 64)),
+                                bracket_band(x, np.ones(6, int), gamma, (4, 64))])
+        rows = by_bracket[(by_bracket["variant"] == "kernel") & (by_bracket["gamma"] == gamma)]
+        got = dict(zip(rows["bracket"], rows["count"]))
+        want = {labels[b]: int(n) for b, n in zip(*np.unique(bands, return_counts=True))}
+        assert got == want
+    # gamma = -2, pred -0x1.d7cp-1 with selector 0 sits next to a root of A: C >= 64
+    assert "C >= 64" in set(by_bracket.loc[by_bracket["gamma"] == -2.0, "bracket"])
+    # a study without bracket_bands has no bracket column and no by_bracket table
+    ref_out, _ = reference_run
+    assert not (Path(ref_out) / "by_bracket.csv").exists()
+    assert "bracket" not in pd.read_csv(Path(ref_out) / "groups.csv").columns

@@ -5,7 +5,7 @@ import pytest
 
 from precision import oracle
 from precision.formats import get_format
-from precision.terms import derive_gradient, focal_term_table
+from precision.terms import derive_gradient, focal_term_table, focal_term_tables
 
 
 def random_points(n, seed):
@@ -65,3 +65,18 @@ def test_shared_tables_equal_single_evaluations():
             single.lo, (single.exp - shared[g].exp).astype(np.int32))
         assert np.all(np.abs(a - b) <= np.abs(a) * 2.0**-60)
         assert np.all(shared[g].rel <= 2.0**-62)
+
+
+def test_term_rows_do_not_depend_on_the_batch():
+    """A row's bits depend on (x, gamma) only: not on the other gammas or x values computed with it
+    (cold and warm caches must give identical tables)."""
+    rng = np.random.default_rng(3)
+    xs = np.concatenate([rng.uniform(-100, 100, 40), rng.uniform(-3, 3, 20)])
+    alone = {g: focal_term_tables(xs, [g])[g] for g in (0.0, 6.0, -2.0)}
+    together = focal_term_tables(xs, [0.0, 6.0, -2.0])
+    split = focal_term_tables(xs[::-1], [6.0, 0.0])
+    for g, table in alone.items():
+        for field in ("hi", "lo", "exp", "rel"):
+            assert np.array_equal(getattr(table, field), getattr(together[g], field)), (g, field)
+            if g in split:
+                assert np.array_equal(getattr(table, field), getattr(split[g], field)[::-1]), (g, field)

@@ -2,69 +2,80 @@
 
 fp32 compute, fp16/fp32 in and out like the production kernel; contract
 validation, host scalars and the store are shared with it (:mod:`common`).
-Everything is expressed through ``ax = |x|`` and ``e = Exp(-ax)``: with
-``big = 1/(1+e)`` and ``small = e/(1+e)`` (so ``p, q`` = ``big, small`` for
-``x >= 0`` and ``small, big`` for ``x < 0``) and ``L = log1p(e)``::
+Ops used: Exp, Ln, Div (0ulp mode), Mul, Add/Sub, fused multiply-add, Abs,
+Neg, Min, Max, compares and selects (counts: precision.opcount).
 
-    ln(big) = -L          ln(small) = -(ax + L)
+Everything is expressed through ``ax = |x|`` and ``e = exp(-ax)``.  With
+``L = log1p(e)``, ``z = e/(2+e)`` (so ``L = 2 atanh z``), ``g1 = g + 1`` and
+``D/e = (L - e)/e``, the two forms of ``A`` (spec section 2) are::
 
-the two focal terms needed per element are (spec section 2, ``A``)::
+    A_small = -(g1 + g*D/e) * exp(-g1*(ax + L))     # power base q = e/(1+e); A(x) for x >= 0
+    A_big   = -(1 + g*e*(ax + L)) * exp(-g1*L)      # power base p = 1/(1+e);  A(x) for x < 0
 
-    A_small = -big * (g1 + g*D/e) * exp(-(g1*ax + g*L))   # the base of the power is `small`
-    A_big   = -big^g * (g*small*(ax + L) + big)            # the base of the power is `big`
+(``q^(g+1) = exp(-g1*(ax + L))`` absorbs the factor ``p`` of the bracket, so
+no ``p``, ``q`` or ``1 - p`` is ever formed), and ``B(x) = -A(-x)``.
 
-with ``D = log1p(e) - e`` and ``g1 = g + 1``; then ``A(x) = x>=0 ? A_small :
-A_big`` and ``A(-x) = x>=0 ? A_big : A_small`` (``B(x) = -A(-x)``).
+Steps (u = 2^-24, the unit roundoff of fp32; "double-float" = an unevaluated
+sum hi + lo of two fp32 values):
 
-Ingredients (each a handful of Mul/Add/Fma/Div/Exp ops):
+1. **e and its rounding error.**  ``e = Exp(-ax)``; its relative error is
+   recovered as ``el/e = ln(k*e_true) - Ln(k*e)`` with ``k = 4`` on
+   ``[0.6875, 2.5)`` (so ``|ln(4e)| < 0.7`` and the Ln result's own rounding
+   is at most u/2) and ``k = 1`` below (``ln(4) = LN4_HI + LN4_LO``, the
+   first sum exact by Sterbenz); above 2.5 ``el = 0`` (there the raw Exp is as
+   good and ``e`` matters less).  Near the roots of A this is the error that
+   remains: a relative error eps in ``e`` changes the bracket by about
+   ``C * eps`` (C = its cancellation factor).
+2. **z = e/(2+e) as zh + zl.**  ``zh = Div0ulp(e, 2+e)``; the residual
+   ``e - zh*(2+e) = fma(-zh, e, fma(-2, zh, e))`` (the inner step is exact:
+   ``2zh`` is within a factor 2 of ``e``) and ``el`` give
+   ``2zl = 2(residual + (1-z)*el) / (2+e) = (residual + (1-z)*el) * (1-z)``.
+3. **L = log1p(e) without Ln**, as a double-float: ``L = 2zh + (2zl + zh^3*T(zh^2))``
+   with ``T(w) = 2/3 + 2w/5 + ... + 2w^6/15`` (the atanh series; ``w <= 1/9``,
+   so 7 terms leave ~2^-40 relative), summed by Fast2Sum.
+4. **D/e = -z + z^2*T/(2+e)**, ``1/(2+e) = (1-z)/2`` (the first series term folded: ``2z - e = -e*z``),
+   so ``g1 + g*D/e`` has no cancellation except at its own roots
+   (``-1.4427 < gamma < -1``); at ``gamma = -1`` it is ``-D/e``, exact to a few u.
+5. **Powers as Exp of a double-float exponent.**  ``-g1*L`` and ``-g1*ax`` by
+   exact products (mul + fma), ``-g1*(ax + L)`` by TwoSum; ``Exp`` of the high
+   part, the low part ``lo`` applied as ``(1 + lo)`` to the coefficient (one
+   fma), so the product of three factors is rounded twice.
+6. **Brackets.**  ``-(1 + g*e*(ax + L))`` with ``g*e`` and ``ax + L`` as
+   double-floats (TwoSum), one fma for the large part.
+7. **Coefficients first, then the power.**  ``scale = weight*dout``
+   (``dout`` alone when weight is absent), for mean ``Div0ulp(scale,
+   float32(count))`` (not the host's rounded ``1/count``); the coefficient
+   (``alpha*scale*(1-t)`` for the term in ``A(x)``, ``-(1-alpha)*scale*t`` for
+   ``A(-x)``; exact products for t in {0, 1}) is multiplied into the bracket by
+   one fma before the Exp'd factor, so an exact value near FLT_MAX survives
+   when the bracket times the coefficient is below 1 (gamma < -1, mean), and
+   a tiny power is not rounded into the subnormal range before a large
+   weight or dout multiplies it;
+   the Exp argument of the small-base form is clamped to SHIFT_RANGE =
+   [-80, 88] and the excess ``Exp(arg - clamped)`` (exactly 1 inside the
+   range; the subtraction is exact) multiplied into the coefficient first, so
+   the power neither overflows before the coefficient is applied (gamma < -1)
+   nor turns subnormal and loses bits before it (large gamma * |x|): the one
+   rounding into the subnormal range is the final product's.  A zero
+   coefficient selects an exact zero (an inf power cannot leak as 0*inf = NaN).
+   The two terms are added and stored (one rounding each).
 
-* **log1p without Ln**: ``z = e/(2+e)`` (``h = 1/(2+e)`` by Div0ulp, ``z = e*h``),
-  ``w = z*z`` and ``D/e = -z + w*h*T(w)``, ``T(w) = 2/3 + 2w/5 + ... + 2w^6/15``
-  (the atanh series ``log1p(e) = 2 atanh(z)`` with its first term folded:
-  ``2z - e = -e*z``).  ``w <= 1/9``; the tail ``w*h*T`` is at most 1/6 of
-  ``z``, so ``D`` (and the ``gamma = -1`` bracket ``-D``) has no cancellation.
-  ``L = e + D`` is kept as a double-float ``(Lh, Ll)`` (Fast2Sum, ``e >= |D|``).
-* **p and q without 1 - p**: ``d = 1 + e`` with its exact error ``dlo = e - (d - 1)``;
-  ``big = r - r*(dlo*r)`` with ``r = 1/d`` (Div0ulp), the first-order
-  correction for the rounded ``1 + e``; ``small`` is never formed: it enters
-  only through ``small^g * e`` (an Exp, below) and ``g*e*big`` (the x < 0 bracket).
-* **powers as exp of a double-float exponent**: ``g*L`` as ``hi + lo``
-  (``lo = fma(g, Lh, -hi) + g*Ll``); ``big^g = E*(1 - lo)`` with ``E = Exp(-hi)``
-  (one fma).  ``small^g * e = exp(-(g1*ax + g*L))``: ``g1*ax`` as hi+lo by fma
-  (``g1 = g + 1`` split on the host into two float32s, so a non-representable
-  ``g + 1`` costs nothing), TwoSum with ``g*L``, ``Exp`` of the hi part and the
-  low part applied by one fma.  Folding the ``e`` of the bracket into the
-  exponent keeps ``small^g`` (which overflows for gamma < 0) and the tiny
-  bracket from meeting as ``inf * 0``.
-* **cancellation-free brackets**: ``g*p*ln(p) - q`` for ``x >= 0`` is
-  ``-big*e*(g1 + g*D/e)`` (the roots of A for ``-1.4427 < gamma < -1`` lie here;
-  for ``gamma = -1`` it is ``big*e*(z - w*h*T)``, no cancellation at all);
-  for ``x < 0`` it is ``-(g*small*(ax + L) + big)`` by one fma (the roots for
-  ``gamma < -1.4427`` lie here, cancellation is then intrinsic).
-* **no NaN through the selector**: each term is kept by a select when its
-  coefficient ``alpha*(1-t)`` / ``-(1-alpha)*t`` is nonzero (a structural zero
-  stays an exact zero, an inf in the unselected term cannot leak).
-* **scaling**: ``scale = weight*dout`` (``dout`` alone when weight is absent)
-  and, for mean, ``scale = Div0ulp(scale, float32(count))`` (not the host's
-  rounded ``1/count``); then one final ``raw * scale``, so ``raw`` is rounded
-  only once more and no product of ``raw`` with a small factor is formed
-  before a large one.
-
-Known limits (measured, see the tests and the issue-6 report): the
-``(1 - alpha)`` coefficient is the host's float32 rounding (exact on the
-alpha grid); near the roots of ``A`` for ``gamma < -1`` the error is
-unbounded in ulps (intrinsic cancellation of fp32 inputs to the bracket);
-``raw`` is formed before the scale, so a subnormal ``raw`` with a scale
-above 1 keeps only the subnormal's absolute accuracy.
+Measured (``studies/candidate.toml``, reports/candidate): see the report for
+the numbers.  Known limits: near the roots of A for gamma < -1 the error grows
+like C times e's remaining error (intrinsic to an fp32 Exp of -|x|); the
+``(1 - alpha)`` coefficient is the host's float32 rounding (exact on the alpha
+grid); a subnormal scale (weight*dout/count below 2^-126) keeps only its
+absolute accuracy; weight*dout (fp32 inputs) and the division by count are
+roundings of their own, so with them the bound grows by up to 1 ulp each.
 """
 
 from __future__ import annotations
 
+import mpmath
 import numpy as np
 
 from precision.formats import RNE
 from precision.implementations.common import (
-    MAX_FLOAT_FP32,
     _int_to_float32,
     prepare_host_scalars,
     resolve_machine,
@@ -73,10 +84,16 @@ from precision.implementations.common import (
     validate_mean_count,
 )
 
-__all__ = ["candidate", "LOG1P_TAIL_COEFFS"]
+__all__ = ["candidate", "LOG1P_TAIL_COEFFS", "SHIFT_RANGE", "LN_SCALED_RANGE"]
 
 #: Horner coefficients (highest order first) of T(w) = sum_{k>=1} 2 w^(k-1)/(2k+1), k = 1..7.
 LOG1P_TAIL_COEFFS = tuple(np.float32(2.0 / (2 * k + 1)) for k in range(7, 0, -1))
+#: Exp argument range of the small-base power: exp(-80) is normal, exp(88) < FLT_MAX.
+SHIFT_RANGE = (np.float32(-80.0), np.float32(88.0))
+#: |x| range where e's error is read from Ln(4e) instead of Ln(e); none above it.
+LN_SCALED_RANGE = (np.float32(0.6875), np.float32(2.5))
+LN4_HI = np.float32(mpmath.log(4))
+LN4_LO = np.float32(mpmath.log(4) - mpmath.mpf(float(LN4_HI)))
 
 
 def _two_sum(m, a, b):
@@ -103,15 +120,15 @@ def candidate(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, r
         return m.asarray(np.float32(v))
 
     one, two, zero = scalar(1.0), scalar(2.0), scalar(0.0)
-    g, a = scalar(host.g), scalar(host.a)
-    # host: g1 = g + 1 as an unevaluated float32 pair (exact), -(1 - a) rounded.
+    g, ng, ng_half = scalar(host.g), scalar(-host.g), scalar(-0.5 * host.g)
+    # host: g1 = g + 1 as an unevaluated float32 pair (exact); the low part is
+    # nonzero only for |gamma| < 2^-23-ish or gamma beyond 2^24, and its ops
+    # are emitted only then.
     g1h = np.float32(host.g1)
     g1l = np.float32(float(host.g) + 1.0 - float(g1h))
-    g1h, g1l = scalar(g1h), scalar(g1l)
-    noma = scalar(-host.oma)
-    ng = scalar(-host.g)
-    ng1h, ng1l = scalar(-g1h), scalar(-g1l)
-    max_float = scalar(MAX_FLOAT_FP32)
+    has_g1l = bool(g1l != 0)
+    g1h, ng1h, ng1l = scalar(g1h), scalar(-g1h), scalar(-g1l)
+    a, noma = scalar(host.a), scalar(-host.oma)
 
     x = m.asarray(inputs.pred.reshape(-1))
     t = m.from_int32(inputs.target.reshape(-1))
@@ -119,67 +136,71 @@ def candidate(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, r
     w_in = m.asarray(inputs.weight.reshape(-1)) if inputs.weight is not None else None
 
     with np.errstate(all="ignore"):
+        # 1. e = Exp(-ax) and its error el (e_true ~ e + el).
         ax = m.abs(x)
         nax = m.neg(ax)
         e = m.exp(nax, ftz=False)
-        # e's own rounding: e_true = e*(1 + rr), rr = -ax - Ln(e) (exact difference).
-        rr = m.sub(nax, m.ln(e, ftz=False))
-        rr = m.select(m.gt(e, zero), rr, zero)             # e = 0: no correction (Ln(0) = -inf)
-        el = m.mul(e, rr)
-        # log1p(e) - e by the folded atanh series.
-        h = m.div(one, m.add(two, e), mode="0ulp")
-        z = m.mul(e, h)
-        wz = m.mul(z, z)
+        scaled = m.ge(ax, scalar(LN_SCALED_RANGE[0]))
+        k = m.select(scaled, scalar(4.0), one)
+        lnk_hi = m.select(scaled, scalar(LN4_HI), zero)
+        lnk_lo = m.select(scaled, scalar(LN4_LO), zero)
+        rel = m.add(m.sub(m.add(nax, lnk_hi), m.ln(m.mul(e, k), ftz=False)), lnk_lo)
+        el = m.mul(e, m.select(m.lt(ax, scalar(LN_SCALED_RANGE[1])), rel, zero))
+        # 2. z = e/(2+e) = zh + zl.
+        zh = m.div(e, m.add(two, e), mode="0ulp")
+        nzh = m.neg(zh)
+        resid = m.fma(nzh, e, m.fma(scalar(-2.0), zh, e))
+        omz = m.sub(one, zh)                              # 1 - z = 2/(2+e)
+        zl2 = m.mul(m.fma(omz, el, resid), omz)           # 2 zl
+        # 3. L = 2 atanh(z) = lh + ll.
+        w = m.mul(zh, zh)
         tail = scalar(LOG1P_TAIL_COEFFS[0])
         for c in LOG1P_TAIL_COEFFS[1:]:
-            tail = m.fma(tail, wz, scalar(c))
-        de = m.fma(m.mul(wz, h), tail, m.neg(z))          # D / e
-        dd = m.mul(e, de)                                  # D = log1p(e) - e
-        # big = 1/(1+e), corrected for the roundings of e and 1 + e.
-        d1 = m.add(one, e)
-        dlo = m.add(m.sub(e, m.sub(d1, one)), el)
-        r = m.div(one, d1, mode="0ulp")
-        corr = m.mul(dlo, r)
-        big = m.fma(m.neg(r), corr, r)
-        lh = m.add(e, dd)                                  # L = lh + ll
-        ll = m.fma(el, r, m.add(m.sub(e, lh), dd))
-        # -g*L as a double-float.
-        nglh = m.mul(ng, lh)
-        ngll = m.fma(ng, ll, m.fma(ng, lh, m.neg(nglh)))
-        # big^g = exp(-g L).
-        e1 = m.exp(nglh, ftz=False)
-        pbig = m.fma(e1, ngll, e1)
-        # small^g * e = exp(-(g1*ax + g*L)); the low-part fma only where Exp is finite
-        # (inf * 0 would be NaN where the exact value overflows).
+            tail = m.fma(tail, w, scalar(c))
+        small = m.fma(m.mul(zh, w), tail, zl2)            # L - 2zh
+        z2 = m.add(zh, zh)
+        lh = m.add(z2, small)
+        ll = m.sub(small, m.sub(lh, z2))
+        # 4. 2(D/e + zh) = z^2 T (1-z) - 2zl;  q1 = g*zh - g1 (so -(g1 + g*D/e) = q1 - (g/2)*dtail2).
+        dtail2 = m.fma(m.mul(w, omz), tail, m.neg(zl2))
+        q1 = m.fma(g, zh, ng1h)
+        # 5. Exponents: -g1*L = nbh + nbl, -g1*(ax + L) = nsh + nslo.
+        bh = m.mul(g1h, lh)
+        nbh = m.mul(ng1h, lh)
+        nbl = m.fma(ng1h, ll, m.fma(ng1h, lh, bh))
+        ah = m.mul(g1h, ax)
         nah = m.mul(ng1h, ax)
-        nal = m.fma(ng1l, ax, m.fma(ng1h, ax, m.neg(nah)))
-        nsh, nse = _two_sum(m, nah, nglh)
-        nlo = m.add(m.add(nse, nal), ngll)
-        e2 = m.exp(nsh, ftz=False)
-        psmall_e = m.select(m.le(e2, max_float), m.fma(e2, nlo, e2), e2)
-        # The two focal terms.
-        kn = m.add(m.fma(g, de, g1h), g1l)                 # g1 + g*D/e
-        a_small = m.neg(m.mul(m.mul(big, kn), psmall_e))
-        # 1 + g*e*(ax + L) with g*e and ax + L as double-floats.
+        nae = m.fma(ng1h, ax, ah)
+        if has_g1l:
+            nae = m.fma(ng1l, ax, nae)
+            nbl = m.fma(ng1l, lh, nbl)
+        nsh, nse = _two_sum(m, nah, nbh)
+        nslo = m.add(nse, m.add(nae, nbl))
+        eb = m.exp(nbh, ftz=False)
+        # 6. -(1 + g*e*(ax + L)) = t1 + t2.
         ssh, ssl = _two_sum(m, ax, lh)
         ssl = m.add(ssl, ll)
-        geh = m.mul(g, e)
-        gel = m.fma(g, el, m.fma(g, e, m.neg(geh)))
-        bb = m.add(m.fma(geh, ssh, one), m.fma(gel, ssh, m.mul(geh, ssl)))
-        a_big = m.neg(m.mul(m.mul(big, bb), pbig))
-        nonneg = m.ge(x, zero)
-        a_x = m.select(nonneg, a_small, a_big)             # A(x)
-        a_mx = m.select(nonneg, a_big, a_small)            # A(-x) = -B(x)
-        # Selector: keep a term only where its coefficient is nonzero.
-        c0 = m.mul(a, m.sub(one, t))
-        c1 = m.mul(noma, t)
-        v0 = m.select(m.eq(c0, zero), zero, m.mul(c0, a_x))
-        v1 = m.select(m.eq(c1, zero), zero, m.mul(c1, a_mx))
-        raw = m.add(v0, v1)
-        # Scale formed first, applied once.
+        ge = m.mul(g, e)
+        nge = m.mul(ng, e)
+        ngel = m.fma(ng, el, m.fma(ng, e, ge))
+        t1 = m.fma(nge, ssh, scalar(-1.0))
+        t2 = m.fma(ngel, ssh, m.mul(nge, ssl))
+        # 7. Coefficients per form (selector and scale), folded into the bracket before the power.
         scale = m.mul(w_in, d_in) if w_in is not None else d_in
         if inputs.reduction == "mean" and n != 1:
             scale = m.div(scale, scalar(_int_to_float32(n)), mode="0ulp")
-        scaled = m.mul(raw, scale)
-        out = store_output(m, scaled, inputs.pred.dtype, RNE)
+        nonneg = m.ge(x, zero)
+        c0 = m.mul(m.mul(a, scale), m.sub(one, t))        # multiplies A(x)
+        c1 = m.mul(m.mul(noma, scale), t)                 # multiplies A(-x)
+        cs = m.select(nonneg, c0, c1)                     # ... of the small-base form
+        cb = m.select(nonneg, c1, c0)                     # ... of the big-base form
+        inner = m.fma(q1, nslo, m.mul(ng_half, dtail2))
+        if has_g1l:
+            inner = m.add(inner, ng1l)
+        kcs = m.fma(cs, q1, m.mul(cs, inner))
+        arg = m.minimum(m.maximum(nsh, scalar(SHIFT_RANGE[0])), scalar(SHIFT_RANGE[1]))
+        kcs = m.mul(kcs, m.exp(m.sub(nsh, arg), ftz=False))
+        vs = m.select(m.eq(cs, zero), zero, m.mul(kcs, m.exp(arg, ftz=False)))
+        kcb = m.fma(cb, t1, m.mul(cb, m.fma(t1, nbl, t2)))
+        out = store_output(m, m.add(vs, m.mul(kcb, eb)), inputs.pred.dtype, RNE)
     return out.reshape(inputs.shape)

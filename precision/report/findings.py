@@ -18,7 +18,7 @@ import pandas as pd
 from precision.report.tables import fmt_num
 
 __all__ = ["Cite", "Finding", "cite", "derive", "derive_sum", "summary_findings", "ablation_findings", "threshold_findings",
-           "recovery_findings", "q_findings", "findings_json"]
+           "recovery_findings", "q_findings", "candidate_findings", "CANDIDATE_TARGETS", "findings_json"]
 
 
 @dataclass
@@ -540,6 +540,86 @@ def q_findings(qt: pd.DataFrame, onset: pd.DataFrame, selector: pd.DataFrame | N
                              f"{ni.text} NaN/inf")
             text = f"On {model} {fmt}, selector t={t}, gamma {fmt_num(gamma)}: " + "; ".join(parts) + "."
             out.append(Finding(f"q/onset/{model}/{fmt}/{t}", "q", text, nums))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The issue-6 candidate against its targets
+# ---------------------------------------------------------------------------
+
+#: The issue's targets: fp32 max ulp outside the root neighbourhood, NaN/inf
+#: where the exact value is finite, fp16 share correctly rounded and max ulp
+#: (everywhere), ops per element relative to the production kernel.
+CANDIDATE_TARGETS = {"fp32_max_ulp": 4.0, "nan_inf": 0, "fp16_share_correct": 0.999, "fp16_max_ulp": 1.0,
+                     "ops_ratio": 1.5}
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def candidate_findings(targets: pd.DataFrame, ops: pd.DataFrame, c_threshold: float,
+                       candidate: str = "candidate") -> list:
+    """One finding per target of the candidate (per model and format), each with its verdict.
+
+    ``targets``: :func:`precision.report.tables.targets_table`; ``ops``:
+    :func:`precision.report.tables.opcount_table`.  The other variants of the
+    table are quoted beside the candidate for comparison.
+    """
+    if targets.empty or candidate not in set(targets["variant"]):
+        return []
+    out = []
+    T, K = "targets.csv", CANDIDATE_TARGETS
+    cmp_variants = [v for v in dict.fromkeys(targets["variant"]) if v != candidate]
+    for (model, fmt), _ in targets[targets["variant"] == candidate].groupby(["model", "format"], sort=False):
+        w = {"variant": candidate, "model": model, "format": fmt}
+        nan_inf, count = cite("nan_inf", T, targets, w, "nan_inf"), cite("count", T, targets, w, "count")
+        nums = [nan_inf, count]
+        others = []
+        for v in cmp_variants:
+            wv = {"variant": v, "model": model, "format": fmt}
+            col = "max_finite_ulp_outside" if fmt == "fp32" else "max_ulp"
+            mx, ni = cite(f"{v}_max", T, targets, wv, col), cite(f"{v}_nan_inf", T, targets, wv, "nan_inf")
+            nums += [mx, ni]
+            others.append(f"{v} {_ulp(mx)} with {ni.text} NaN/inf")
+        nan_text = (f"{nan_inf.text} NaN/inf where the exact value is finite (target {K['nan_inf']}: "
+                    f"{_verdict(nan_inf.value == K['nan_inf'])})")
+        if fmt == "fp32":
+            mx = cite("max_outside", T, targets, w, "max_ulp_outside")
+            n_out = cite("outside", T, targets, w, "outside")
+            n_in = cite("inside", T, targets, w, "inside")
+            mx_in = cite("max_inside", T, targets, w, "max_ulp_inside")
+            wit = [cite(c, T, targets, w, f"{c}_outside") for c in ("witness_pred", "witness_target",
+                                                                     "witness_alpha", "witness_gamma")]
+            nums += [mx, n_out, n_in, mx_in] + wit
+            ok = mx.value <= K["fp32_max_ulp"]
+            text = (f"On {model}, fp32 output, outside the root neighbourhood (C < {fmt_num(c_threshold)}, "
+                    f"{n_out.text} outputs): {candidate} max error {_ulp(mx)} (pred {wit[0].text}, selector "
+                    f"{wit[1].text}, alpha {wit[2].text}, gamma {wit[3].text}; target <= "
+                    f"{fmt_num(K['fp32_max_ulp'])} ulp: {_verdict(ok)}). Inside it ({n_in.text} outputs) the max "
+                    f"is {_ulp(mx_in)}. Of all {count.text} outputs, {nan_text}. Same outputs, max finite error "
+                    f"outside the neighbourhood: " + "; ".join(others) + ".")
+        else:
+            wrong = cite("not_correct", T, targets, w, "not_correct")
+            mx = cite("max_ulp", T, targets, w, "max_ulp")
+            nums += [wrong, mx]
+            ok_share = wrong.value <= (1.0 - K["fp16_share_correct"]) * count.value
+            ok_max = mx.value <= K["fp16_max_ulp"]
+            text = (f"On {model}, {fmt} output ({count.text} outputs, the root neighbourhood included): "
+                    f"{candidate} is not correctly rounded on {wrong.text} of them (target: correctly rounded on "
+                    f"a share >= {fmt_num(K['fp16_share_correct'])}, {_verdict(ok_share)}), max error {_ulp(mx)} (target "
+                    f"<= {fmt_num(K['fp16_max_ulp'])} ulp: {_verdict(ok_max)}), {nan_text}. "
+                    f"Max error of the others: " + "; ".join(others) + ".")
+        out.append(Finding(f"candidate/{fmt}/{model}", "candidate", text, nums))
+    if not ops.empty and candidate in set(ops["variant"]) and "kernel" in set(ops["variant"]):
+        c_ops = cite("candidate_ops", "opcount.csv", ops, {"variant": candidate}, "ops")
+        k_ops = cite("kernel_ops", "opcount.csv", ops, {"variant": "kernel"}, "ops")
+        ratio = cite("ratio", "opcount.csv", ops, {"variant": candidate}, "ratio_to_kernel")
+        out.append(Finding("candidate/ops", "candidate",
+                           f"Cost: {candidate} {c_ops.text} primitive ops per element against the production "
+                           f"kernel's {k_ops.text} (npu machine, standard input), a ratio of {ratio.text}; target "
+                           f"<= {fmt_num(K['ops_ratio'])} {_verdict(ratio.value <= K['ops_ratio'])}.",
+                           [c_ops, k_ops, ratio]))
     return out
 
 

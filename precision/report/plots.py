@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 __all__ = ["INF_AT", "save", "plot_ulp_vs_pred", "plot_pred_gamma_heatmap", "plot_histograms", "plot_ablation",
-           "plot_threshold", "plot_recovery", "plot_onset"]
+           "plot_threshold", "plot_recovery", "plot_onset", "plot_bracket"]
 
 #: Where an infinite error (NaN or inf output) is drawn on a log ulp axis.
 INF_AT = 1e50
@@ -342,5 +342,43 @@ def plot_onset(points: pd.DataFrame, folder: Path, stem: str = "error_vs_x") -> 
             ax.set_xlabel("x = pred", fontsize=7)
             ax.set_ylabel(f"error (ulp; NaN/inf at {INF_AT:.0e})", fontsize=7)
             ax.legend(fontsize=6)
+    fig.tight_layout()
+    return save(fig, folder, stem)
+
+
+def plot_bracket(bracket: pd.DataFrame, folder: Path, fmt: str = "fp32", model: str = "npu",
+                 stem: str = "error_vs_cancellation", threshold: float | None = None) -> str | None:
+    """Max finite ulp per band of the bracket's cancellation factor C, one panel per gamma < -1, a line per variant.
+
+    ``bracket``: :func:`precision.report.tables.bracket_table`; the root
+    neighbourhood's edge (``threshold``) is marked.
+    """
+    if bracket.empty:
+        return None
+    b = bracket[(bracket["format"] == fmt) & (bracket["model"] == model) & (bracket["gamma"] < -1)]
+    gammas = sorted(dict.fromkeys(b["gamma"]))
+    if not gammas:
+        return None
+    fig, axes = plt.subplots(1, len(gammas), figsize=(4.2 * len(gammas), 3.4), squeeze=False, sharey=True)
+    for j, gamma in enumerate(gammas):
+        ax = axes[0, j]
+        sub = b[b["gamma"] == gamma]
+        bands = sorted(dict.fromkeys(sub["c_lo"]))
+        pos = {c: i for i, c in enumerate(bands)}
+        labels = list(sub.drop_duplicates("c_lo").sort_values("c_lo")["bracket"])
+        for variant, rows in sub.groupby("variant", sort=False):
+            rows = rows.sort_values("c_lo")
+            bad = int((rows["nan"] + rows["inf"]).sum())
+            ax.plot(rows["c_lo"].map(pos), _clip(rows["max_finite_ulp"]), marker="o", ms=3,
+                    label=variant + (f" (+{bad:,} NaN/inf)" if bad else ""))
+        if threshold is not None and threshold in pos:
+            ax.axvline(pos[threshold] - 0.5, color="r", lw=0.9, ls=":", label=f"root neighbourhood C >= {threshold:g}")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(bands)), labels, fontsize=6, rotation=30)
+        ax.set_title(f"gamma {gamma:g}, {model}, {fmt} output", fontsize=8)
+        ax.set_xlabel("cancellation factor C of the bracket", fontsize=7)
+        ax.tick_params(labelsize=6)
+        ax.legend(fontsize=6)
+    axes[0, 0].set_ylabel("max finite ulp error (log scale)", fontsize=7)
     fig.tight_layout()
     return save(fig, folder, stem)

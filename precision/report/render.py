@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from precision.bracket import ROOT_NEIGHBOURHOOD_C
 from precision.errors import ParameterError
 from precision.report import findings as F
 from precision.report import plots as P
@@ -181,6 +182,11 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     findings += F.window_findings(window) + F.threshold_findings(threshold)
     findings += F.recovery_findings(g7, recovery, by_weight)
     findings += F.q_findings(qt, onset, selector if q_section else None)
+    bracket = T.bracket_table(run)
+    targets = T.targets_table(run, ROOT_NEIGHBOURHOOD_C)
+    cand_section = not targets.empty and "candidate" in set(targets["variant"])
+    ops = T.opcount_table([v for v in run.variants if v != "kernel"]) if cand_section else pd.DataFrame()
+    findings += F.candidate_findings(targets, ops, ROOT_NEIGHBOURHOOD_C) if cand_section else []
 
     doc.heading("Findings")
     doc.para("Every sentence below is computed from the tables of this report; findings.json lists the table, "
@@ -252,6 +258,42 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
         doc.table(onset[onset["gamma"] == 2.0], "onset.csv", " (every gamma)")
         doc.image(P.plot_onset(run.points(["pred", "target", "variant", "model", "err_ulp"]), pdir),
                   "ulp error against x per selector (max over gamma); NaN/inf at 1e50")
+
+    if cand_section:
+        _write_csv(targets, tdir / "targets.csv")
+        _write_csv(bracket, tdir / "bracket.csv")
+        _write_csv(ops, tdir / "opcount.csv")
+        hood = T.neighbourhood_table(run.by_gamma["gamma"].unique(), ROOT_NEIGHBOURHOOD_C)
+        _write_csv(hood, tdir / "neighbourhood.csv")
+        K = F.CANDIDATE_TARGETS
+        doc.heading("Candidate against the targets")
+        doc.para(f"Targets: fp32 output max error <= {T.fmt_num(K['fp32_max_ulp'])} ulp outside the root "
+                 f"neighbourhood of A (gamma < -1 and the cancellation factor C of the selected term's bracket "
+                 f"g*p*ln(p) - q at least {T.fmt_num(ROOT_NEIGHBOURHOOD_C)}; precision.bracket), no NaN/inf where "
+                 f"the correctly rounded value is finite; fp16 output correctly rounded on a share >= "
+                 f"{T.fmt_num(K['fp16_share_correct'])} and never over {T.fmt_num(K['fp16_max_ulp'])} ulp, "
+                 f"everywhere; at most {T.fmt_num(K['ops_ratio'])}x the production kernel's primitive ops per "
+                 f"element. The verdicts are in the findings above.")
+        cols = ["variant", "model", "format", "count", "outside", "max_ulp_outside", "max_finite_ulp_outside",
+                "witness_pred_outside", "witness_target_outside", "witness_gamma_outside", "inside",
+                "max_ulp_inside", "nan_inf", "not_correct", "share_correct"]
+        doc.table(targets[cols], "targets.csv")
+        doc.para("The root neighbourhood (C >= " + T.fmt_num(ROOT_NEIGHBOURHOOD_C) + ") as intervals of the "
+                 "argument s of A (s = pred for selector 0, -pred for selector 1):")
+        doc.table(hood, "neighbourhood.csv")
+        doc.para("Errors per band of C (every gamma; C = 1 for gamma >= -1, where A has no roots). Inside the "
+                 "neighbourhood the error grows with C: the bracket magnifies the relative error of any input "
+                 "it is computed from, here the rounding of e = Exp(-|x|).")
+        show = bracket[(bracket["gamma"] < -1)][["variant", "model", "format", "gamma", "bracket", "count",
+                                                  "max_ulp", "witness_pred", "witness_target", "mean_ulp",
+                                                  "share_correct", "nan", "inf"]]
+        doc.table(show, "bracket.csv", " (gamma < -1 shown; the CSV has every gamma)")
+        doc.image(P.plot_bracket(bracket, pdir, "fp32", run.models[-1], threshold=ROOT_NEIGHBOURHOOD_C),
+                  "Max finite ulp error per band of the cancellation factor C, fp32 output (NaN/inf outputs "
+                  "counted in the legend)")
+        doc.para("Primitive ops per element (precision.opcount: every finite fp16 pred, both selectors, weight "
+                 "present, reduction mean, gamma 2, npu machine; a library exp/ln/pow/div counts as one op):")
+        doc.table(ops, "opcount.csv")
 
     doc.heading("Per selector and region")
     sel_cols = ["variant", "model", "format", "target", "region", "count", "max_ulp", "mean_ulp", "p99_ulp",

@@ -51,6 +51,23 @@ Tables (CSV columns)
 ``q_table.csv`` (:func:`q_table`)
     x, q_computed, q_exact, q_rel_err, q_err_ulp, lnp_computed, lnp_exact,
     lnp_rel_err, qg_computed, qg_exact, qg_rel_err (float32 npu ops, gamma 2).
+``bracket.csv`` (:func:`bracket_table`)
+    variant, model, format, gamma, bracket (band of the bracket's cancellation
+    factor C, :mod:`precision.bracket`), c_lo (the band's lower edge) and the
+    run's stat columns; studies with ``bracket_bands`` only.
+``targets.csv`` (:func:`targets_table`)
+    variant, model, format, count, outside (points with C below the root
+    neighbourhood's edge), max_ulp_outside, max_finite_ulp_outside and its
+    witness (hex), inside, max_ulp_inside, nan_inf (all points: NaN/inf where
+    the correctly rounded value is finite), share_correct, not_correct (outputs
+    that are not the correctly rounded value), over_1ulp, max_ulp.
+``neighbourhood.csv`` (:func:`neighbourhood_table`)
+    gamma, c_threshold, s_lo, s_hi: intervals of the argument s of A (pred for
+    selector 0, -pred for selector 1) where C >= the threshold (float64,
+    bisection).
+``opcount.csv`` (:func:`opcount_table`)
+    variant, ops (primitive ops per element on the npu machine,
+    :mod:`precision.opcount`), ratio_to_kernel, per_op.
 ``onset.csv`` (:func:`onset_table`)
     variant, model, format, target, gamma, max_ulp, x_at_max, max_finite_ulp,
     x_at_max_finite, nan_inf (NaN/inf outputs), x_onset_1ulp
@@ -89,6 +106,10 @@ __all__ = [
     "recovery_weight_table",
     "q_table",
     "onset_table",
+    "bracket_table",
+    "targets_table",
+    "neighbourhood_table",
+    "opcount_table",
 ]
 
 #: float32 smallest normal (spec S2's MIN_NORMAL); the G7 band edge.
@@ -116,6 +137,8 @@ def fmt_num(value) -> str:
     >>> fmt_num(1142784), fmt_num(0.50123456), fmt_num(float("inf"))
     ('1,142,784', '0.5012', 'inf')
     """
+    if isinstance(value, str):  # a hex float or label: verbatim
+        return value
     if isinstance(value, (bool, np.bool_)):
         return str(bool(value))
     if isinstance(value, (int, np.integer)):
@@ -579,3 +602,71 @@ def onset_table(run) -> pd.DataFrame:
                          key=lambda s: s.map({v: i for i, v in enumerate(run.variants)}) if s.name == "variant"
                          else (s.map({m: i for i, m in enumerate(run.models)}) if s.name == "model" else s),
                          kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------
+# Bracket bands, the issue-6 targets, operation counts
+# ---------------------------------------------------------------------------
+
+def _band_lower_edge(label: str) -> float:
+    """Lower edge of a band label of :func:`precision.bracket.band_labels` ('C < 2' -> 1)."""
+    if label.startswith("C < ") or label == "all":
+        return 1.0
+    if label.startswith("C >= "):
+        return float(label[5:])
+    return float(label[label.index("[") + 1:label.index(",")])
+
+
+def bracket_table(run) -> pd.DataFrame:
+    """Stats per (variant, model, format, gamma, bracket band); empty without bracket bands."""
+    if "bracket" not in run.groups_raw.columns:
+        return pd.DataFrame()
+    t = merge_groups(run.groups_raw, run.hist, ["variant", "model", "format", "gamma", "bracket"])
+    t.insert(5, "c_lo", t["bracket"].map(_band_lower_edge))
+    t = t.sort_values(["gamma", "c_lo"], kind="stable")
+    return _order(t, run.variants, run.models)
+
+
+def targets_table(run, c_threshold: float) -> pd.DataFrame:
+    """Per (variant, model, format): errors outside and inside the root neighbourhood C >= c_threshold."""
+    if "bracket" not in run.groups_raw.columns:
+        return pd.DataFrame()
+    g = run.groups_raw.copy()
+    g["zone"] = np.where(g["bracket"].map(_band_lower_edge) >= c_threshold, "inside", "outside")
+    keys = ["variant", "model", "format"]
+    allz = merge_groups(g, run.hist, keys).set_index(keys)
+    zoned = merge_groups(g, run.hist, keys + ["zone"])
+    out = zoned[zoned["zone"] == "outside"].set_index(keys)
+    ins = zoned[zoned["zone"] == "inside"].set_index(keys)
+    t = pd.DataFrame(index=allz.index)
+    t["count"] = allz["count"]
+    t["outside"] = out["count"]
+    t["max_ulp_outside"] = out["max_ulp"]
+    t["max_finite_ulp_outside"] = out["max_finite_ulp"]
+    for col in ("witness_pred", "witness_target", "witness_alpha", "witness_gamma"):
+        t[f"{col}_outside"] = out[col]
+    t["inside"] = ins["count"].reindex(t.index).fillna(0).astype(np.int64)
+    t["max_ulp_inside"] = ins["max_ulp"].reindex(t.index)
+    t["nan_inf"] = (allz["nan"] + allz["inf"]).astype(np.int64)
+    t["share_correct"] = allz["share_correct"]
+    t["not_correct"] = t["count"] - g.groupby(keys)["n_correct"].sum().reindex(t.index)
+    t["over_1ulp"] = allz["over_1ulp"]
+    t["max_ulp"] = allz["max_ulp"]
+    return _order(t.reset_index(), run.variants, run.models)
+
+
+def neighbourhood_table(gammas, c_threshold: float) -> pd.DataFrame:
+    """The root neighbourhood's intervals per gamma < -1 (:func:`precision.bracket.neighbourhood`)."""
+    from precision.bracket import neighbourhood
+    rows = [(float(g), c_threshold, a, b) for g in sorted(gammas) for a, b in neighbourhood(g, c_threshold)]
+    return pd.DataFrame(rows, columns=["gamma", "c_threshold", "s_lo", "s_hi"])
+
+
+def opcount_table(variants, reference: str = "kernel") -> pd.DataFrame:
+    """Primitive ops per element on the npu machine (:func:`precision.opcount.count_ops`) and the ratio to ``reference``."""
+    from precision.opcount import count_ops
+    names = list(dict.fromkeys([reference, *variants]))
+    counts = {v: count_ops(v) for v in names}
+    rows = [(v, counts[v][0], counts[v][0] / counts[reference][0],
+             " ".join(f"{k}={n:.2f}" for k, n in counts[v][1].items())) for v in names]
+    return pd.DataFrame(rows, columns=["variant", "ops", "ratio_to_kernel", "per_op"])
