@@ -8,14 +8,18 @@ selector 1).  For ``g < 0`` the bracket's two terms ``u = g*p*ln(p) >= 0`` and
     C(s, g) = max(|u|, q) / |u - q|          (>= 1; C = 1 when nothing cancels)
 
 is the factor by which a relative error in either term is magnified in the
-bracket.  ``A`` has real roots only for ``g < -1``, where ``C`` is infinite.  An
-fp32 recipe that starts from ``e = Exp(-|x|)`` inherits e's rounding error
-magnified by about ``C``, so accuracy targets are stated outside the **root
-neighbourhood** ``{C >= threshold}`` for ``gamma < -1`` and the errors inside it
-are reported by band of ``C``.
+bracket.  ``A`` has real roots only for ``g < -1``, where ``C`` is infinite;
+for ``-1 <= g < 0`` C is finite but can be large (it grows without bound at
+``g = -1`` as s grows, where the terms agree to ``O(e^-s)``).  An fp32 recipe
+that starts from ``e = Exp(-|x|)`` inherits e's rounding error magnified by
+about ``C`` unless it removes the cancellation algebraically (as the
+candidate does at ``g = -1``), so accuracy targets are stated outside the
+**root neighbourhood** ``{gamma < -1 and C >= threshold}`` and the errors
+inside it are reported by band of ``C``.
 
-C is evaluated in float64 (stable log-sigmoid forms); it only classifies points
-into bands, so float64's own error near ``C ~ 1e15`` is irrelevant.
+C is evaluated in float64 through the ratio of the two terms (no term
+underflows, for any finite s); it only classifies points into bands, so
+float64's own error near ``C ~ 1e15`` is irrelevant.
 """
 
 from __future__ import annotations
@@ -29,20 +33,22 @@ ROOT_NEIGHBOURHOOD_C = 4.0
 
 
 def cancellation_factor(s, gamma: float) -> np.ndarray:
-    """C(s, gamma) of the module docstring, float64, for gamma < -1; 1.0 for gamma >= -1.
+    """C(s, gamma) of the module docstring, float64; 1.0 where the terms do not oppose (gamma >= 0).
 
-    For gamma >= -1 A has no roots; the toolkit's neighbourhood is about roots,
-    so C is reported as 1 there (no band beyond the first).
+    Evaluated through the ratio ``r = u/q`` (``r = -g log1p(e)/e`` for
+    ``s >= 0``, ``r = g e (s - log1p(e))`` for ``s < 0``, ``e = exp(-|s|)``), so
+    no term underflows: ``C = max(r, 1) / |r - 1|``, which tends to
+    ``|g| / |g + 1|`` as s grows.
     """
     s = np.asarray(s, dtype=np.float64)
-    if gamma >= -1:
+    if gamma >= 0:
         return np.ones(s.shape)
     with np.errstate(all="ignore"):
-        log_p = -np.logaddexp(0.0, -s)                    # ln sigmoid(s)
-        p = np.exp(log_p)
-        q = np.exp(-np.logaddexp(0.0, s))                 # sigmoid(-s)
-        u = gamma * p * log_p
-        c = np.maximum(np.abs(u), q) / np.abs(u - q)
+        e = np.exp(-np.abs(s))
+        l1p = np.log1p(e)
+        log1p_over_e = np.where(e == 0, 1.0, l1p / np.where(e == 0, 1.0, e))
+        r = np.where(s >= 0, -gamma * log1p_over_e, gamma * e * (s - l1p))
+        c = np.maximum(r, 1.0) / np.abs(r - 1.0)
     return np.where(np.isnan(c), 1.0, c)
 
 
@@ -68,7 +74,7 @@ def band_labels(edges) -> list:
         return ["all"]
 
     def fmt(v):
-        return f"{v:g}"
+        return f"{v:.10g}"
 
     return ([f"C < {fmt(edges[0])}"] + [f"C in [{fmt(a)}, {fmt(b)})" for a, b in zip(edges[:-1], edges[1:])]
             + [f"C >= {fmt(edges[-1])}"])
@@ -76,11 +82,13 @@ def band_labels(edges) -> list:
 
 def neighbourhood(gamma: float, threshold: float = ROOT_NEIGHBOURHOOD_C, lo: float = -64.0, hi: float = 64.0,
                   grid: int = 1 << 16) -> list:
-    """Intervals of the argument s of A where C(s, gamma) >= threshold, as (a, b) pairs.
+    """Intervals of the argument s of A where C(s, gamma) >= threshold, as (a, b) pairs (gamma < -1).
 
     Found on a uniform grid of ``grid`` points over [lo, hi] and refined by 60
-    bisection steps at each crossing; an interval that reaches an end of the
-    scan is open there (reported as that end).  Empty for gamma >= -1.
+    bisection steps at each crossing.  An interval reaching ``hi`` ends at
+    +inf when C's limit ``|g| / |g + 1|`` is at least the threshold (C is
+    monotone there), else at ``hi``; likewise ``lo`` and -inf (C -> 1 as
+    s -> -inf).  Empty for gamma >= -1 (no roots).
     """
     if gamma >= -1:
         return []
@@ -98,7 +106,7 @@ def neighbourhood(gamma: float, threshold: float = ROOT_NEIGHBOURHOOD_C, lo: flo
         return 0.5 * (a + b)
 
     out = []
-    start = lo if inside[0] else None
+    start = (-np.inf if threshold <= 1 else lo) if inside[0] else None
     for i in np.flatnonzero(inside[1:] != inside[:-1]):
         edge = crossing(s[i], s[i + 1])
         if inside[i + 1]:
@@ -107,5 +115,6 @@ def neighbourhood(gamma: float, threshold: float = ROOT_NEIGHBOURHOOD_C, lo: flo
             out.append((float(start), float(edge)))
             start = None
     if start is not None:
-        out.append((float(start), float(hi)))
+        open_end = abs(gamma) / abs(gamma + 1.0) >= threshold
+        out.append((float(start), np.inf if open_end else float(hi)))
     return out

@@ -640,7 +640,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) ->
         _atomic_csv(out / name, table)
     changes = pd.concat(c_frames, ignore_index=True) if c_frames else pd.DataFrame(
         columns=["guard", "with_variant", "without_variant", "model", "format", "profile", "alpha", "gamma",
-                 "weight", "dout", "target", "region", "changed", "count"])
+                 "weight", "dout", "target", "region"] + (["bracket"] if bands else []) + ["changed", "count"])
     _atomic_csv(out / "changes.csv", changes)
     # the fine groups' raw sums and histograms, for re-merging by reports
     atomic_write_npz(out / "hist.npz", {"group": hist["group"].to_numpy(), "bin": hist["bin"].to_numpy(),

@@ -23,11 +23,31 @@ def test_matches_mpmath(s, g):
     assert cancellation_factor(np.float64(s), g) == pytest.approx(float(c_exact(s, g)), rel=1e-9)
 
 
-def test_one_without_roots():
+def test_one_when_terms_do_not_oppose():
     s = np.linspace(-50, 50, 101)
-    for g in (-1.0, -0.5, 0.0, 2.0):
+    for g in (0.0, 0.5, 2.0):
         assert (cancellation_factor(s, g) == 1.0).all()
-        assert neighbourhood(g) == []
+    for g in (-1.0, -0.5, 0.0, 2.0):
+        assert neighbourhood(g) == []  # no roots for gamma >= -1
+
+
+@pytest.mark.parametrize("g,limit", [(-1.2, 6.0), (-1.5, 3.0), (-2.0, 2.0), (-3.0, 1.5), (-0.5, 2.0)])
+def test_far_right_tends_to_the_ratio_of_the_terms(g, limit):
+    # q and ln(p) underflow in float64 beyond s ~ 745; C does not: it tends to |g| / |g + 1|
+    c = cancellation_factor(np.array([50.0, 745.0, 800.0, 65504.0, 3e38]), g)
+    assert np.allclose(c, limit, rtol=1e-12)
+    assert cancellation_factor(np.array([-800.0, -3e38]), g).tolist() == [1.0, 1.0]
+
+
+def test_gamma_minus_one_cancels_without_bound():
+    c = cancellation_factor(np.array([10.0, 30.0]), -1.0)
+    assert float(c_exact(10.0, -1.0)) == pytest.approx(c[0], rel=1e-6)
+    assert c[1] > 1e12
+
+
+def test_open_neighbourhood_reaches_infinity():
+    (lo, hi), = neighbourhood(-1.2)   # C -> 6 >= 4 as s -> inf
+    assert hi == np.inf and float(c_exact(lo, -1.2)) == pytest.approx(ROOT_NEIGHBOURHOOD_C, rel=1e-9)
 
 
 def test_neighbourhood_edges_are_where_c_crosses_the_threshold():

@@ -281,3 +281,22 @@ def test_candidate_section_and_verdicts(candidate_report):
     ops2.loc[ops2["variant"] == "candidate", "ratio_to_kernel"] = 1.6
     flipped = [f.text for f in candidate_findings(worse, ops2, 4.0)]
     assert len(flipped) == 5 and all("MISSED" in t for t in flipped)
+
+
+def test_targets_need_the_threshold_as_a_band_edge(candidate_report):
+    """A band straddling C = 4 cannot be split into inside/outside: no targets table then."""
+    from precision.report.load import load_run
+    from precision.report.tables import targets_table
+    run = load_run(candidate_report.parent.parent / "runs" / "cand_tiny")
+    assert not targets_table(run, 4.0).empty
+    assert targets_table(run, 3.0).empty          # 3 lies inside the band [2, 4)
+    assert not targets_table(run, 16.0).empty
+
+
+def test_candidate_findings_skip_variants_without_rows(candidate_report):
+    from precision.report.findings import candidate_findings
+    targets = pd.read_csv(candidate_report / "tables" / "targets.csv")
+    ops = pd.read_csv(candidate_report / "tables" / "opcount.csv")
+    fp16_only = targets[(targets["format"] == "fp16") & (targets["variant"] == "kernel")].assign(variant="mmcv-fp16")
+    texts = [f.text for f in candidate_findings(pd.concat([targets, fp16_only]), ops, 4.0)]
+    assert len(texts) == 5 and sum("mmcv-fp16" in t for t in texts) == 2   # the two fp16 findings

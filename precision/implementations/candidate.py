@@ -20,10 +20,11 @@ sum hi + lo of two fp32 values):
 
 1. **e and its rounding error.**  ``e = Exp(-ax)``; its relative error is
    recovered as ``el/e = ln(k*e_true) - Ln(k*e)`` with ``k = 4`` on
-   ``[0.6875, 2.5)`` (so ``|ln(4e)| < 0.7`` and the Ln result's own rounding
-   is at most u/2) and ``k = 1`` below (``ln(4) = LN4_HI + LN4_LO``, the
-   first sum exact by Sterbenz); above 2.5 ``el = 0`` (there the raw Exp is as
-   good and ``e`` matters less).  Near the roots of A this is the error that
+   ``[0.6875, 2.5)`` and ``k = 1`` below (``ln(4) = LN4_HI + LN4_LO``, the
+   first sum exact by Sterbenz), so ``|ln(k*e)| < 0.7`` up to |x| = 2.08
+   (the Ln result's own rounding, which bounds what is recovered, is then at
+   most u/2) and ``< 1.12`` up to 2.5 (at most u); above 2.5 ``el = 0``
+   (there the raw Exp is as good and ``e`` matters less).  Near the roots of A this is the error that
    remains: a relative error eps in ``e`` changes the bracket by about
    ``C * eps`` (C = its cancellation factor).
 2. **z = e/(2+e) as zh + zl.**  ``zh = Div0ulp(e, 2+e)``; the residual
@@ -31,13 +32,17 @@ sum hi + lo of two fp32 values):
    ``2zh`` is within a factor 2 of ``e``) and ``el`` give
    ``2zl = 2(residual + (1-z)*el) / (2+e) = (residual + (1-z)*el) * (1-z)``.
 3. **L = log1p(e) without Ln**, as a double-float: ``L = 2zh + (2zl + zh^3*T(zh^2))``
-   with ``T(w) = 2/3 + 2w/5 + ... + 2w^6/15`` (the atanh series; ``w <= 1/9``,
-   so 7 terms leave ~2^-40 relative), summed by Fast2Sum.
+   with ``T(w) = 2/3 + 2w/5 + ... + 2w^6/15`` (the atanh series; ``z <= 1/3``,
+   so the first omitted term ``2z^17/17`` is at most 2^-29.5 of L, at x = 0,
+   and falls like ``z^16``), summed by Fast2Sum.
 4. **D/e = -z + z^2*T/(2+e)**, ``1/(2+e) = (1-z)/2`` (the first series term folded: ``2z - e = -e*z``),
    so ``g1 + g*D/e`` has no cancellation except at its own roots
-   (``-1.4427 < gamma < -1``); at ``gamma = -1`` it is ``-D/e``, exact to a few u.
+   (``-1.4427 < gamma < -1``); at ``gamma = -1`` it is ``-D/e``, exact to a few u
+   while e is normal (|x| < 87.3; beyond, e and this bracket are subnormal).
 5. **Powers as Exp of a double-float exponent.**  ``-g1*L`` and ``-g1*ax`` by
-   exact products (mul + fma), ``-g1*(ax + L)`` by TwoSum; ``Exp`` of the high
+   exact products (mul + fma; |x| clamped first to a host power of two beyond
+   which the power is 0 or inf anyway, so the product stays finite and its
+   low part small), ``-g1*(ax + L)`` by TwoSum; ``Exp`` of the high
    part, the low part ``lo`` applied as ``(1 + lo)`` to the coefficient (one
    fma), so the product of three factors is rounded twice.
 6. **Brackets.**  ``-(1 + g*e*(ax + L))`` with ``g*e`` and ``ax + L`` as
@@ -64,12 +69,21 @@ Measured (``studies/candidate.toml``, reports/candidate): see the report for
 the numbers.  Known limits: near the roots of A for gamma < -1 the error grows
 like C times e's remaining error (intrinsic to an fp32 Exp of -|x|); the
 ``(1 - alpha)`` coefficient is the host's float32 rounding (exact on the alpha
-grid); a subnormal scale (weight*dout/count below 2^-126) keeps only its
-absolute accuracy; weight*dout (fp32 inputs) and the division by count are
-roundings of their own, so with them the bound grows by up to 1 ulp each.
+grid); weight*dout (fp32 inputs) and the division by count are roundings of
+their own, so with them the bound grows by up to 1 ulp each.  Magnitude
+limits (products formed in a fixed order, not by size): a subnormal scale
+(weight*dout/count below 2^-126) keeps only its absolute accuracy, and with
+gamma < -1 its ``Exp(arg - 88)`` factor can overflow; a coefficient times
+bracket above FLT_MAX (scale near FLT_MAX) overflows before the power
+applies; at gamma = -1 a subnormal e (|x| > 87.3) stays subnormal whatever
+the scale; for |gamma + 1| > 127 the big-base power ``Exp(-g1*L)`` can
+overflow (a zero coefficient then gives NaN); the e-error recovery assumes a
+moderate gamma (errors grow with |gamma| beyond the grid: 4.8 ulp at 20).
 """
 
 from __future__ import annotations
+
+import math
 
 import mpmath
 import numpy as np
@@ -94,6 +108,19 @@ SHIFT_RANGE = (np.float32(-80.0), np.float32(88.0))
 LN_SCALED_RANGE = (np.float32(0.6875), np.float32(2.5))
 LN4_HI = np.float32(mpmath.log(4))
 LN4_LO = np.float32(mpmath.log(4) - mpmath.mpf(float(LN4_HI)))
+
+
+def _exponent_cap(g1: float) -> float:
+    """Host: a power of two M with |g1| M in [2^12, 2^13) (float32 range; inf when g1 = 0).
+
+    Beyond M, ``exp(-g1 |x|)`` is far outside float32 whatever the coefficient,
+    so |x| can be clamped to M in that exponent: the product cannot overflow
+    and its rounding error (the low part) stays far below 1.
+    """
+    if g1 == 0:
+        return float(np.finfo(np.float32).max)
+    k = math.ceil(math.log2(4096.0 / abs(g1)))
+    return math.ldexp(1.0, min(max(k, -149), 127))
 
 
 def _two_sum(m, a, b):
@@ -127,6 +154,7 @@ def candidate(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, r
     g1h = np.float32(host.g1)
     g1l = np.float32(float(host.g) + 1.0 - float(g1h))
     has_g1l = bool(g1l != 0)
+    g1 = float(host.g) + 1.0
     g1h, ng1h, ng1l = scalar(g1h), scalar(-g1h), scalar(-g1l)
     a, noma = scalar(host.a), scalar(-host.oma)
 
@@ -168,11 +196,12 @@ def candidate(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, r
         bh = m.mul(g1h, lh)
         nbh = m.mul(ng1h, lh)
         nbl = m.fma(ng1h, ll, m.fma(ng1h, lh, bh))
-        ah = m.mul(g1h, ax)
-        nah = m.mul(ng1h, ax)
-        nae = m.fma(ng1h, ax, ah)
+        axe = m.minimum(ax, scalar(_exponent_cap(g1)))   # = ax wherever exp(-g1*ax) is not 0 or inf
+        ah = m.mul(g1h, axe)
+        nah = m.mul(ng1h, axe)
+        nae = m.fma(ng1h, axe, ah)
         if has_g1l:
-            nae = m.fma(ng1l, ax, nae)
+            nae = m.fma(ng1l, axe, nae)
             nbl = m.fma(ng1l, lh, nbl)
         nsh, nse = _two_sum(m, nah, nbh)
         nslo = m.add(nse, m.add(nae, nbl))

@@ -576,7 +576,8 @@ def candidate_findings(targets: pd.DataFrame, ops: pd.DataFrame, c_threshold: fl
         nan_inf, count = cite("nan_inf", T, targets, w, "nan_inf"), cite("count", T, targets, w, "count")
         nums = [nan_inf, count]
         others = []
-        for v in cmp_variants:
+        present = set(targets.loc[(targets["model"] == model) & (targets["format"] == fmt), "variant"])
+        for v in (v for v in cmp_variants if v in present):  # fp16-only variants have no fp32 rows
             wv = {"variant": v, "model": model, "format": fmt}
             col = "max_finite_ulp_outside" if fmt == "fp32" else "max_ulp"
             mx, ni = cite(f"{v}_max", T, targets, wv, col), cite(f"{v}_nan_inf", T, targets, wv, "nan_inf")

@@ -281,13 +281,16 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
         doc.para("The root neighbourhood (C >= " + T.fmt_num(ROOT_NEIGHBOURHOOD_C) + ") as intervals of the "
                  "argument s of A (s = pred for selector 0, -pred for selector 1):")
         doc.table(hood, "neighbourhood.csv")
-        doc.para("Errors per band of C (every gamma; C = 1 for gamma >= -1, where A has no roots). Inside the "
-                 "neighbourhood the error grows with C: the bracket magnifies the relative error of any input "
-                 "it is computed from, here the rounding of e = Exp(-|x|).")
-        show = bracket[(bracket["gamma"] < -1)][["variant", "model", "format", "gamma", "bracket", "count",
-                                                  "max_ulp", "witness_pred", "witness_target", "mean_ulp",
-                                                  "share_correct", "nan", "inf"]]
-        doc.table(show, "bracket.csv", " (gamma < -1 shown; the CSV has every gamma)")
+        doc.para("Errors per band of C (gamma < 0, where the bracket's terms oppose; C = 1 for gamma >= 0). For "
+                 "gamma < -1 the bands at or above the threshold are the root neighbourhood; there the error "
+                 "grows with C, since the bracket magnifies the relative error of any input it is computed "
+                 "from (here the rounding of e = Exp(-|x|)). For -1 <= gamma < 0 the terms cancel without a "
+                 "root (without bound at gamma = -1 as x grows); a recipe that removes that cancellation "
+                 "algebraically stays accurate in every band.")
+        show = bracket[(bracket["gamma"] < 0)][["variant", "model", "format", "gamma", "bracket", "count",
+                                                 "max_ulp", "max_finite_ulp", "witness_pred", "witness_target",
+                                                 "mean_ulp", "share_correct", "nan", "inf"]]
+        doc.table(show, "bracket.csv", " (gamma < 0 shown; the CSV has every gamma)")
         doc.image(P.plot_bracket(bracket, pdir, "fp32", run.models[-1], threshold=ROOT_NEIGHBOURHOOD_C),
                   "Max finite ulp error per band of the cancellation factor C, fp32 output (NaN/inf outputs "
                   "counted in the legend)")

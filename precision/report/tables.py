@@ -617,8 +617,22 @@ def _band_lower_edge(label: str) -> float:
     return float(label[label.index("[") + 1:label.index(",")])
 
 
+def _band_upper_edge(label: str) -> float:
+    """Upper edge of a band label ('C in [2, 4)' -> 4, 'C >= 64' -> inf)."""
+    if label.startswith("C >= ") or label == "all":
+        return np.inf
+    if label.startswith("C < "):
+        return float(label[4:])
+    return float(label[label.index(",") + 1:label.index(")")])
+
+
 def bracket_table(run) -> pd.DataFrame:
-    """Stats per (variant, model, format, gamma, bracket band); empty without bracket bands."""
+    """Stats per (variant, model, format, gamma, bracket band); empty without bracket bands.
+
+    C is the true cancellation factor for every gamma < 0 (1 for gamma >= 0);
+    only gamma < -1 has roots, so only there do bands at or above the
+    neighbourhood's edge count as inside it (:func:`targets_table`).
+    """
     if "bracket" not in run.groups_raw.columns:
         return pd.DataFrame()
     t = merge_groups(run.groups_raw, run.hist, ["variant", "model", "format", "gamma", "bracket"])
@@ -628,11 +642,20 @@ def bracket_table(run) -> pd.DataFrame:
 
 
 def targets_table(run, c_threshold: float) -> pd.DataFrame:
-    """Per (variant, model, format): errors outside and inside the root neighbourhood C >= c_threshold."""
+    """Per (variant, model, format): errors outside and inside the root neighbourhood.
+
+    The neighbourhood is gamma < -1 and C >= c_threshold; empty unless the
+    run has bracket bands with ``c_threshold`` among their edges (otherwise a
+    band would straddle it).
+    """
     if "bracket" not in run.groups_raw.columns:
         return pd.DataFrame()
     g = run.groups_raw.copy()
-    g["zone"] = np.where(g["bracket"].map(_band_lower_edge) >= c_threshold, "inside", "outside")
+    c_lo = g["bracket"].map(_band_lower_edge)
+    c_hi = g["bracket"].map(_band_upper_edge)
+    if ((c_lo < c_threshold) & (c_hi > c_threshold)).any():  # a band straddles the threshold
+        return pd.DataFrame()
+    g["zone"] = np.where((c_lo >= c_threshold) & (g["gamma"] < -1), "inside", "outside")
     keys = ["variant", "model", "format"]
     allz = merge_groups(g, run.hist, keys).set_index(keys)
     zoned = merge_groups(g, run.hist, keys + ["zone"])

@@ -97,6 +97,10 @@ def test_accuracy_fp32_sample(model):
     (88.75, 0, 0.25, -2.0, 2.0),
     # next to a root of A (C = 3771 ulp-class cancellation): finite, right sign
     (float.fromhex("-0x1.d7c0000000000p-1"), 0, 0.25, -2.0, None),
+    # |x| g1 beyond float32 (|x| is clamped in the exponent): no NaN, no sign flip
+    (3e38, 2, 0.25, 2.0, 0.5),
+    (1e10, 1, 0.25, -1.2, 0.5),
+    (-1e10, 0, 0.25, -1.2, 0.5),
 ])
 def test_witnesses(x, t, alpha, gamma, bound):
     xs = np.float32([x])
@@ -127,6 +131,17 @@ def test_mean_uses_exact_count():
     out = candidate("ieee", x, t, np.ones_like(x), None, 0.25, 2.0, "mean", count=7)[0]
     hi, lo, _ = oracle.exact_gradient(x[0].astype(np.float64), t[0], 0.25, 2.0, 1.0, 1.0, 7)
     assert ulp_error(out, (hi, lo), "fp32").max() <= 4.0
+
+
+def test_beyond_float32_exponent_range():
+    # exact values 0 (x g1 -> -inf) and +inf (x g1 -> +inf): no NaN, right sign
+    x = np.float32([[3e38, -2e38, 1e10, 65504.0]])
+    t = np.int32([[0, 1, 0, 0]])
+    for model in ("ieee", "npu"):
+        out = candidate(model, x, t, np.ones_like(x), None, 0.25, 2.0, "none")[0]
+        assert out[:2].tolist() == [0.0, 0.0]
+        out = candidate(model, x[:, 2:], t[:, 2:], np.ones_like(x[:, 2:]), None, 0.25, -1.2, "none")[0]
+        assert np.isposinf(out).all()
 
 
 def test_opcount_ratio():
