@@ -619,7 +619,7 @@ def candidate_findings(targets: pd.DataFrame, ops: pd.DataFrame, c_threshold: fl
         out.append(Finding("candidate/ops", "candidate",
                            f"Cost: {candidate} {c_ops.text} primitive ops per element against the production "
                            f"kernel's {k_ops.text} (npu machine, standard input), a ratio of {ratio.text}; target "
-                           f"<= {fmt_num(K['ops_ratio'])} {_verdict(ratio.value <= K['ops_ratio'])}.",
+                           f"<= {fmt_num(K['ops_ratio'])}: {_verdict(ratio.value <= K['ops_ratio'])}.",
                            [c_ops, k_ops, ratio]))
     return out
 
