@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cancellation_factor", "bracket_band", "band_labels", "neighbourhood", "ROOT_NEIGHBOURHOOD_C"]
+__all__ = ["cancellation_factor", "bracket_band", "band_labels", "band_bounds", "neighbourhood",
+           "ROOT_NEIGHBOURHOOD_C"]
 
 #: The documented root neighbourhood: the bracket cancels by a factor of 4 (2 bits) or more.
 ROOT_NEIGHBOURHOOD_C = 4.0
@@ -78,6 +79,18 @@ def band_labels(edges) -> list:
 
     return ([f"C < {fmt(edges[0])}"] + [f"C in [{fmt(a)}, {fmt(b)})" for a, b in zip(edges[:-1], edges[1:])]
             + [f"C >= {fmt(edges[-1])}"])
+
+
+def band_bounds(label: str) -> tuple:
+    """(lower, upper) edges of a label of :func:`band_labels` ('C in [2, 4)' -> (2, 4); C >= 1 always)."""
+    if label == "all":
+        return 1.0, np.inf
+    if label.startswith("C < "):
+        return 1.0, float(label[4:])
+    if label.startswith("C >= "):
+        return float(label[5:]), np.inf
+    lo, hi = label[label.index("[") + 1:label.index(")")].split(",")
+    return float(lo), float(hi)
 
 
 def neighbourhood(gamma: float, threshold: float = ROOT_NEIGHBOURHOOD_C, lo: float = -64.0, hi: float = 64.0,

@@ -81,7 +81,7 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 #: Bumped whenever a change could alter any returned bit (cache keys use it).
-#: 2: focal term tables are computed at each (x, gamma)'s own starting
+#: 2: focal terms are computed at each (x, gamma)'s own starting
 #: precision, so their bits no longer depend on which gammas share a batch.
 ORACLE_VERSION = "2"
 
@@ -379,17 +379,20 @@ def focal_term(x: float, gamma: float, prec: int) -> Ball:
 def focal_terms(x: float, gammas, signs=(1, -1), prec: int | None = None) -> dict:
     """A(s x, g) for every g in ``gammas`` and s in ``signs``, sharing exp and log1p.
 
-    Returns ``{(s, g): Ball}``; the working precision is ``prec`` or the
-    largest :func:`_initial_prec` over the gammas.
+    Returns ``{(s, g): Ball}``.  The working precision is ``prec``, or else
+    each gamma's own :func:`_initial_prec` (gammas with the same precision
+    share exp and log1p), so a ball never depends on the other gammas asked
+    for with it.
     """
-    if prec is None:
-        prec = max(_initial_prec(x, g) for g in gammas)
-    parts = _SigmoidParts(libmp.mpf_abs(libmp.from_float(x)), prec)
     out = {}
+    parts_at = {}
     for g in gammas:
+        p = prec if prec is not None else _initial_prec(x, g)
+        if p not in parts_at:
+            parts_at[p] = _SigmoidParts(libmp.mpf_abs(libmp.from_float(x)), p)
         G = libmp.from_float(g)
         for s in signs:
-            out[(s, g)] = _focal_from_parts(parts, s * x >= 0, G, g)
+            out[(s, g)] = _focal_from_parts(parts_at[p], s * x >= 0, G, g)
     return out
 
 

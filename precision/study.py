@@ -27,7 +27,7 @@ A study file (``studies/NAME.toml``)::
     count = 1                         # mean only: N*C, the coefficient is 1/count
     regions = [-20, -8, 0, 8, 20]     # pred region edges for the tables
     bracket_bands = [4, 16]           # optional: edges on the bracket's cancellation factor C
-                                      # (precision.bracket; gamma < -1 only); adds by_bracket.csv
+                                      # (precision.bracket); adds a bracket column and by_bracket.csv
     profiles = ["fp16", "fp32"]       # pred dtype (= output format), or "pred/dout/weight"
 
     [run]

@@ -539,8 +539,8 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) ->
     region_names = region_labels(study.region_edges)
     R = len(region_names)
     bands = bool(study.bracket_edges)
-    band_names = np.asarray(band_labels(study.bracket_edges), dtype=object)
-    B = len(band_names) if bands else 1
+    band_names = np.asarray(band_labels(study.bracket_edges), dtype=object)  # ["all"] without bands
+    B = len(band_names)
 
     def decode(gid, targets):
         """(target values, region labels, band labels or None) of a task's group ids."""

@@ -124,14 +124,7 @@ def focal_term_tables(x, gammas) -> dict:
         by_magnitude.setdefault(abs(xi), []).append(i)
     for ax, members in by_magnitude.items():
         signs = sorted({1 if xs[i] >= 0 else -1 for i in members}, reverse=True)
-        # gammas sharing a starting precision share exp and log1p; each (x, gamma)
-        # is computed at its own precision, so its bits never depend on the batch
-        by_prec: dict = {}
-        for g in gammas:
-            by_prec.setdefault(oracle._initial_prec(ax, g), []).append(g)
-        balls = {}
-        for prec, group in by_prec.items():
-            balls.update(oracle.focal_terms(ax, group, signs, prec=prec))
+        balls = oracle.focal_terms(ax, gammas, signs)  # each at its own precision: batch-independent bits
         for i in members:
             s = 1 if xs[i] >= 0 else -1
             for g in gammas:

@@ -4,8 +4,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from precision.bracket import (ROOT_NEIGHBOURHOOD_C, band_labels, bracket_band, cancellation_factor,
-                               neighbourhood)
+from precision.bracket import (ROOT_NEIGHBOURHOOD_C, band_bounds, band_labels, bracket_band,
+                               cancellation_factor, neighbourhood)
 
 
 def c_exact(s, g):
@@ -76,3 +76,6 @@ def test_bands_follow_the_selector():
     assert both.tolist() == np.maximum(b0, b1).tolist()
     assert band_labels(edges) == ["C < 2", "C in [2, 4)", "C in [4, 16)", "C >= 16"]
     assert band_labels(()) == ["all"]
+    # the labels read back as their edges
+    assert [band_bounds(b) for b in band_labels(edges)] == [(1.0, 2.0), (2.0, 4.0), (4.0, 16.0), (16.0, np.inf)]
+    assert band_bounds("all") == (1.0, np.inf)

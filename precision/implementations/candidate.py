@@ -151,10 +151,10 @@ def candidate(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, r
     # host: g1 = g + 1 as an unevaluated float32 pair (exact); the low part is
     # nonzero only for |gamma| < 2^-23-ish or gamma beyond 2^24, and its ops
     # are emitted only then.
+    g1 = float(host.g) + 1.0                              # exact for |gamma| < 2^53
     g1h = np.float32(host.g1)
-    g1l = np.float32(float(host.g) + 1.0 - float(g1h))
+    g1l = np.float32(g1 - float(g1h))
     has_g1l = bool(g1l != 0)
-    g1 = float(host.g) + 1.0
     g1h, ng1h, ng1l = scalar(g1h), scalar(-g1h), scalar(-g1l)
     a, noma = scalar(host.a), scalar(-host.oma)
 

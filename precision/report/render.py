@@ -185,7 +185,7 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     bracket = T.bracket_table(run)
     targets = T.targets_table(run, ROOT_NEIGHBOURHOOD_C)
     cand_section = not targets.empty and "candidate" in set(targets["variant"])
-    ops = T.opcount_table([v for v in run.variants if v != "kernel"]) if cand_section else pd.DataFrame()
+    ops = T.opcount_table(run.variants) if cand_section else pd.DataFrame()
     findings += F.candidate_findings(targets, ops, ROOT_NEIGHBOURHOOD_C) if cand_section else []
 
     doc.heading("Findings")

@@ -87,6 +87,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from precision.bracket import band_bounds, neighbourhood
 from precision.sweep import merge_groups
 
 __all__ = [
@@ -608,24 +609,6 @@ def onset_table(run) -> pd.DataFrame:
 # Bracket bands, the issue-6 targets, operation counts
 # ---------------------------------------------------------------------------
 
-def _band_lower_edge(label: str) -> float:
-    """Lower edge of a band label of :func:`precision.bracket.band_labels` ('C < 2' -> 1)."""
-    if label.startswith("C < ") or label == "all":
-        return 1.0
-    if label.startswith("C >= "):
-        return float(label[5:])
-    return float(label[label.index("[") + 1:label.index(",")])
-
-
-def _band_upper_edge(label: str) -> float:
-    """Upper edge of a band label ('C in [2, 4)' -> 4, 'C >= 64' -> inf)."""
-    if label.startswith("C >= ") or label == "all":
-        return np.inf
-    if label.startswith("C < "):
-        return float(label[4:])
-    return float(label[label.index(",") + 1:label.index(")")])
-
-
 def bracket_table(run) -> pd.DataFrame:
     """Stats per (variant, model, format, gamma, bracket band); empty without bracket bands.
 
@@ -636,7 +619,7 @@ def bracket_table(run) -> pd.DataFrame:
     if "bracket" not in run.groups_raw.columns:
         return pd.DataFrame()
     t = merge_groups(run.groups_raw, run.hist, ["variant", "model", "format", "gamma", "bracket"])
-    t.insert(5, "c_lo", t["bracket"].map(_band_lower_edge))
+    t.insert(5, "c_lo", t["bracket"].map(band_bounds).str[0])
     t = t.sort_values(["gamma", "c_lo"], kind="stable")
     return _order(t, run.variants, run.models)
 
@@ -644,15 +627,15 @@ def bracket_table(run) -> pd.DataFrame:
 def targets_table(run, c_threshold: float) -> pd.DataFrame:
     """Per (variant, model, format): errors outside and inside the root neighbourhood.
 
-    The neighbourhood is gamma < -1 and C >= c_threshold; empty unless the
-    run has bracket bands with ``c_threshold`` among their edges (otherwise a
-    band would straddle it).
+    The neighbourhood is gamma < -1 and C >= c_threshold; empty without
+    bracket bands or when a band straddles ``c_threshold`` (its points could
+    not be placed).
     """
     if "bracket" not in run.groups_raw.columns:
         return pd.DataFrame()
     g = run.groups_raw.copy()
-    c_lo = g["bracket"].map(_band_lower_edge)
-    c_hi = g["bracket"].map(_band_upper_edge)
+    bounds = g["bracket"].map(band_bounds)
+    c_lo, c_hi = bounds.str[0], bounds.str[1]
     if ((c_lo < c_threshold) & (c_hi > c_threshold)).any():  # a band straddles the threshold
         return pd.DataFrame()
     g["zone"] = np.where((c_lo >= c_threshold) & (g["gamma"] < -1), "inside", "outside")
@@ -680,7 +663,6 @@ def targets_table(run, c_threshold: float) -> pd.DataFrame:
 
 def neighbourhood_table(gammas, c_threshold: float) -> pd.DataFrame:
     """The root neighbourhood's intervals per gamma < -1 (:func:`precision.bracket.neighbourhood`)."""
-    from precision.bracket import neighbourhood
     rows = [(float(g), c_threshold, a, b) for g in sorted(gammas) for a, b in neighbourhood(g, c_threshold)]
     return pd.DataFrame(rows, columns=["gamma", "c_threshold", "s_lo", "s_hi"])
 
