@@ -199,6 +199,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_study_run_options(p) -> None:
+    """The options of a command that runs a study: run folder, oracle cache, worker processes."""
+    p.add_argument("--out", help="run folder (default: out/<study name>)")
+    p.add_argument("--cache-dir", help="oracle cache folder (default: $PRECISION_CACHE_DIR or the user cache)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the oracle cache")
+    p.add_argument("--workers", type=_positive_int, help="worker processes (default: every core)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="precision", description="Numerical-precision analysis of SigmoidFocalLossGrad.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -227,11 +235,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a study file: oracle, every variant, scores, tables")
     p.add_argument("study", help="a study file, e.g. studies/quick.toml")
-    p.add_argument("--out", help="output folder (default: out/<study name>)")
-    p.add_argument("--cache-dir", help="oracle cache folder (default: $PRECISION_CACHE_DIR or the user cache)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the oracle cache")
+    _add_study_run_options(p)
     p.add_argument("--scheduler", help="Dask scheduler tcp://host:port, or 'local' for a LocalCluster")
-    p.add_argument("--workers", type=_positive_int, help="worker processes (default: every core)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("gate", help="check a study's scores against error budgets (exit 1 on a failure)")
@@ -242,10 +247,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", help="write JUnit XML here")
     p.add_argument("--json", help="write the results as JSON here")
     p.add_argument("--propose", help="write a budgets file with limits from this run here")
-    p.add_argument("--out", help="run folder (default: out/<study name>)")
-    p.add_argument("--cache-dir", help="oracle cache folder")
-    p.add_argument("--no-cache", action="store_true")
-    p.add_argument("--workers", type=_positive_int)
+    _add_study_run_options(p)
     p.set_defaults(func=_cmd_gate)
 
     p = sub.add_parser("report", help="build reports/<study>/ (Markdown, HTML, plots, tables) from a run folder",

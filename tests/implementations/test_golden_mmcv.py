@@ -20,6 +20,7 @@ def same_bits(a, b):
     return a.dtype == b.dtype and bool(((a.view(u) == b.view(u)) | (np.isnan(a) & np.isnan(b))).all())
 
 
+
 class Scalar:
     """float32 scalar ops plus the ieee machine's Exp/Ln/Power on one element."""
 
@@ -84,6 +85,13 @@ def random_points(seed, n=96):
     return x.reshape(8, -1), t.reshape(8, -1), d.reshape(8, -1), w.reshape(8, -1)
 
 
+def scalar_reference(scalar_fn, x, t, d, w, alpha, gamma, reduction):
+    """The scalar re-derivation ``scalar_fn`` at every element, float32, shaped like x."""
+    s = Scalar()
+    weights = w.ravel() if w is not None else [None] * x.size
+    return np.array([scalar_fn(s, *v, alpha, gamma, reduction, x.size)
+                     for v in zip(x.ravel(), t.ravel(), d.ravel(), weights)], np.float32).reshape(x.shape)
+
 class TestGolden:
     def test_scalars_formed_in_double(self):
         # g*(a-1) in double, rounded once, differs from the kernel's two float32 roundings
@@ -100,10 +108,7 @@ class TestGolden:
         x, t, d, w = random_points(21)
         w = w if with_weight else None
         got = golden("ieee", x, t, d, w, alpha, gamma, reduction)
-        s = Scalar()
-        want = np.array([golden_scalar(s, *v, alpha, gamma, reduction, x.size) for v in
-                         zip(x.ravel(), t.ravel(), d.ravel(), (w.ravel() if w is not None else [None] * x.size))],
-                        np.float32).reshape(x.shape)
+        want = scalar_reference(golden_scalar, x, t, d, w, alpha, gamma, reduction)
         assert same_bits(got, want)
 
     def test_fp16_pred_casts_rne(self):
@@ -126,10 +131,7 @@ class TestMmcv:
         x, t, d, w = random_points(23)
         w = w if with_weight else None
         got = mmcv("ieee", x, t, d, w, alpha, gamma, reduction)
-        s = Scalar()
-        want = np.array([mmcv_scalar(s, *v, alpha, gamma, reduction, x.size) for v in
-                         zip(x.ravel(), t.ravel(), d.ravel(), (w.ravel() if w is not None else [None] * x.size))],
-                        np.float32).reshape(x.shape)
+        want = scalar_reference(mmcv_scalar, x, t, d, w, alpha, gamma, reduction)
         assert same_bits(got, want)
 
     def test_same_function_as_kernel_on_benign_points(self):
