@@ -300,3 +300,10 @@ def test_candidate_findings_skip_variants_without_rows(candidate_report):
     fp16_only = targets[(targets["format"] == "fp16") & (targets["variant"] == "kernel")].assign(variant="mmcv-fp16")
     texts = [f.text for f in candidate_findings(pd.concat([targets, fp16_only]), ops, 4.0)]
     assert len(texts) == 5 and sum("mmcv-fp16" in t for t in texts) == 2   # the two fp16 findings
+
+
+def test_plots_are_byte_reproducible(tiny_report, tmp_path):
+    """Rebuilding a report gives the same plot files, SVG element ids included."""
+    again = build_report("tiny", tiny_report.parent.parent / "runs", tmp_path / "reports")
+    for svg in sorted((tiny_report / "plots").glob("*.svg")):
+        assert svg.read_bytes() == (again / "plots" / svg.name).read_bytes(), svg.name

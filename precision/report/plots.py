@@ -31,7 +31,8 @@ _DPI = 90
 def save(fig, folder: Path, stem: str) -> str:
     """Write ``fig`` as ``stem.png`` and ``stem.svg`` (deterministic metadata) and close it."""
     fig.savefig(folder / f"{stem}.png", dpi=_DPI, metadata={"Software": None})
-    fig.savefig(folder / f"{stem}.svg", metadata={"Date": None, "Creator": None})
+    with matplotlib.rc_context({"svg.hashsalt": stem}):  # fixed element ids: the same figure, the same bytes
+        fig.savefig(folder / f"{stem}.svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
     return stem
 
