@@ -189,6 +189,51 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_hunt(args) -> int:
+    import json
+    from pathlib import Path
+
+    from precision.gate import append_to_corpus
+    from precision.hunt import hunt
+
+    if args.seconds is not None and args.points is not None:
+        raise ParameterError("hunt: give --seconds or --points, not both")
+    seconds = None
+    if args.seconds is not None:
+        seconds = parse_exact_float(args.seconds, "seconds")
+        if seconds <= 0:
+            raise ParameterError(f"--seconds={args.seconds!r}; expected a positive number of seconds")
+    points = None
+    if args.points is not None:
+        points = _parse_int(args.points, "points")
+        if points <= 0:
+            raise ParameterError(f"--points={args.points!r}; expected a positive integer")
+    seed = _parse_int(args.seed, "seed")
+    if seed < 0:
+        raise ParameterError(f"--seed={args.seed!r}; expected a non-negative integer")
+    top = _parse_int(args.top, "top")
+    if top <= 0:
+        raise ParameterError(f"--top={args.top!r}; expected a positive integer")
+    gammas = [parse_exact_float(v, "gamma") for v in args.gamma or ["2.0"]]
+    alphas = [parse_exact_float(v, "alpha") for v in args.alpha or ["0.25"]]
+    targets = [_parse_int(v, "target") for v in args.target or ["0", "1"]]
+    result = hunt(args.variant, machine=args.machine, fmt=args.format, gammas=gammas, alphas=alphas,
+                  targets=targets, outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points,
+                  seed=seed, workers=args.workers, top=top)
+    added = 0
+    if not args.no_corpus and result.corpus_preds():
+        note = (f"hunt witness, {result.variant} {result.fmt} {result.machine}, "
+                f"gamma {' '.join(f'{g:g}' for g in result.gammas)}, seed {result.seed}")
+        added = append_to_corpus(Path(args.corpus), result.corpus_preds(), note)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print("\n".join(result.lines()))
+        if not args.no_corpus:
+            print(f"corpus: {added} new pred values appended to {args.corpus}")
+    return 0
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -261,6 +306,39 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder of reports (default: reports)")
     p.add_argument("--studies", default="studies", help="folder of study files for --all (default: studies)")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
+        "hunt", help="search for the inputs of largest ulp error (fp32 hunted, fp16 exhausted)",
+        description="A black-box search for the inputs where a variant's ulp error is largest: seeded "
+                    "sampling, then local search in ordinal space around the worst points (neighbours at "
+                    "distances 1, 2, 4, ..., restarts), on the local cores. fp16 preds (63,488) are simply "
+                    "exhausted. Prints the worst points (inputs as hex floats and decimal, error in ulp, "
+                    "computed and correctly rounded values in hex) and a summary line labelling the maximum "
+                    "exhaustive or hunted (with its budget), and appends the preds not correctly rounded to the "
+                    "gate's worst-case corpus. weight is absent, dout 1, reduction none.",
+        epilog="example: precision hunt candidate --gamma -3 --outside-neighbourhood --seconds 60 --no-corpus")
+    p.add_argument("variant", help="a registry name (see `precision variants`)")
+    p.add_argument("--machine", default="npu",
+                   help="machine spec: ieee, numpy, npu, suffixes like +ftz (default: npu)")
+    p.add_argument("--format", default="fp32", choices=["fp32", "fp16"],
+                   help="pred and output format; fp16 is exhausted (default: fp32)")
+    p.add_argument("--gamma", nargs="+", action="extend", metavar="G", help="gamma values, float32 (default: 2)")
+    p.add_argument("--alpha", nargs="+", action="extend", metavar="A", help="alpha values, float32 (default: 0.25)")
+    p.add_argument("--target", nargs="+", action="extend", metavar="T", help="raw selectors (default: 0 1)")
+    p.add_argument("--outside-neighbourhood", action="store_true",
+                   help="only points outside the root neighbourhood, gamma < -1 and C >= 4 (precision.bracket)")
+    p.add_argument("--seconds", help="wall-time budget of an fp32 hunt in seconds, start-up excluded (default: 60)")
+    p.add_argument("--points",
+                   help="point budget instead of --seconds: reproducible for a seed on any machine and worker count")
+    p.add_argument("--seed", default="0", help="seed of the search streams (default: 0)")
+    p.add_argument("--workers", type=_positive_int, help="worker processes (default: every core)")
+    p.add_argument("--top", default="10", help="worst finite points to print (default: 10)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (max_ulp, witness, kind, seconds, points, top, ...)")
+    p.add_argument("--corpus", default="studies/worst_cases.txt",
+                   help="worst-case corpus to append to (default: studies/worst_cases.txt)")
+    p.add_argument("--no-corpus", action="store_true", help="do not append to the corpus")
+    p.set_defaults(func=_cmd_hunt)
 
     p = sub.add_parser("cache", help="show or clear the oracle cache")
     p.add_argument("action", choices=["info", "clear"])
