@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cancellation_factor", "bracket_band", "band_labels", "band_bounds", "neighbourhood",
+__all__ = ["cancellation_factor", "bracket_band", "band_labels", "band_ranges", "neighbourhood",
            "ROOT_NEIGHBOURHOOD_C"]
 
 #: The documented root neighbourhood: the bracket cancels by a factor of 4 (2 bits) or more.
@@ -81,16 +81,17 @@ def band_labels(edges) -> list:
             + [f"C >= {fmt(edges[-1])}"])
 
 
-def band_bounds(label: str) -> tuple:
-    """(lower, upper) edges of a label of :func:`band_labels` ('C in [2, 4)' -> (2, 4); C >= 1 always)."""
-    if label == "all":
-        return 1.0, np.inf
-    if label.startswith("C < "):
-        return 1.0, float(label[4:])
-    if label.startswith("C >= "):
-        return float(label[5:]), np.inf
-    lo, hi = label[label.index("[") + 1:label.index(")")].split(",")
-    return float(lo), float(hi)
+def band_ranges(edges) -> list:
+    """(lower, upper) edges of each band of :func:`band_labels`, in the same order (C >= 1 always).
+
+    Examples
+    --------
+    >>> band_ranges([2, 4])
+    [(1.0, 2.0), (2.0, 4.0), (4.0, inf)]
+    """
+    edges = [float(e) for e in edges]
+    bounds = [1.0, *edges, float("inf")]
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def neighbourhood(gamma: float, threshold: float = ROOT_NEIGHBOURHOOD_C, lo: float = -64.0, hi: float = 64.0,

@@ -21,6 +21,7 @@ A budgets file (``studies/budgets.toml``)::
     nan = 0                        # allowed counts of each special class (default 0)
     inf = 0
     wrong_sign = 0
+    lost_inf = 0
     observed = { max_ulp = 8.8e7, p99_ulp = 9.9e6, mean_bits = 2.9, share_correct = 0.33 }
     witness = "pred=0x1.0a40000000000p+4 target=0 alpha=0x1.0000000000000p-2 gamma=..."
 
@@ -56,6 +57,8 @@ import numpy as np
 import pandas as pd
 
 from precision.errors import PrecisionError, StudyFileError
+from precision.scoring import SPECIAL_CLASSES
+from precision.sweep import load_stats
 
 __all__ = ["Budget", "GateSettings", "GateLine", "load_budgets", "measure", "check_budgets", "run_gate",
            "propose_budgets", "append_to_corpus", "METRICS"]
@@ -69,8 +72,9 @@ METRICS = {
     "nan": ("nan", "le"),
     "inf": ("inf", "le"),
     "wrong_sign": ("wrong_sign", "le"),
+    "lost_inf": ("lost_inf", "le"),
 }
-_COUNT_METRICS = ("nan", "inf", "wrong_sign")
+_COUNT_METRICS = SPECIAL_CLASSES
 _BUDGET_KEYS = {"variant", "format", "model", "region", "observed", "witness",
                 *(key for key, _ in METRICS.values())}
 _GATE_KEYS = {"study", "corpus", "tighten_below", "baseline_tolerance", "headroom"}
@@ -206,19 +210,19 @@ def load_budgets(path) -> tuple[GateSettings, list]:
 # ---------------------------------------------------------------------------
 
 def measure(run_dir) -> pd.DataFrame:
-    """Observed metrics per (variant, format, model, region), "all" included, from a run folder."""
-    from precision.cache import read_checked_npz
-    from precision.sweep import merge_groups
-    run_dir = Path(run_dir)
-    groups = pd.read_csv(run_dir / "groups_raw.csv")
-    arrays = read_checked_npz(run_dir / "hist.npz")
-    if arrays is None:
-        raise PrecisionError(f"{run_dir}/hist.npz is missing or corrupt; run the study again")
-    hist = pd.DataFrame({k: arrays[k] for k in ("group", "bin", "count")})
-    by_region = merge_groups(groups, hist, ["variant", "format", "model", "region"])
-    overall = merge_groups(groups, hist, ["variant", "format", "model"]).assign(region="all")
+    """Observed metrics per (variant, format, model, region), "all" included, from a run folder.
+
+    The statistics are :class:`precision.scoring.GroupStats` merged from the
+    run's fine groups (:func:`precision.sweep.load_stats`); the special-class
+    counts are floats, like every other metric.
+    """
+    stats = load_stats(run_dir)
+    keys = ["variant", "format", "model"]
+    by_region = stats.merge(keys + ["region"]).table(keys + ["region"])
+    overall = stats.merge(keys).table(keys).assign(region="all")
     table = pd.concat([overall, by_region], ignore_index=True)
-    table["wrong_sign"] = table["wrong_sign"].astype(float)
+    for col in SPECIAL_CLASSES:
+        table[col] = table[col].astype(float)
     return table
 
 

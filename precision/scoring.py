@@ -1,10 +1,13 @@
-"""Scores of computed values against the exact gradient.
+"""Scores of computed values against the exact gradient, and every statistic drawn from them.
 
 Three layers, after numpy's ULP helpers: ordinals live in
 :mod:`precision.formats`; this module turns (computed, exact) pairs into
-errors (:func:`ulp_error`, :func:`bits_error`, :func:`classify`), errors into
-summaries (:func:`summarize`), and offers the test-only assertion
-:func:`assert_max_ulp`.
+per-point scores (:func:`ulp_error`, :func:`bits_error`, :func:`classify`),
+per-point scores into mergeable group statistics (:class:`GroupStats`) and
+paired comparisons of two variants on the same points (:func:`compare_points`,
+:class:`PairedStats`, :func:`verdicts`), and offers the test-only assertion
+:func:`assert_max_ulp`.  The sweep, the gate and the reports all use these;
+no other module defines a max, a quantile, a class count or a paired count.
 
 Conventions (every function):
 
@@ -14,17 +17,27 @@ Conventions (every function):
   result has error <= 0.5, and a faithful one < 1.
 * **Bits of error** (Herbie's measure): ``log2(1 + d)`` with ``d`` the
   ordinal distance from the computed value to the correctly rounded exact
-  value; 0 exactly when correctly rounded.
+  value; 0 exactly when correctly rounded.  Paired comparisons use the
+  magnitude form ``log2(1 + ulp error)`` (:func:`error_bits`), which orders
+  points exactly as their ulp errors do.
 * **Zeros.** -0 and +0 are the same point (ordinal 0); a zero of the wrong
   sign is not an error in ulps.
-* **Specials.** If the correctly rounded value is +-inf (the exact value
-  overflows the format), a computed inf of that sign scores 0 and anything
-  else scores inf ulps.  A computed NaN or inf where the correctly rounded
-  value is finite scores inf ulps and the format's width in bits, and is
-  classified (see :data:`CLASS_NAMES`).
+* **Special classes** (:data:`CLASS_NAMES`, one per point, in this
+  precedence): ``nan`` (computed NaN, correctly rounded value not NaN);
+  ``wrong_sign`` (computed and correctly rounded values nonzero with
+  opposite signs, infinities included); ``inf`` (computed +-inf, correctly
+  rounded value finite); ``lost_inf`` (computed finite, correctly rounded
+  value +-inf: the exact value overflows the format but the output does
+  not); ``ok`` otherwise.  A computed inf of the sign of an overflowing
+  exact value scores 0 ulp and is ``ok``.  Every special point ranks worse
+  than any finite error; NaN, inf and lost_inf score inf ulps.
 * **Subnormals and FTZ.** Subnormal outputs are scored like any other value,
   so a result flushed to zero is as many ulps off as the exact value holds
   subnormal quanta.
+* **Quantiles** are upper bounds read from mergeable log histograms
+  (:data:`HIST_SUBBINS` bins per octave: within 4.4 % of the exact order
+  statistic); maxima are exact, with the first point attaining them as the
+  witness.
 """
 
 from __future__ import annotations
@@ -32,30 +45,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+from scipy.special import bdtr
 
 from precision.formats import get_format, ordinal_distance, round_to_format, ulp
 
 __all__ = [
-    "CLASS_OK",
-    "CLASS_NAN",
-    "CLASS_INF",
-    "CLASS_WRONG_SIGN",
-    "CLASS_NAMES",
-    "ulp_error",
-    "bits_error",
-    "classify",
-    "Summary",
-    "summarize",
-    "assert_max_ulp",
-    "HIST_BINS",
-    "histogram_bins",
-    "bin_upper_edge",
-    "quantile_upper_bound",
+    "CLASS_OK", "CLASS_NAN", "CLASS_INF", "CLASS_WRONG_SIGN", "CLASS_LOST_INF", "CLASS_NAMES",
+    "SPECIAL_CLASSES", "ulp_error", "bits_error", "error_bits", "classify",
+    "HIST_SUBBINS", "HIST_BINS", "histogram_bins", "bin_upper_edge", "quantile_upper_bound",
+    "histogram_quantiles",
+    "Grouping", "GroupStats", "STAT_SUMS", "STAT_COLUMNS",
+    "GARBAGE_ULP", "SIGNIFICANCE", "VERDICTS", "VERDICT_RULE", "OUTCOME_NAMES", "FIX_QUALITIES",
+    "compare_points", "PairedStats", "PAIR_SUMS", "sign_test", "verdicts",
+    "Summary", "summarize", "assert_max_ulp",
 ]
 
-CLASS_OK, CLASS_NAN, CLASS_INF, CLASS_WRONG_SIGN = 0, 1, 2, 3
+# ---------------------------------------------------------------------------
+# Per-point scores
+# ---------------------------------------------------------------------------
+
+CLASS_OK, CLASS_NAN, CLASS_INF, CLASS_WRONG_SIGN, CLASS_LOST_INF = 0, 1, 2, 3, 4
 #: int8 class code -> name, as written in score tables.
-CLASS_NAMES = {CLASS_OK: "ok", CLASS_NAN: "nan", CLASS_INF: "inf", CLASS_WRONG_SIGN: "wrong_sign"}
+CLASS_NAMES = {CLASS_OK: "ok", CLASS_NAN: "nan", CLASS_INF: "inf", CLASS_WRONG_SIGN: "wrong_sign",
+               CLASS_LOST_INF: "lost_inf"}
+#: The special classes, in code order: one count column each in every table.
+SPECIAL_CLASSES = ("nan", "inf", "wrong_sign", "lost_inf")
 
 
 def _exact_parts(exact):
@@ -88,7 +103,8 @@ def ulp_error(computed, exact, fmt, rounded=None) -> np.ndarray:
     -------
     numpy.ndarray of float64
         inf for NaN or inf results where the exact value rounds to a finite
-        one; see the module Notes for every convention.
+        one, and for any result but the right inf where it rounds to +-inf;
+        see the module Notes for every convention.
 
     Examples
     --------
@@ -121,93 +137,32 @@ def bits_error(computed, rounded, fmt) -> np.ndarray:
     return np.where(d < 0, float(fmt.width), np.minimum(bits, float(fmt.width)))
 
 
-def classify(computed, rounded) -> np.ndarray:
-    """int8 special-class code per point (see :data:`CLASS_NAMES`).
+def error_bits(err_ulp) -> np.ndarray:
+    """``log2(1 + ulp error)``: the error as bits, the unit of paired comparisons (inf stays inf)."""
+    err = np.asarray(err_ulp, dtype=np.float64)
+    return np.log2(1.0 + np.where(np.isnan(err), np.inf, err))
 
-    ``nan``: the correctly rounded value is not NaN but the computed one is;
-    ``inf``: computed +-inf where the correctly rounded value is finite;
-    ``wrong_sign``: both nonzero and finite with opposite signs;
-    ``ok`` otherwise.
+
+def classify(computed, rounded) -> np.ndarray:
+    """int8 special-class code per point (see :data:`CLASS_NAMES` and the module Notes).
+
+    Examples
+    --------
+    >>> classify(np.float16([1.0, np.nan, np.inf, -2.0, np.inf, 65504.0]),
+    ...          np.float16([1.0, 1.0, 3.0, 2.0, -np.inf, np.inf])).tolist()
+    [0, 1, 2, 3, 3, 4]
     """
     c = np.asarray(computed, dtype=np.float64)
     r = np.asarray(rounded, dtype=np.float64)
-    out = np.full(np.broadcast(c, r).shape, CLASS_OK, dtype=np.int8)
-    out[np.isnan(c) & ~np.isnan(r)] = CLASS_NAN
+    c, r = np.broadcast_arrays(c, r)
+    out = np.full(c.shape, CLASS_OK, dtype=np.int8)
+    r_num = ~np.isnan(r)
+    out[np.isfinite(c) & np.isinf(r)] = CLASS_LOST_INF
     out[np.isinf(c) & np.isfinite(r)] = CLASS_INF
-    both = np.isfinite(c) & np.isfinite(r) & (c != 0) & (r != 0)
+    both = ~np.isnan(c) & r_num & (c != 0) & (r != 0)
     out[both & (np.signbit(c) != np.signbit(r))] = CLASS_WRONG_SIGN
+    out[np.isnan(c) & r_num] = CLASS_NAN
     return out
-
-
-@dataclass(frozen=True)
-class Summary:
-    """Aggregate of one set of scores.
-
-    ``max_ulp`` is over every point (inf when any result is special);
-    ``mean_ulp``, ``p50_ulp``, ``p99_ulp``, ``p999_ulp`` are over the points
-    with a finite error; ``mean_bits`` is Herbie's average bits of error;
-    ``share_correct`` the share of points whose computed value equals the
-    correctly rounded one (ordinal distance 0); ``count_over_1ulp`` counts
-    errors above 1 ulp (specials included); ``witness`` is the index of the
-    first point attaining ``max_ulp`` (-1 when empty).
-    """
-
-    count: int
-    max_ulp: float
-    witness: int
-    mean_ulp: float
-    p50_ulp: float
-    p99_ulp: float
-    p999_ulp: float
-    mean_bits: float
-    share_correct: float
-    count_over_1ulp: int
-    count_nan: int
-    count_inf: int
-    count_wrong_sign: int
-
-
-def summarize(err_ulp, err_bits, classes) -> Summary:
-    """Summarize per-point scores (arrays of equal length)."""
-    err = np.asarray(err_ulp, dtype=np.float64).ravel()
-    bits = np.asarray(err_bits, dtype=np.float64).ravel()
-    cls = np.asarray(classes).ravel()
-    n = err.size
-    if n == 0:
-        nan = float("nan")
-        return Summary(0, nan, -1, nan, nan, nan, nan, nan, nan, 0, 0, 0, 0)
-    finite = err[np.isfinite(err)]
-    witness = int(np.argmax(np.where(np.isnan(err), np.inf, err)))
-    q = np.quantile(finite, [0.5, 0.99, 0.999]) if finite.size else [np.nan] * 3
-    return Summary(
-        count=n,
-        max_ulp=float(np.max(np.where(np.isnan(err), np.inf, err))),
-        witness=witness,
-        mean_ulp=float(finite.mean()) if finite.size else float("nan"),
-        p50_ulp=float(q[0]),
-        p99_ulp=float(q[1]),
-        p999_ulp=float(q[2]),
-        mean_bits=float(bits.mean()),
-        share_correct=float(np.mean(bits == 0.0)),
-        count_over_1ulp=int(np.sum(~(err <= 1.0))),
-        count_nan=int(np.sum(cls == CLASS_NAN)),
-        count_inf=int(np.sum(cls == CLASS_INF)),
-        count_wrong_sign=int(np.sum(cls == CLASS_WRONG_SIGN)),
-    )
-
-
-def assert_max_ulp(computed, exact, fmt, max_ulp: float = 1.0) -> np.ndarray:
-    """Assert every ulp error is at most ``max_ulp``; return the errors (test helper)."""
-    __tracebackhide__ = True
-    err = ulp_error(computed, exact, fmt)
-    if not np.all(err <= max_ulp):
-        worst = int(np.argmax(np.where(np.isnan(err), np.inf, err)))
-        c = np.asarray(computed, dtype=np.float64).ravel()[worst]
-        raise AssertionError(
-            f"values are not within {max_ulp:g} ulp in {get_format(fmt).name} "
-            f"(max error is {err.ravel()[worst]:g} ulp at index {worst}: got {float(c).hex()})"
-        )
-    return err
 
 
 # ---------------------------------------------------------------------------
@@ -259,3 +214,566 @@ def quantile_upper_bound(bins, counts, q: float) -> float:
     rank = max(1, int(np.ceil(q * n)))
     k = int(np.searchsorted(np.cumsum(counts), rank))
     return float(bin_upper_edge(np.asarray(bins)[k]))
+
+
+def histogram_quantiles(keys, bins, counts, qs, edge=bin_upper_edge) -> np.ndarray:
+    """The q-quantiles of every group of a sparse histogram sorted by (key, bin).
+
+    Vectorized :func:`quantile_upper_bound`: row k of the result holds group
+    k's values (keys are 0 .. K-1; a group without counts gets NaN); ``edge``
+    maps a bin to the value reported for it.
+    """
+    keys = np.asarray(keys, dtype=np.int64)
+    K = int(keys.max()) + 1 if keys.size else 0
+    totals = np.bincount(keys, counts, minlength=K)
+    before = np.concatenate([[0], np.cumsum(totals)[:-1]])
+    cum = np.cumsum(counts)
+    out = np.empty((K, len(qs)))
+    for j, q in enumerate(qs):
+        rank = np.maximum(1, np.ceil(q * totals))
+        idx = np.searchsorted(cum, before + rank, side="left")
+        out[:, j] = edge(np.asarray(bins)[np.minimum(idx, len(bins) - 1)]) if len(bins) else np.nan
+    out[totals == 0] = np.nan
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Groups of points
+# ---------------------------------------------------------------------------
+
+class Grouping:
+    """Points sorted by group id once, shared by every reduction over the same points.
+
+    Parameters
+    ----------
+    group : array_like of int
+        Group id (0 .. n_groups - 1) of each point.
+    n_groups : int
+
+    Attributes
+    ----------
+    ids : numpy.ndarray of int64
+        The ids of the nonempty groups, ascending (the rows of a reduction).
+    counts : numpy.ndarray of int64
+        Points per nonempty group.
+    perm : numpy.ndarray
+        Stable sort of the points by group (element order within a group).
+    starts : numpy.ndarray
+        Offset of each nonempty group in ``perm``.
+    """
+
+    def __init__(self, group, n_groups: int):
+        self.group = np.asarray(group, dtype=np.int64).ravel()
+        self.n_groups = int(n_groups)
+        counts = np.bincount(self.group, minlength=self.n_groups)
+        self.ids = np.flatnonzero(counts)
+        self.counts = counts[self.ids]
+        self.perm = np.argsort(self.group, kind="stable")
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
+
+    def sum(self, values) -> np.ndarray:
+        """Per nonempty group: the sum of ``values`` (float64)."""
+        return np.bincount(self.group, np.asarray(values, dtype=np.float64).ravel(), self.n_groups)[self.ids]
+
+    def count(self, mask) -> np.ndarray:
+        """Per nonempty group: how many points have ``mask`` true (int64)."""
+        return np.bincount(self.group, np.asarray(mask).ravel(), self.n_groups)[self.ids].astype(np.int64)
+
+    def argmax(self, values) -> tuple[np.ndarray, np.ndarray]:
+        """Per nonempty group: the max of ``values`` (NaN = -inf) and the index of its first point."""
+        v = np.asarray(values, dtype=np.float64).ravel()
+        if v.size == 0:
+            return np.empty(0), np.empty(0, dtype=np.int64)
+        grouped = np.where(np.isnan(v), -np.inf, v)[self.perm]
+        top = np.maximum.reduceat(grouped, self.starts)
+        at = np.where(grouped == np.repeat(top, self.counts), np.arange(grouped.size), grouped.size)
+        return top, self.perm[np.minimum.reduceat(at, self.starts)]
+
+    def histogram(self, bins, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sparse histogram per group: (row of the nonempty group, bin, count), sorted."""
+        row_of = np.full(self.n_groups, -1, dtype=np.int64)
+        row_of[self.ids] = np.arange(self.ids.size)
+        keys = row_of[self.group] * n_bins + np.asarray(bins, dtype=np.int64).ravel()
+        if keys.size * 8 < self.ids.size * n_bins:  # few points per bin range: sort them
+            keys, counts = np.unique(keys, return_counts=True)
+        else:  # many points: count densely
+            dense = np.bincount(keys, minlength=self.ids.size * n_bins)
+            keys = np.flatnonzero(dense)
+            counts = dense[keys]
+        return keys // n_bins, keys % n_bins, counts.astype(np.int64)
+
+
+def _merge_sparse(key, rows, bins, counts, n_bins: int):
+    """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed."""
+    codes = np.asarray(key, dtype=np.int64)[np.asarray(rows, dtype=np.int64)] * n_bins + np.asarray(bins)
+    merged, inverse = np.unique(codes, return_inverse=True)
+    total = np.bincount(inverse.ravel(), weights=np.asarray(counts, dtype=np.float64), minlength=merged.size)
+    return merged // n_bins, merged % n_bins, total.astype(np.int64)
+
+
+def _blank(values: np.ndarray, none: np.ndarray) -> np.ndarray:
+    """``values`` with the entries where ``none`` is true blanked (NaN, or None for text)."""
+    if not none.any():
+        return values
+    out = values.astype(np.float64 if values.dtype.kind in "fiu" else object)
+    out[none] = np.nan if out.dtype.kind == "f" else None
+    return out
+
+
+class _Mergeable:
+    """Statistics of groups as a frame of sums and maxima plus a sparse histogram, merged by key columns.
+
+    Subclasses name their summed columns (``SUMS``), their maxima and the
+    column prefix of each maximum's witness (``MAXIMA``: a witness column is
+    copied from the first row attaining the maximum), and their histogram's
+    bin count (``BINS``).  ``frame`` has one row per group; ``hist`` has
+    columns ``row`` (index of the frame row), ``bin`` and ``count``.
+    """
+
+    SUMS: tuple = ()
+    MAXIMA: dict = {}
+    BINS: int = 0
+
+    def __init__(self, frame: pd.DataFrame, hist: pd.DataFrame):
+        self.frame = frame.reset_index(drop=True)
+        self.hist = hist.reset_index(drop=True)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @classmethod
+    def concat(cls, parts) -> "_Mergeable":
+        """One set of groups from several (their frames stacked, histogram rows re-indexed)."""
+        parts = list(parts)
+        frames, hists, offset = [], [], 0
+        for p in parts:
+            frames.append(p.frame)
+            hists.append(p.hist.assign(row=p.hist["row"].to_numpy() + offset))
+            offset += len(p.frame)
+        if not parts:
+            return cls(pd.DataFrame(), pd.DataFrame({"row": [], "bin": [], "count": []}))
+        return cls(pd.concat(frames, ignore_index=True), pd.concat(hists, ignore_index=True))
+
+    def with_columns(self, **columns) -> "_Mergeable":
+        """The same groups with key columns added (scalars or one value per group)."""
+        return type(self)(self.frame.assign(**columns), self.hist)
+
+    def merge(self, by) -> "_Mergeable":
+        """Groups merged by the key columns ``by`` (sorted by them; NaN keys are keys).
+
+        Sums add, maxima take the max with the witness of their first row
+        attaining it (in row order), histograms add.
+        """
+        by = list(by)
+        f = self.frame
+        key = f.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
+        n = int(key.max()) + 1 if key.size else 0
+        order = np.argsort(key, kind="stable")
+        starts = np.searchsorted(key[order], np.arange(n))
+        out = f.iloc[order[starts]][by].reset_index(drop=True)
+        for col in self.SUMS:
+            out[col] = np.bincount(key, f[col].to_numpy(np.float64), n)
+            if np.issubdtype(f[col].dtype, np.integer):
+                out[col] = out[col].astype(np.int64)
+        for col, prefix in self.MAXIMA.items():
+            v = f[col].to_numpy(np.float64)
+            v = np.where(np.isnan(v), -np.inf, v)
+            pick = np.lexsort((np.arange(v.size), -v, key))  # per key: largest first, then row order
+            first = pick[np.searchsorted(key[pick], np.arange(n))]
+            out[col] = f[col].to_numpy()[first]
+            none = np.isnan(out[col].to_numpy(np.float64))  # no point attained a maximum: no witness
+            for wcol in (c for c in f.columns if c.startswith(prefix)):
+                out[wcol] = _blank(f[wcol].to_numpy()[first], none)
+        rows, bins, counts = _merge_sparse(key, self.hist["row"], self.hist["bin"], self.hist["count"], self.BINS)
+        return type(self)(out, pd.DataFrame({"row": rows, "bin": bins, "count": counts}))
+
+    def to_arrays(self, prefix: str) -> dict:
+        """npz-storable arrays (numeric frame columns only) under ``prefix``."""
+        out = {f"{prefix}.{c}": self.frame[c].to_numpy() for c in self.frame.columns}
+        out.update({f"{prefix}.hist.{c}": self.hist[c].to_numpy() for c in ("row", "bin", "count")})
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str) -> "_Mergeable":
+        """The inverse of :meth:`to_arrays`."""
+        head, hh = f"{prefix}.", f"{prefix}.hist."
+        frame = pd.DataFrame({k[len(head):]: arrays[k] for k in arrays
+                              if k.startswith(head) and not k.startswith(hh)})
+        hist = pd.DataFrame({c: arrays[hh + c] for c in ("row", "bin", "count")})
+        return cls(frame, hist)
+
+
+#: Summed columns of :class:`GroupStats`: points, points with a finite error and the sum of
+#: their errors, Herbie bits, correctly rounded points, points over 1 ulp (specials included),
+#: and one count per special class.
+STAT_SUMS = ("count", "n_finite", "sum_ulp", "sum_bits", "n_correct", "over_1ulp") + SPECIAL_CLASSES
+#: Columns of :meth:`GroupStats.table` after the key columns (witness columns follow their maximum).
+STAT_COLUMNS = ("count", "max_ulp", "max_finite_ulp", "mean_ulp", "p50_ulp", "p99_ulp", "p999_ulp", "mean_bits",
+                "share_correct", "over_1ulp") + SPECIAL_CLASSES
+
+
+class GroupStats(_Mergeable):
+    """Mergeable error statistics of groups of points (one row per group).
+
+    Columns of ``frame``: the key columns, then :data:`STAT_SUMS`,
+    ``max_ulp`` (over every point; inf when one is NaN/inf) with its witness
+    columns ``witness_*``, and ``max_finite_ulp`` (over points with a finite
+    error; NaN when none) with ``finite_witness_*``.  ``hist`` holds each
+    group's ulp-error histogram (:func:`histogram_bins`).  :meth:`table`
+    turns the sums into the reported statistics.
+    """
+
+    SUMS = STAT_SUMS
+    MAXIMA = {"max_ulp": "witness_", "max_finite_ulp": "finite_witness_"}
+    BINS = HIST_BINS
+
+    @classmethod
+    def reduce(cls, grouping: Grouping, err_ulp, err_bits, classes, witness=None) -> "GroupStats":
+        """Statistics of each nonempty group of ``grouping`` from per-point scores.
+
+        Parameters
+        ----------
+        grouping : Grouping
+        err_ulp, err_bits, classes : array_like, one entry per point
+            From :func:`ulp_error`, :func:`bits_error`, :func:`classify`.
+        witness : dict of str to array_like, optional
+            Per-point values recorded for the witness of each maximum, as
+            ``witness_<name>`` and ``finite_witness_<name>``.
+
+        Returns
+        -------
+        GroupStats
+            Key column ``group`` (the group id).
+        """
+        err = np.asarray(err_ulp, dtype=np.float64).ravel()
+        cls_ = np.asarray(classes).ravel()
+        finite = np.isfinite(err)
+        top, at = grouping.argmax(np.where(np.isnan(err), np.inf, err))
+        ftop, fat = grouping.argmax(np.where(finite, err, -np.inf))
+        frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64),
+                 "n_finite": grouping.count(finite), "sum_ulp": grouping.sum(np.where(finite, err, 0.0)),
+                 "sum_bits": grouping.sum(err_bits), "n_correct": grouping.count(np.asarray(err_bits).ravel() == 0),
+                 "over_1ulp": grouping.count(~(err <= 1.0))}
+        for code, name in CLASS_NAMES.items():
+            if code != CLASS_OK:
+                frame[name] = grouping.count(cls_ == code)
+        frame["max_ulp"] = top
+        frame["max_finite_ulp"] = np.where(ftop == -np.inf, np.nan, ftop)
+        for name, values in (witness or {}).items():
+            v = np.asarray(values).ravel()
+            frame[f"witness_{name}"] = v[at]
+            frame[f"finite_witness_{name}"] = _blank(v[fat], ftop == -np.inf)
+        rows, bins, counts = grouping.histogram(histogram_bins(err), HIST_BINS)
+        return cls(pd.DataFrame(frame), pd.DataFrame({"row": rows, "bin": bins, "count": counts}))
+
+    def table(self, keys=None) -> pd.DataFrame:
+        """The reported statistics per group: the key columns, :data:`STAT_COLUMNS`, the witnesses.
+
+        ``mean_ulp`` is over points with a finite error (a descriptive
+        figure: it never decides a comparison); ``p50_ulp``, ``p99_ulp``,
+        ``p999_ulp`` are histogram upper bounds (module Notes);
+        ``share_correct`` is the share correctly rounded.
+        """
+        f = self.frame
+        keys = [c for c in (keys if keys is not None else f.columns)
+                if c not in self.SUMS and c not in self.MAXIMA and not c.startswith(("witness_", "finite_witness_"))]
+        out = f[keys].copy()
+        q = histogram_quantiles(self.hist["row"].to_numpy(), self.hist["bin"].to_numpy(),
+                                self.hist["count"].to_numpy(), (0.5, 0.99, 0.999))
+        q = np.vstack([q, np.full((len(f) - len(q), 3), np.nan)]) if len(q) < len(f) else q
+        with np.errstate(invalid="ignore", divide="ignore"):
+            derived = {"mean_ulp": f["sum_ulp"] / f["n_finite"], "mean_bits": f["sum_bits"] / f["count"],
+                       "share_correct": f["n_correct"] / f["count"], "p50_ulp": q[:, 0], "p99_ulp": q[:, 1],
+                       "p999_ulp": q[:, 2]}
+        for col in STAT_COLUMNS:
+            out[col] = derived[col] if col in derived else f[col].to_numpy()
+        for col in (c for c in f.columns if c.startswith(("witness_", "finite_witness_"))):
+            out[col] = f[col].to_numpy()
+        return out
+
+
+# ---------------------------------------------------------------------------
+# Paired comparisons: two variants on the same points
+# ---------------------------------------------------------------------------
+
+#: Changed points whose error exceeds this many ulps with and without are ``both_garbage``.
+GARBAGE_ULP = 2.0 ** 20
+#: Level of the two-sided exact sign tests behind a verdict.
+SIGNIFICANCE = 0.01
+#: Per-point outcome of a comparison (int8 codes of :func:`compare_points`).
+OUTCOME_NAMES = {0: "unchanged", 1: "better", 2: "worse", 3: "tied", 4: "both_garbage"}
+_UNCHANGED, _BETTER, _WORSE, _TIED, _GARBAGE = 0, 1, 2, 3, 4
+#: Quality of the new value of a special output made finite (codes 1..5 of :func:`compare_points`).
+FIX_QUALITIES = {1: "fixed_correct", 2: "fixed_le_1ulp", 3: "fixed_le_2p10", 4: "fixed_le_2p20", 5: "fixed_more"}
+_FIX_EDGES = (1.0, 2.0 ** 10, GARBAGE_ULP)
+#: Resolution of the change-in-bits histogram (bins per bit) and its finite range (+-bits).
+DELTA_RES, DELTA_MAX = 64, 256
+_DELTA_FINITE = 2 * DELTA_RES * DELTA_MAX + 1
+#: Bin 0: -inf (a special caused); 1 .. _DELTA_FINITE: round(delta * DELTA_RES); last: +inf (a special fixed).
+DELTA_BINS = _DELTA_FINITE + 2
+#: Summed columns of :class:`PairedStats`.
+PAIR_SUMS = ("count", "changed", "better", "worse", "tied", "both_garbage", "finite_better", "finite_worse",
+             "specials_caused") + tuple(FIX_QUALITIES.values())
+#: The verdict words, from the rule :data:`VERDICT_RULE`.
+VERDICTS = ("no_effect", "helps", "hurts", "mixed", "inconclusive")
+VERDICT_RULE = (
+    "Each changed output (its bits differ, NaN payloads aside) is compared point by point in bits of error, "
+    "log2(1 + ulp error), every special outcome (NaN, inf, wrong sign, lost inf) ranking worse than any finite "
+    f"error: better, worse or tied; changed points that are special or over 2^20 ulp both with and without are "
+    f"both_garbage and count for neither side. Verdict: no_effect when no output changes; otherwise two-sided exact "
+    f"sign tests at level {SIGNIFICANCE:g}, one on the specials (fixed against caused) and one on the finite "
+    f"outputs (better against worse): mixed when they are significant in opposite directions, helps (hurts) when "
+    f"significant in one direction only, or, when neither alone is, when all better against all worse is; "
+    f"inconclusive otherwise (no significant difference, or changes only on both_garbage points). Means over "
+    f"different point sets never decide a verdict.")
+
+
+def compare_points(err_with, cls_with, err_without, cls_without, changed):
+    """Outcome of each point of a paired comparison ("with" against "without").
+
+    Parameters
+    ----------
+    err_with, err_without : array_like of float64
+        ulp errors (:func:`ulp_error`) of the two variants at the same points.
+    cls_with, cls_without : array_like of int8
+        Their classes (:func:`classify`).
+    changed : array_like of bool
+        Output bits differ (NaN against NaN is unchanged).
+
+    Returns
+    -------
+    outcome : numpy.ndarray of int8
+        :data:`OUTCOME_NAMES` codes: a special ranks worse than any finite
+        error; two specials, or two errors over :data:`GARBAGE_ULP`, are
+        ``both_garbage``.
+    fix : numpy.ndarray of int8
+        0, or the :data:`FIX_QUALITIES` code of a special made finite
+        (correctly rounded = error <= 0.5 ulp).
+    delta_bits : numpy.ndarray of float64
+        ``error_bits(without) - error_bits(with)`` on better/worse/tied
+        points (+inf: special fixed, -inf: special caused; positive = with is
+        better), NaN elsewhere.
+    """
+    ew, eo = np.asarray(err_with, np.float64).ravel(), np.asarray(err_without, np.float64).ravel()
+    sw = np.asarray(cls_with).ravel() != CLASS_OK
+    so = np.asarray(cls_without).ravel() != CLASS_OK
+    ch = np.asarray(changed, dtype=bool).ravel()
+    with np.errstate(invalid="ignore"):
+        bw, bo = error_bits(ew), error_bits(eo)
+        gain = bo - bw
+    finite_both = ~sw & ~so
+    garbage = ch & ((sw & so) | (finite_both & (ew > GARBAGE_ULP) & (eo > GARBAGE_ULP)))
+    evidence = ch & ~garbage
+    delta = np.full(ew.shape, np.nan)
+    delta[evidence & finite_both] = gain[evidence & finite_both]
+    delta[evidence & so & ~sw] = np.inf
+    delta[evidence & sw & ~so] = -np.inf
+    outcome = np.zeros(ew.shape, dtype=np.int8)
+    outcome[evidence & (delta > 0)] = _BETTER
+    outcome[evidence & (delta < 0)] = _WORSE
+    outcome[evidence & (delta == 0)] = _TIED
+    outcome[garbage] = _GARBAGE
+    fix = np.zeros(ew.shape, dtype=np.int8)
+    fixed = evidence & so & ~sw
+    fix[fixed] = 2 + np.searchsorted(np.asarray(_FIX_EDGES), ew[fixed], side="left")
+    fix[fixed & (ew <= 0.5)] = 1
+    return outcome, fix, delta
+
+
+def _delta_bins(delta) -> np.ndarray:
+    d = np.asarray(delta, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        idx = 1 + DELTA_RES * DELTA_MAX + np.clip(np.rint(np.nan_to_num(d, posinf=0, neginf=0) * DELTA_RES),
+                                                   -DELTA_RES * DELTA_MAX, DELTA_RES * DELTA_MAX)
+    idx = np.where(d == np.inf, DELTA_BINS - 1, np.where(d == -np.inf, 0, idx))
+    return idx.astype(np.int64)
+
+
+def _delta_value(index) -> np.ndarray:
+    i = np.asarray(index, dtype=np.float64)
+    v = (i - 1 - DELTA_RES * DELTA_MAX) / DELTA_RES
+    return np.where(i == 0, -np.inf, np.where(i == DELTA_BINS - 1, np.inf, v))
+
+
+def sign_test(better, worse) -> np.ndarray:
+    """Two-sided exact sign test: P(a split at least as uneven as better : worse | fair coin).
+
+    Vectorized; 1 when there is no evidence (better + worse = 0).
+
+    Examples
+    --------
+    >>> sign_test([3, 10, 0], [0, 0, 0]).round(4).tolist()
+    [0.25, 0.002, 1.0]
+    """
+    b = np.asarray(better, dtype=np.int64)
+    w = np.asarray(worse, dtype=np.int64)
+    n = b + w
+    with np.errstate(invalid="ignore"):
+        p = np.minimum(1.0, 2.0 * bdtr(np.minimum(b, w), n, 0.5))
+    return np.where(n == 0, 1.0, p)
+
+
+def verdicts(table: pd.DataFrame) -> np.ndarray:
+    """The verdict word of each row of a :meth:`PairedStats.table` (rule: :data:`VERDICT_RULE`)."""
+    t = table
+    fixed = t["specials_fixed"].to_numpy(np.float64)
+    caused = t["specials_caused"].to_numpy(np.float64)
+    fb, fw = t["finite_better"].to_numpy(np.float64), t["finite_worse"].to_numpy(np.float64)
+
+    def direction(a, b, p):
+        return np.where(p < SIGNIFICANCE, np.sign(a - b), 0.0)
+    ds = direction(fixed, caused, t["p_specials"].to_numpy())
+    df = direction(fb, fw, t["p_finite"].to_numpy())
+    dall = direction(t["better"].to_numpy(np.float64), t["worse"].to_numpy(np.float64), t["p_value"].to_numpy())
+    d = np.where((ds != 0) | (df != 0), ds + df, dall)
+    out = np.where(d > 0, "helps", np.where(d < 0, "hurts", "inconclusive")).astype(object)
+    out[(ds * df) < 0] = "mixed"
+    out[t["changed"].to_numpy() == 0] = "no_effect"
+    return out
+
+
+class PairedStats(_Mergeable):
+    """Mergeable paired comparisons of two variants on the same points (one row per group).
+
+    Columns of ``frame``: the key columns, :data:`PAIR_SUMS`,
+    ``max_gain_bits`` / ``max_loss_bits`` (the largest improvement / loss in
+    bits of error over changed points finite on both sides and not
+    garbage; NaN when none) with witnesses ``gain_witness_*`` /
+    ``loss_witness_*``.  ``hist`` holds the change in bits over the
+    evidence points (better, worse, tied) at 1/:data:`DELTA_RES` bit.
+    """
+
+    SUMS = PAIR_SUMS
+    MAXIMA = {"max_gain_bits": "gain_witness_", "max_loss_bits": "loss_witness_"}
+    BINS = DELTA_BINS
+
+    @classmethod
+    def reduce(cls, grouping: Grouping, outcome, fix, delta_bits, changed, witness=None) -> "PairedStats":
+        """Paired counts of each nonempty group from :func:`compare_points`'s per-point outcomes."""
+        o = np.asarray(outcome).ravel()
+        fx = np.asarray(fix).ravel()
+        d = np.asarray(delta_bits, dtype=np.float64).ravel()
+        finite_d = np.isfinite(d)
+        frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64),
+                 "changed": grouping.count(np.asarray(changed, dtype=bool)),
+                 "better": grouping.count(o == _BETTER), "worse": grouping.count(o == _WORSE),
+                 "tied": grouping.count(o == _TIED), "both_garbage": grouping.count(o == _GARBAGE),
+                 "finite_better": grouping.count(finite_d & (d > 0)), "finite_worse": grouping.count(finite_d & (d < 0)),
+                 "specials_caused": grouping.count(d == -np.inf)}
+        for code, name in FIX_QUALITIES.items():
+            frame[name] = grouping.count(fx == code)
+        gain, at_gain = grouping.argmax(np.where(finite_d & (d > 0), d, -np.inf))
+        loss, at_loss = grouping.argmax(np.where(finite_d & (d < 0), -d, -np.inf))
+        frame["max_gain_bits"] = np.where(gain == -np.inf, np.nan, gain)
+        frame["max_loss_bits"] = np.where(loss == -np.inf, np.nan, loss)
+        for name, values in (witness or {}).items():
+            v = np.asarray(values).ravel()
+            frame[f"gain_witness_{name}"] = _blank(v[at_gain], gain == -np.inf)
+            frame[f"loss_witness_{name}"] = _blank(v[at_loss], loss == -np.inf)
+        ev = ~np.isnan(d)
+        rows, bins, counts = (np.empty(0, np.int64),) * 3
+        if ev.any():
+            sub = Grouping(grouping.group[ev], grouping.n_groups)
+            rows, bins, counts = sub.histogram(_delta_bins(d[ev]), DELTA_BINS)
+            rows = np.searchsorted(grouping.ids, sub.ids)[rows]  # rows of `sub` -> rows of this reduction
+        hist = pd.DataFrame({"row": rows, "bin": bins, "count": counts})
+        return cls(pd.DataFrame(frame), hist)
+
+    def table(self, keys=None) -> pd.DataFrame:
+        """The reported comparison per group: keys, counts, tests, change in bits, verdict.
+
+        Adds ``specials_fixed`` (the sum of the fix qualities),
+        ``p_value`` (sign test on better vs worse), ``p_specials`` (fixed vs
+        caused), ``p_finite`` (finite better vs worse),
+        ``median_change_bits`` (over better/worse/tied points, at
+        1/:data:`DELTA_RES` bit; positive = with is better) and ``verdict``.
+        """
+        f = self.frame
+        keys = [c for c in (keys if keys is not None else f.columns)
+                if c not in self.SUMS and c not in self.MAXIMA and not c.startswith(("gain_witness_", "loss_witness_"))]
+        out = f[keys].copy()
+        for col in ("count", "changed", "better", "worse", "tied", "both_garbage"):
+            out[col] = f[col].to_numpy()
+        out["specials_fixed"] = sum(f[c].to_numpy() for c in FIX_QUALITIES.values())
+        out["specials_caused"] = f["specials_caused"].to_numpy()
+        for col in FIX_QUALITIES.values():
+            out[col] = f[col].to_numpy()
+        out["finite_better"] = f["finite_better"].to_numpy()
+        out["finite_worse"] = f["finite_worse"].to_numpy()
+        out["p_value"] = sign_test(out["better"], out["worse"])
+        out["p_specials"] = sign_test(out["specials_fixed"], out["specials_caused"])
+        out["p_finite"] = sign_test(out["finite_better"], out["finite_worse"])
+        med = histogram_quantiles(self.hist["row"].to_numpy(), self.hist["bin"].to_numpy(),
+                                  self.hist["count"].to_numpy(), (0.5,), edge=_delta_value)
+        med = np.concatenate([med[:, 0], np.full(len(f) - len(med), np.nan)])
+        out["median_change_bits"] = med
+        out["max_gain_bits"] = f["max_gain_bits"].to_numpy()
+        out["max_loss_bits"] = f["max_loss_bits"].to_numpy()
+        for col in (c for c in f.columns if c.startswith(("gain_witness_", "loss_witness_"))):
+            out[col] = f[col].to_numpy()
+        out["verdict"] = verdicts(out)
+        return out
+
+
+# ---------------------------------------------------------------------------
+# One set of points, and the test helper
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Summary:
+    """Statistics of one set of scores (a :class:`GroupStats` of one group).
+
+    ``max_ulp`` is over every point (inf when any result is special) and
+    ``witness`` the index of its first point (-1 when empty);
+    ``max_finite_ulp`` and ``mean_ulp`` are over points with a finite error;
+    ``p50_ulp``, ``p99_ulp``, ``p999_ulp`` are histogram upper bounds;
+    ``mean_bits`` is Herbie's average bits of error; ``share_correct`` the
+    share correctly rounded; ``count_over_1ulp`` counts errors above 1 ulp
+    (specials included); ``classes`` the count of each special class.
+    """
+
+    count: int
+    max_ulp: float
+    witness: int
+    max_finite_ulp: float
+    mean_ulp: float
+    p50_ulp: float
+    p99_ulp: float
+    p999_ulp: float
+    mean_bits: float
+    share_correct: float
+    count_over_1ulp: int
+    classes: dict
+
+    @property
+    def count_nan(self) -> int:
+        return self.classes["nan"]
+
+
+def summarize(err_ulp, err_bits, classes) -> Summary:
+    """Summarize per-point scores (arrays of equal length) with :class:`GroupStats`."""
+    err = np.asarray(err_ulp, dtype=np.float64).ravel()
+    if err.size == 0:
+        nan = float("nan")
+        return Summary(0, nan, -1, nan, nan, nan, nan, nan, nan, nan, 0, {c: 0 for c in SPECIAL_CLASSES})
+    g = GroupStats.reduce(Grouping(np.zeros(err.size, dtype=np.int64), 1), err, err_bits, classes,
+                          witness={"index": np.arange(err.size)})
+    row = g.table().iloc[0]
+    return Summary(int(row["count"]), float(row["max_ulp"]), int(row["witness_index"]),
+                   float(row["max_finite_ulp"]), float(row["mean_ulp"]), float(row["p50_ulp"]),
+                   float(row["p99_ulp"]), float(row["p999_ulp"]), float(row["mean_bits"]),
+                   float(row["share_correct"]), int(row["over_1ulp"]), {c: int(row[c]) for c in SPECIAL_CLASSES})
+
+
+def assert_max_ulp(computed, exact, fmt, max_ulp: float = 1.0) -> np.ndarray:
+    """Assert every ulp error is at most ``max_ulp``; return the errors (test helper)."""
+    __tracebackhide__ = True
+    err = ulp_error(computed, exact, fmt)
+    if not np.all(err <= max_ulp):
+        worst = int(np.argmax(np.where(np.isnan(err), np.inf, err)))
+        c = np.asarray(computed, dtype=np.float64).ravel()[worst]
+        raise AssertionError(
+            f"values are not within {max_ulp:g} ulp in {get_format(fmt).name} "
+            f"(max error is {err.ravel()[worst]:g} ulp at index {worst}: got {float(c).hex()})"
+        )
+    return err

@@ -34,6 +34,13 @@ A study file (``studies/NAME.toml``)::
     variants = ["all"]                # registry names, or "all"
     models = ["ieee", "npu"]          # machine specs ("npu+ftz", ...)
     per_point = "all"                 # all | incorrect | over_1ulp | worst | none
+    compare = [["candidate", "kernel"]]   # optional: (with, without) pairs compared point by point,
+                                      # besides the guard and G5-threshold pairs found from the names
+
+    [report]                          # optional: the report's sections, in order (precision.report.sections)
+    sections = ["verdicts", "dominant", "summary"]
+    [report.q]                        # optional: options of one section
+    x = [1.0, 8.0, 16.0]
 
 Unknown keys, wrong types and empty axes raise
 :class:`~precision.errors.StudyFileError` naming the file, the key and what
@@ -53,7 +60,7 @@ import numpy as np
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.formats import FORMATS, get_format, round_to_format
 
-__all__ = ["PredAxis", "Profile", "Study", "load_study", "parse_study", "pred_values", "study_pred_values",
+__all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "pred_values", "study_pred_values",
            "PER_POINT_MODES"]
 
 PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real")
@@ -66,7 +73,7 @@ PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "worst", "none")
 #: per_point = "worst" keeps this many worst points per (variant, target, region) of each task.
 WORST_PER_GROUP = 8
 _INPUT_FORMATS = ("fp16", "fp32")
-_TOP_KEYS = {"name", "description", "seed", "pred", "points", "run"}
+_TOP_KEYS = {"name", "description", "seed", "pred", "points", "run", "report"}
 _PRED_KEYS = {
     "exhaustive": {"kind", "format", "range"},
     "stratified": {"kind", "format", "range", "per_binade"},
@@ -80,7 +87,7 @@ _POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count
                "bracket_bands"}
 #: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
 DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
-_RUN_KEYS = {"variants", "models", "per_point"}
+_RUN_KEYS = {"variants", "models", "per_point", "compare"}
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,8 @@ class Study:
     source: str  # the file's text, for the reproduce block and the hash
     path: str
     bracket_edges: tuple = ()  # edges on the bracket's cancellation factor C; () = no bracket bands
+    compare: tuple = ()  # declared (with, without) variant pairs
+    report: "ReportSpec | None" = None  # the [report] table; None = the default sections
 
     @property
     def pred(self) -> PredAxis:
@@ -145,6 +154,22 @@ class Study:
     def digest(self) -> str:
         """SHA-256 of the study file's text."""
         return hashlib.sha256(self.source.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ReportSpec:
+    """The ``[report]`` table: section names in order and each section's options.
+
+    ``options`` holds ``(section, ((key, value), ...))`` pairs, checked
+    against :data:`precision.report.sections.SECTION_OPTIONS`.
+    """
+
+    sections: tuple
+    options: tuple = ()
+
+    def options_of(self, section: str) -> dict:
+        """The options given for one section (a fresh dict)."""
+        return dict(dict(self.options).get(section, ()))
 
 
 class _Reader:
@@ -350,9 +375,67 @@ def parse_study(text: str, path: str = "<study>") -> Study:
         raise run.error("models", "expected an array of machine specs")
     per_point = run.string("per_point", PER_POINT_MODES, default="all")
     _check_registry_names(run, variants, models)
+    compare = _parse_compare(run, variants)
+    report = _parse_report(top, data) if "report" in data else None
     return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
-                 tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(models)), per_point, text, path, bands)
+                 tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(models)), per_point, text, path, bands,
+                 compare, report)
+
+
+def _parse_compare(run: _Reader, variants) -> tuple:
+    """``[run] compare``: (with, without) pairs of the study's own variants."""
+    if not run.has("compare"):
+        return ()
+    pairs = []
+    named = set(variants)
+    for pair in run.array("compare"):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, str) for v in pair)):
+            raise run.error("compare", f"{pair!r}; expected pairs of variant names like [\"candidate\", \"kernel\"]")
+        missing = [v for v in pair if v not in named and "all" not in named]
+        if missing:
+            raise run.error("compare", f"{missing[0]!r} is not among the study's variants; add it to variants")
+        if pair[0] == pair[1]:
+            raise run.error("compare", f"{pair!r} compares a variant with itself")
+        pairs.append(tuple(pair))
+    return tuple(dict.fromkeys(pairs))
+
+
+def _parse_report(top: _Reader, data: dict) -> ReportSpec:
+    """``[report]``: known section names, and for each ``[report.<section>]`` only that section's options."""
+    from precision.report.sections import SECTION_OPTIONS  # light module (names only): no renderer import
+    table = data["report"]
+    if not isinstance(table, dict):
+        raise top.error("report", "expected a table [report]")
+    rep = _Reader(top.path, table, "report.", {"sections"} | set(SECTION_OPTIONS))
+    sections = rep.array("sections")
+    for name in sections:
+        if name not in SECTION_OPTIONS:
+            raise rep.error("sections", f"{name!r} is not a report section; expected some of "
+                                        f"{', '.join(SECTION_OPTIONS)}")
+    options = []
+    for name in (k for k in table if k != "sections"):
+        sub = rep.table_of(name, set(SECTION_OPTIONS[name]))
+        values = []
+        for key, (kind, _default) in SECTION_OPTIONS[name].items():
+            if sub.has(key):
+                values.append((key, _report_option(sub, key, kind)))
+        options.append((name, tuple(values)))
+    return ReportSpec(tuple(dict.fromkeys(sections)), tuple(options))
+
+
+def _report_option(reader: _Reader, key: str, kind: str):
+    """One report option by its declared kind: number, string, numbers, strings."""
+    if kind == "number":
+        return float(reader.number(key))
+    if kind == "string":
+        return reader.string(key)
+    values = reader.array(key)
+    if kind == "numbers":
+        return tuple(_parse_float_text(reader, key, v) for v in values)
+    if not all(isinstance(v, str) for v in values):
+        raise reader.error(key, "expected an array of strings")
+    return tuple(values)
 
 
 def _check_registry_names(run: _Reader, variants, models) -> None:

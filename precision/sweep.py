@@ -15,26 +15,45 @@ or the executor.  Finished tasks are written atomically to
 package's source), so an interrupted run (Ctrl-C, kill -9) resumes without
 redoing them and ends with identical tables.
 
-Output folder (``precision run`` default: ``out/<study name>``):
+Output folder (``precision run`` default: ``out/<study name>``); every
+statistic is :mod:`precision.scoring`'s:
 
 ``summary.csv``
     One row per (variant, model, format, profile): ``count``, ``max_ulp``
-    (inf when a result is NaN or inf), ``max_finite_ulp`` (the max over finite
-    errors), the witness inputs of ``max_ulp`` in hex (``witness_pred``, ``witness_target``,
-    ``witness_alpha``, ``witness_gamma``, ``witness_weight``,
-    ``witness_dout``), ``mean_ulp`` (over finite errors), ``p50_ulp``,
+    (inf when an output is special) with its witness (``witness_pred``,
+    ``witness_target``, ``witness_alpha``, ``witness_gamma``,
+    ``witness_weight``, ``witness_dout`` in hex; ``witness_computed`` and
+    ``witness_exact``, the computed output and the exact value there),
+    ``max_finite_ulp`` with the same ``finite_witness_*`` columns,
+    ``mean_ulp`` (over finite errors; descriptive only), ``p50_ulp``,
     ``p99_ulp``, ``p999_ulp`` (upper bounds within 4.4 %, from mergeable
-    histograms), ``mean_bits``, ``share_correct``, ``over_1ulp``,
-    ``nan``, ``inf``, ``wrong_sign``.
+    histograms), ``mean_bits``, ``share_correct``, ``over_1ulp``, and one
+    count per special class: ``nan``, ``inf``, ``wrong_sign``, ``lost_inf``.
 ``by_region.csv``, ``by_gamma.csv``
     The same columns, also split by pred region / by gamma.
 ``groups.csv``
-    The finest groups (variant, model, format, profile, alpha, gamma,
-    weight, dout, target, region), same columns; ``hist.npz`` holds their
-    sparse ulp histograms (``group``, ``bin``, ``count``) for re-merging.
-``changes.csv``
-    For every pair of variants whose guard sets differ by one guard: per
-    task group, how many outputs differ in bits (``changed`` of ``count``).
+    The finest groups (:data:`GROUP_KEYS`, plus ``bracket`` with bracket
+    bands), same columns.
+``by_bracket.csv``
+    With ``bracket_bands`` only: per (variant, model, format, profile, gamma, bracket).
+``groups_raw.csv``, ``hist.npz``
+    The fine groups' mergeable sums, maxima and witnesses, and their sparse
+    ulp histograms (``row``, ``bin``, ``count``): :class:`precision.scoring.GroupStats`
+    (:func:`load_stats`).
+``comparisons.csv``
+    Every paired comparison of the run (:mod:`precision.comparisons`: guard
+    pairs, G5 thresholds against never and against 1/64, declared pairs), per
+    machine model, format and profile, overall (region ``all``) and per region:
+    ``changed``, ``better``, ``worse``, ``tied``, ``both_garbage``,
+    ``specials_fixed`` (with ``fixed_correct``, ``fixed_le_1ulp``,
+    ``fixed_le_2p10``, ``fixed_le_2p20``, ``fixed_more``), ``specials_caused``,
+    ``finite_better``, ``finite_worse``, ``p_value``, ``p_specials``,
+    ``p_finite`` (exact sign tests), ``median_change_bits``,
+    ``max_gain_bits``, ``max_loss_bits`` with witnesses, and ``verdict``
+    (rule: :data:`precision.scoring.VERDICT_RULE`).
+``paired_raw.csv``, ``paired_hist.npz``
+    The fine comparisons (:data:`PAIR_KEYS`), mergeable
+    (:class:`precision.scoring.PairedStats`, :func:`load_paired`).
 ``predbins.npz``
     Max ulp per symmetric-log pred bin, per (variant, model, profile, gamma).
 ``points.parquet``
@@ -45,7 +64,8 @@ Output folder (``precision run`` default: ``out/<study name>``):
     ``exact_lo`` (the exact value as a double-double), ``rounded`` (the
     correctly rounded value), ``err_ulp``, ``err_bits``, ``class``.
 ``run.json``
-    Study digest, seed, package versions, counts, timings, cache use.
+    Study digest, seed, package versions, variants, region and bracket
+    edges with their labels, counts, timings, cache use.
 """
 
 from __future__ import annotations
@@ -73,13 +93,15 @@ from precision.cache import TermCache, atomic_write_npz, default_cache_dir, read
 from precision.errors import PrecisionError
 from precision.executor import make_executor
 from precision.formats import get_format, round_to_format
-from precision.guards import evaluate, get_variant, variant_names
-from precision.scoring import (CLASS_NAMES, HIST_BINS, bin_upper_edge, bits_error, classify, histogram_bins,
-                               ulp_error)
+from precision.guards import evaluate, variant_names
+from precision.comparisons import find_comparisons
+from precision.scoring import (CLASS_NAMES, GroupStats, Grouping, PairedStats, bits_error, classify,
+                               compare_points, ulp_error)
 from precision.study import WORST_PER_GROUP, Profile, Study, study_pred_values
 from precision.terms import TermTable, derive_gradient, focal_term_tables
 
-__all__ = ["run_study", "RunResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "merge_groups"]
+__all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
+           "load_paired", "sort_table", "comparison_table", "GROUP_KEYS", "PAIR_KEYS", "COMPARISON_KEYS"]
 
 #: Focal-term pairs per oracle chunk: large enough to amortize process
 #: start-up, small enough to balance two cores and checkpoint often.
@@ -87,12 +109,6 @@ TERM_CHUNK = 8192
 
 #: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
 PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
-
-_STAT_COLUMNS = ["count", "max_ulp", "max_finite_ulp", "witness_pred", "witness_target", "witness_alpha",
-                 "witness_gamma",
-                 "witness_weight", "witness_dout", "mean_ulp", "p50_ulp", "p99_ulp", "p999_ulp", "mean_bits",
-                 "share_correct", "over_1ulp", "nan", "inf", "wrong_sign"]
-
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
@@ -140,6 +156,7 @@ class Task:
     pos: TermTable
     neg: TermTable
     bracket_edges: tuple = ()
+    comparisons: tuple = ()  # (with, without) index pairs into variants
 
 
 def _exact_input(value: float, fmt: str) -> float:
@@ -147,25 +164,62 @@ def _exact_input(value: float, fmt: str) -> float:
     return float(round_to_format(value, fmt))
 
 
-def _guard_pairs(variants) -> list:
-    """(with, without, guard) index triples of variants whose guard sets differ by one guard."""
-    sets = {}
-    for i, v in enumerate(variants):
-        row = get_variant(v)
-        guards = row.guards
-        if guards is not None and row.family in ("kernel", "naive") and not dict(row.params).keys() - {"guards"}:
-            sets[i] = guards
-    pairs = []
-    for i, gi in sets.items():
-        for j, gj in sets.items():
-            diff = gi - gj
-            if len(diff) == 1 and gj < gi:
-                pairs.append((i, j, int(next(iter(diff))[1:])))
-    return sorted(pairs)
+@dataclass
+class TaskResult:
+    """What one task produces: group statistics per variant, paired counts per comparison, kept points.
+
+    ``stats`` has key columns ``variant`` (index into the task's variants)
+    and ``group`` (the task's group id); ``paired`` has ``comparison``
+    (index into the task's comparisons) and ``group``.  ``points`` holds the
+    kept per-point rows (numeric columns: ``variant``, ``index`` into the
+    flattened pred x target tensor, ``computed``, ``err_ulp``, ``err_bits``,
+    ``class``, ``exact_hi``, ``exact_lo``, ``rounded``).  ``pred_max`` is the
+    max ulp error per variant and symmetric-log pred bin (:data:`PRED_BIN_EDGES`).
+    """
+
+    stats: GroupStats
+    paired: PairedStats
+    points: pd.DataFrame
+    pred_max: np.ndarray
+    fallback: int
+    unsupported: np.ndarray
+
+    def to_arrays(self) -> dict:
+        """npz-storable arrays (the chunk file of a finished task)."""
+        arrays = {**self.stats.to_arrays("stats"), **self.paired.to_arrays("paired"),
+                  **{f"points.{c}": self.points[c].to_numpy() for c in _POINT_COLUMNS},
+                  "pred_max": self.pred_max, "fallback": np.array(self.fallback),
+                  "unsupported": np.asarray(self.unsupported, dtype=np.int16)}
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> "TaskResult":
+        return cls(GroupStats.from_arrays(arrays, "stats"), PairedStats.from_arrays(arrays, "paired"),
+                   pd.DataFrame({c: arrays[f"points.{c}"] for c in _POINT_COLUMNS}), arrays["pred_max"],
+                   int(arrays["fallback"]), arrays["unsupported"])
+
+
+_POINT_COLUMNS = ("variant", "index", "computed", "err_ulp", "err_bits", "class", "exact_hi", "exact_lo", "rounded")
+
+
+def _kept_points(per_point: str, err, bits, grouping: Grouping) -> np.ndarray:
+    """Indices of the per-point rows a task keeps (the study's ``per_point``)."""
+    if per_point == "all":
+        return np.arange(err.size)
+    if per_point == "incorrect":
+        return np.flatnonzero(bits > 0)
+    if per_point == "over_1ulp":
+        return np.flatnonzero(~(err <= 1.0))
+    if per_point == "worst":
+        # the WORST_PER_GROUP largest errors of each group (ties: first in element order)
+        order = np.lexsort((-np.where(np.isnan(err), np.inf, err), grouping.group))
+        rank = np.arange(order.size) - np.repeat(grouping.starts, grouping.counts)
+        return np.sort(order[rank < WORST_PER_GROUP])
+    return np.empty(0, dtype=np.int64)
 
 
 def run_task(task: Task) -> dict:
-    """Evaluate, score and aggregate one task; returns npz-storable arrays."""
+    """Evaluate, score and aggregate one task; returns the npz-storable arrays of its :class:`TaskResult`."""
     fmt = get_format(task.profile.pred)
     P, T = task.preds.size, len(task.targets)
     regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
@@ -199,22 +253,14 @@ def run_task(task: Task) -> dict:
     if B > 1:
         group = group + bracket_band(task.preds[:, None], np.asarray(task.targets)[None, :], task.gamma,
                                      task.bracket_edges)
-    group = group.ravel()
-    G = T * R * B
-    cnt = np.bincount(group, minlength=G)
-    has = cnt > 0
-    perm = np.argsort(group, kind="stable")  # elements grouped, in element order within a group
-    starts = np.concatenate([[0], np.cumsum(cnt)[:-1]])[has]
+    grouping = Grouping(group.ravel(), T * R * B)
     flat_preds = np.repeat(task.preds, T)
+    exact = (exact_hi.ravel(), exact_lo.ravel())
+    rounded = rounded.ravel()
     pred_bin = np.clip(np.searchsorted(PRED_BIN_EDGES, task.preds, side="right") - 1, 0, PRED_BIN_EDGES.size - 2)
-    out = {k: [] for k in ("g_variant", "g_group", "g_count", "g_max", "g_max_finite", "g_witness", "g_sum_ulp",
-                           "g_n_finite",
-                           "g_sum_bits", "g_correct", "g_over1", "g_nan", "g_inf", "g_wrong",
-                           "h_variant", "h_group", "h_bin", "h_count",
-                           "p_variant", "p_index", "p_computed", "p_err", "p_bits", "p_class")}
-    pb_max = np.full((len(task.variants), PRED_BIN_EDGES.size - 1), np.nan, dtype=np.float32)
-    computed_bits = {}
-    unsupported = []
+    pred_max = np.full((len(task.variants), PRED_BIN_EDGES.size - 1), np.nan, dtype=np.float32)
+    compared = {i for pair in task.comparisons for i in pair}
+    scores, stats, points, unsupported = {}, [], [], []
     for vi, variant in enumerate(task.variants):
         try:
             kwargs = {"count": count} if task.reduction == "mean" else {}
@@ -223,89 +269,39 @@ def run_task(task: Task) -> dict:
         except PrecisionError:
             unsupported.append(vi)  # e.g. an fp16-only variant on an fp32 profile
             continue
-        computed = np.asarray(computed, dtype=fmt.dtype)
-        computed_bits[vi] = computed.view(fmt.uint_dtype)
-        err = ulp_error(computed, (exact_hi, exact_lo), fmt, rounded).ravel()
-        bits = bits_error(computed, rounded, fmt).ravel()
-        cls = classify(computed, rounded).ravel()
-        finite = np.isfinite(err)
-        err_max = np.where(np.isnan(err), np.inf, err)
-        # per group: the max and its first element (the witness), without sorting per variant
-        grouped = err_max[perm]
-        gmax = np.maximum.reduceat(grouped, starts)
-        at_max = np.where(grouped == np.repeat(gmax, cnt[has]), np.arange(grouped.size), grouped.size)
-        worst = perm[np.minimum.reduceat(at_max, starts)]
-        out["g_variant"].append(np.full(int(has.sum()), vi, dtype=np.int16))
-        out["g_group"].append(np.flatnonzero(has).astype(np.int32))
-        out["g_count"].append(cnt[has])
-        out["g_max"].append(gmax)
-        out["g_max_finite"].append(np.maximum.reduceat(np.where(finite, err, -np.inf)[perm], starts))
-        out["g_witness"].append(flat_preds[worst])
-        out["g_sum_ulp"].append(np.bincount(group, np.where(finite, err, 0.0), G)[has])
-        out["g_n_finite"].append(np.bincount(group, finite, G)[has].astype(np.int64))
-        out["g_sum_bits"].append(np.bincount(group, bits, G)[has])
-        out["g_correct"].append(np.bincount(group, bits == 0, G)[has].astype(np.int64))
-        out["g_over1"].append(np.bincount(group, ~(err <= 1.0), G)[has].astype(np.int64))
-        out["g_nan"].append(np.bincount(group, cls == 1, G)[has].astype(np.int64))
-        out["g_inf"].append(np.bincount(group, cls == 2, G)[has].astype(np.int64))
-        out["g_wrong"].append(np.bincount(group, cls == 3, G)[has].astype(np.int64))
-        hist_keys = group.astype(np.int64) * HIST_BINS + histogram_bins(err)
-        if hist_keys.size * 8 < G * HIST_BINS:  # few points: sort them
-            keys, counts = np.unique(hist_keys, return_counts=True)
-        else:  # many points: count densely
-            dense = np.bincount(hist_keys, minlength=G * HIST_BINS)
-            keys = np.flatnonzero(dense)
-            counts = dense[keys]
-        out["h_variant"].append(np.full(keys.size, vi, dtype=np.int16))
-        out["h_group"].append((keys // HIST_BINS).astype(np.int32))
-        out["h_bin"].append((keys % HIST_BINS).astype(np.int32))
-        out["h_count"].append(counts.astype(np.int64))
-        e2 = err_max.reshape(P, T).max(axis=1)
+        computed = np.asarray(computed, dtype=fmt.dtype).ravel()
+        err = ulp_error(computed, exact, fmt, rounded)
+        bits = bits_error(computed, rounded, fmt)
+        cls = classify(computed, rounded)
+        c64 = computed.astype(np.float64)
+        stats.append(GroupStats.reduce(grouping, err, bits, cls,
+                                       witness={"pred": flat_preds, "computed": c64, "exact": exact[0]})
+                     .with_columns(variant=vi))
+        if vi in compared:
+            scores[vi] = (computed.view(fmt.uint_dtype), np.isnan(computed), err, cls)
         mx = np.full(PRED_BIN_EDGES.size - 1, -np.inf)
-        np.maximum.at(mx, pred_bin, e2)
+        np.maximum.at(mx, pred_bin, np.where(np.isnan(err), np.inf, err).reshape(P, T).max(axis=1))
         with np.errstate(over="ignore"):
-            pb_max[vi] = np.where(mx == -np.inf, np.nan, mx)
-        if task.per_point == "all":
-            keep = np.ones(err.size, dtype=bool)
-        elif task.per_point == "incorrect":
-            keep = bits > 0
-        elif task.per_point == "over_1ulp":
-            keep = ~(err <= 1.0)
-        elif task.per_point == "worst":
-            # the WORST_PER_GROUP largest errors of each group (ties: first in element order)
-            order = np.lexsort((-err_max, group))
-            rank = np.arange(order.size) - np.repeat(np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
-            keep = np.zeros(err.size, dtype=bool)
-            keep[order[rank < WORST_PER_GROUP]] = True
-        else:
-            keep = np.zeros(err.size, dtype=bool)
-        idx = np.flatnonzero(keep)
-        out["p_variant"].append(np.full(idx.size, vi, dtype=np.int16))
-        out["p_index"].append(idx.astype(np.int64))
-        out["p_computed"].append(computed.ravel()[idx].astype(np.float64))
-        out["p_err"].append(err[idx])
-        out["p_bits"].append(bits[idx])
-        out["p_class"].append(cls[idx])
-    result = {k: (np.concatenate(v) if v else np.empty(0)) for k, v in out.items()}
-    result["pb_max"] = pb_max
-    # guard pairs: outputs whose bits change when one guard is added
-    c_rows = []
-    for with_i, without_i, guard in _guard_pairs(task.variants):
-        if with_i in computed_bits and without_i in computed_bits:
-            changed = (computed_bits[with_i] != computed_bits[without_i]).ravel()
-            per_group = np.bincount(group, changed, G)
-            cnt = np.bincount(group, minlength=G)
-            for gid in np.flatnonzero(cnt):
-                c_rows.append((with_i, without_i, guard, gid, int(per_group[gid]), int(cnt[gid])))
-    c = np.array(c_rows, dtype=np.int64).reshape(-1, 6)
-    result.update(c_with=c[:, 0], c_without=c[:, 1], c_guard=c[:, 2], c_group=c[:, 3], c_changed=c[:, 4],
-                  c_count=c[:, 5])
-    result["fallback"] = np.array(fallback)
-    result["unsupported"] = np.array(unsupported, dtype=np.int16)
-    result["exact_hi"] = exact_hi.ravel()[result["p_index"]]
-    result["exact_lo"] = exact_lo.ravel()[result["p_index"]]
-    result["rounded"] = rounded.ravel()[result["p_index"]].astype(np.float64)
-    return result
+            pred_max[vi] = np.where(mx == -np.inf, np.nan, mx)
+        idx = _kept_points(task.per_point, err, bits, grouping)
+        points.append(pd.DataFrame({"variant": np.full(idx.size, vi, dtype=np.int16), "index": idx.astype(np.int64),
+                                    "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
+                                    "class": cls[idx], "exact_hi": exact[0][idx], "exact_lo": exact[1][idx],
+                                    "rounded": rounded[idx].astype(np.float64)}))
+    paired = []
+    for ci, (wi, wo) in enumerate(task.comparisons):
+        if wi not in scores or wo not in scores:
+            continue
+        bits_w, nan_w, err_w, cls_w = scores[wi]
+        bits_o, nan_o, err_o, cls_o = scores[wo]
+        changed = (bits_w != bits_o) & ~(nan_w & nan_o)
+        outcome, fix, delta = compare_points(err_w, cls_w, err_o, cls_o, changed)
+        paired.append(PairedStats.reduce(grouping, outcome, fix, delta, changed, witness={"pred": flat_preds})
+                      .with_columns(comparison=ci))
+    empty_points = pd.DataFrame({c: np.empty(0) for c in _POINT_COLUMNS})
+    return TaskResult(GroupStats.concat(stats), PairedStats.concat(paired),
+                      pd.concat(points, ignore_index=True) if points else empty_points, pred_max, fallback,
+                      np.asarray(unsupported, dtype=np.int16)).to_arrays()
 
 
 # ---------------------------------------------------------------------------
@@ -393,7 +389,9 @@ def _variants_of(study: Study) -> tuple:
     return tuple(dict.fromkeys(names))
 
 
-def _build_tasks(study: Study, preds, terms, variants) -> list:
+def _build_tasks(study: Study, preds, terms, variants, comparisons) -> list:
+    index = {v: i for i, v in enumerate(variants)}
+    pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
     tasks = []
     for model in study.models:
         for profile in study.profiles:
@@ -411,12 +409,12 @@ def _build_tasks(study: Study, preds, terms, variants) -> list:
                             fields = dict(model=model, profile=profile.name, alpha=alpha.hex(), gamma=gamma.hex(),
                                           weight=None if weight is None else weight.hex(), dout=dout.hex(),
                                           variants=variants, targets=study.targets, per_point=study.per_point,
-                                          preds=preds_digest)
+                                          preds=preds_digest, comparisons=pairs)
                             pos, neg = terms[gamma]
                             tasks.append(Task(_task_key(study, fields), model, profile, alpha, gamma, weight, dout,
                                               study.reduction, study.count, study.targets, variants,
                                               study.region_edges, study.per_point, preds[exact], pos.take(exact),
-                                              neg.take(exact), study.bracket_edges))
+                                              neg.take(exact), study.bracket_edges, pairs))
     return tasks
 
 
@@ -428,6 +426,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     chunk_dir = out / "chunks"
     preds = study_pred_values(study)
     variants = _variants_of(study)
+    comparisons = find_comparisons(variants, study.compare)
     executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
     try:
         try:
@@ -438,7 +437,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
             raise PrecisionError(f"--out={out}: the output folder is not writable")
         cache = TermCache((Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None)
         terms, pairs, pairs_cached = _compute_terms(study, preds, cache, executor)
-        tasks = _build_tasks(study, preds, terms, variants)
+        tasks = _build_tasks(study, preds, terms, variants, comparisons)
         # finished tasks live on disk only (memory stays bounded by one task's results);
         # their integrity is checked when the tables are assembled
         todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.npz").exists()]
@@ -452,7 +451,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     # so a failed write (full disk, read-only folder) leaves no partial set of tables behind
     staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
     try:
-        unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants)
+        unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
         result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
                            len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
                            unsupported)
@@ -471,182 +470,184 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
 # Tables
 # ---------------------------------------------------------------------------
 
-def merge_groups(groups: pd.DataFrame, hist: pd.DataFrame, by: list) -> pd.DataFrame:
-    """Merge fine groups into coarser ones; quantiles from the merged histograms.
-
-    ``groups`` has one row per fine group with the raw sums (``count``,
-    ``max_ulp`` and the witness columns, ``sum_ulp``, ``n_finite``,
-    ``sum_bits``, ``n_correct``, ``over_1ulp``, ``nan``, ``inf``,
-    ``wrong_sign``) and a ``group`` id; ``hist`` has (``group``, ``bin``,
-    ``count``).  The witness of a merged group is that of its first fine group
-    attaining the max, in the fine groups' (deterministic) order.
-    """
-    g = groups.reset_index(drop=True)
-    key = g.groupby(by, sort=True, dropna=False).ngroup()
-    first_max = (g.assign(_k=key, _neg=-g["max_ulp"]).sort_values(["_k", "_neg"], kind="stable")
-                 .drop_duplicates("_k"))
-    sums = g.assign(_k=key).groupby("_k")[["count", "sum_ulp", "n_finite", "sum_bits", "n_correct", "over_1ulp",
-                                           "nan", "inf", "wrong_sign"]].sum()
-    # merged sparse histograms: one (coarse key, bin) row per nonempty bin, sorted
-    codes = key.to_numpy().astype(np.int64)[hist["group"].to_numpy()] * HIST_BINS + hist["bin"].to_numpy()
-    merged, inverse = np.unique(codes, return_inverse=True)
-    counts = np.bincount(inverse.ravel(), weights=hist["count"].to_numpy(), minlength=merged.size)
-    quantiles = _histogram_quantiles(merged // HIST_BINS, merged % HIST_BINS, counts, (0.5, 0.99, 0.999))
-    first_max = first_max.set_index("_k")
-    table = first_max[by].copy()
-    table["count"] = sums["count"]
-    table["max_ulp"] = first_max["max_ulp"]
-    table["max_finite_ulp"] = g.assign(_k=key).groupby("_k")["max_finite_ulp"].max()
-    for col in ("witness_pred", "witness_target", "witness_alpha", "witness_gamma", "witness_weight",
-                "witness_dout"):
-        table[col] = first_max[col]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        table["mean_ulp"] = sums["sum_ulp"] / sums["n_finite"]
-        table["mean_bits"] = sums["sum_bits"] / sums["count"]
-        table["share_correct"] = sums["n_correct"] / sums["count"]
-    q = pd.DataFrame(quantiles, columns=["p50_ulp", "p99_ulp", "p999_ulp"])
-    table = table.join(q)
-    for col in ("over_1ulp", "nan", "inf", "wrong_sign"):
-        table[col] = sums[col]
-    return table[by + _STAT_COLUMNS].reset_index(drop=True)
-
-
-def _histogram_quantiles(keys, bins, counts, qs) -> np.ndarray:
-    """Upper bounds of the quantiles qs of every group of a sparse histogram sorted by (key, bin).
-
-    Vectorized :func:`precision.scoring.quantile_upper_bound`: row k of the
-    result holds group k's bounds (keys are 0 .. K-1).
-    """
-    K = int(keys.max()) + 1 if keys.size else 0
-    totals = np.bincount(keys, counts, minlength=K)
-    before = np.concatenate([[0], np.cumsum(totals)[:-1]])
-    cum = np.cumsum(counts)
-    out = np.empty((K, len(qs)))
-    for j, q in enumerate(qs):
-        rank = np.maximum(1, np.ceil(q * totals))
-        idx = np.searchsorted(cum, before + rank, side="left")
-        out[:, j] = bin_upper_edge(bins[np.minimum(idx, bins.size - 1)])
-    out[totals == 0] = np.nan
-    return out
+#: Key columns of the fine groups of ``groups_raw.csv`` (``bracket`` only with bracket bands).
+GROUP_KEYS = ("variant", "model", "format", "profile", "alpha", "gamma", "weight", "dout", "target", "region")
+#: Key columns of the fine comparisons of ``paired_raw.csv`` (``bracket`` only with bracket bands).
+PAIR_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "model", "format", "profile",
+             "alpha", "gamma", "weight", "dout", "target", "region")
+_WITNESS_INPUTS = ("pred", "target", "alpha", "gamma", "weight", "dout")
 
 
 def _hex_or_none(v):
     return "none" if v is None or (isinstance(v, float) and np.isnan(v)) else float(v).hex()
 
 
-def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) -> tuple[list, int]:
+def _witness_hex(frame: pd.DataFrame, prefix: str, task, targets) -> dict:
+    """Witness input columns of one witness family: the pred of the frame plus the task's constants, in hex.
+
+    A group without a witness (its maximum attained by no point: NaN pred) gets empty inputs.
+    """
+    preds = frame[f"{prefix}pred"].to_numpy(np.float64)
+    none = np.isnan(preds)
+    values = {"pred": [float(v).hex() for v in preds], "target": np.asarray(targets, dtype=object),
+              "alpha": float(task.alpha).hex(), "gamma": float(task.gamma).hex(), "weight": _hex_or_none(task.weight),
+              "dout": float(task.dout).hex()}
+    out = {}
+    for name, v in values.items():
+        column = np.asarray(v if isinstance(v, (list, np.ndarray)) else [v] * preds.size, dtype=object)
+        column[none] = None
+        out[f"{prefix}{name}"] = column
+    return out
+
+
+def _read_task(task, chunk_dir: Path) -> TaskResult:
+    arrays = read_checked_npz(chunk_dir / f"{task.key}.npz")
+    if arrays is None:  # truncated or altered on disk (warned once): recompute it here
+        arrays = run_task(task)
+        atomic_write_npz(chunk_dir / f"{task.key}.npz", arrays)
+    return TaskResult.from_arrays(arrays)
+
+
+def _decode_groups(gid, task, region_names, band_names) -> dict:
+    """Key columns (target, region[, bracket]) of a task's group ids."""
+    B, R = len(band_names), len(region_names)
+    rest = np.asarray(gid, dtype=np.int64) // B
+    keys = {"target": np.asarray(task.targets)[rest // R], "region": np.asarray(region_names, dtype=object)[rest % R]}
+    if B > 1:
+        keys["bracket"] = np.asarray(band_names, dtype=object)[np.asarray(gid, dtype=np.int64) % B]
+    return keys
+
+
+def sort_table(table: pd.DataFrame, variants, models=None, regions=None, bands=None) -> pd.DataFrame:
+    """Rows in run order: variant (or comparison) as in the study, model as in the study, then the other keys."""
+    ranks = {"variant": {v: i for i, v in enumerate(variants)},
+             "with_variant": {v: i for i, v in enumerate(variants)},
+             "model": {m: i for i, m in enumerate(models or ())},
+             "region": {r: i for i, r in enumerate(regions or ())},
+             "bracket": {b: i for i, b in enumerate(bands or ())},
+             "kind": {"guard": 0, "threshold": 1, "declared": 2}}
+    cols = [c for c in ("kind", "subject", "variant", "with_variant", "without_variant", "model", "format",
+                        "profile", "alpha", "gamma", "weight", "dout", "target", "region", "bracket")
+            if c in table.columns]
+
+    def key(s):
+        r = ranks.get(s.name)
+        return s.map(r).fillna(len(r)) if r else s
+    if "subject" in cols:  # comparisons keep their discovery order, not the subject's spelling
+        cols.remove("subject")
+    return table.sort_values(cols, key=key, kind="stable").reset_index(drop=True)
+
+
+def load_stats(run_dir) -> GroupStats:
+    """The fine group statistics of a run folder (``groups_raw.csv`` and ``hist.npz``)."""
+    run_dir = Path(run_dir)
+    arrays = read_checked_npz(run_dir / "hist.npz")
+    if arrays is None:
+        raise PrecisionError(f"{run_dir}/hist.npz is missing or corrupt; run the study again")
+    frame = pd.read_csv(run_dir / "groups_raw.csv", dtype={"region": str, "bracket": str})
+    return GroupStats(frame, pd.DataFrame({c: arrays[c] for c in ("row", "bin", "count")}))
+
+
+def load_paired(run_dir) -> PairedStats:
+    """The fine paired comparisons of a run folder (``paired_raw.csv`` and ``paired_hist.npz``)."""
+    run_dir = Path(run_dir)
+    arrays = read_checked_npz(run_dir / "paired_hist.npz")
+    if arrays is None:
+        raise PrecisionError(f"{run_dir}/paired_hist.npz is missing or corrupt; run the study again")
+    frame = pd.read_csv(run_dir / "paired_raw.csv", dtype={"region": str, "bracket": str})
+    return PairedStats(frame, pd.DataFrame({c: arrays[c] for c in ("row", "bin", "count")}))
+
+
+def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> tuple[list, int]:
     """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks)."""
     region_names = region_labels(study.region_edges)
-    R = len(region_names)
-    bands = bool(study.bracket_edges)
-    band_names = np.asarray(band_labels(study.bracket_edges), dtype=object)  # ["all"] without bands
-    B = len(band_names)
-
-    def decode(gid, targets):
-        """(target values, region labels, band labels or None) of a task's group ids."""
-        rest = gid // B
-        return (np.asarray(targets)[rest // R], np.asarray(region_names, dtype=object)[rest % R],
-                band_names[gid % B] if bands else None)
-    g_frames, h_frames, c_frames = [], [], []
-    offset = 0
+    band_names = band_labels(study.bracket_edges)  # ["all"] without bands
+    bands = len(band_names) > 1
+    stats_parts, paired_parts = [], []
     unsupported = set()
     predbins = {}
     fallback = 0
     points_tmp = out / "points.parquet.tmp"
     writer = None
+    names = np.asarray(variants, dtype=object)
     for task in tasks:
-        res = read_checked_npz(chunk_dir / f"{task.key}.npz")
-        if res is None:  # truncated or altered on disk (warned once): recompute it here
-            res = run_task(task)
-            atomic_write_npz(chunk_dir / f"{task.key}.npz", res)
-        fallback += int(res["fallback"])
+        res = _read_task(task, chunk_dir)
+        fallback += res.fallback
         fmt = task.profile.pred
         base = dict(model=task.model, format=fmt, profile=task.profile.name, alpha=task.alpha, gamma=task.gamma,
                     weight=np.nan if task.weight is None else task.weight, dout=task.dout)
-        n = res["g_variant"].size
-        gid = res["g_group"].astype(np.int64)
-        targets, regions, brackets = decode(gid, task.targets)
-        gf = pd.DataFrame({
-            "variant": np.asarray(variants, dtype=object)[res["g_variant"]], **base,
-            "target": targets, "region": regions, **({"bracket": brackets} if bands else {}),
-            "count": res["g_count"], "max_ulp": res["g_max"],
-            "max_finite_ulp": np.where(res["g_max_finite"] == -np.inf, np.nan, res["g_max_finite"]),
-            "witness_pred": [float(v).hex() for v in res["g_witness"]],
-            "witness_target": targets, "witness_alpha": float(task.alpha).hex(),
-            "witness_gamma": float(task.gamma).hex(), "witness_weight": _hex_or_none(task.weight),
-            "witness_dout": float(task.dout).hex(),
-            "sum_ulp": res["g_sum_ulp"], "n_finite": res["g_n_finite"], "sum_bits": res["g_sum_bits"],
-            "n_correct": res["g_correct"], "over_1ulp": res["g_over1"], "nan": res["g_nan"], "inf": res["g_inf"],
-            "wrong_sign": res["g_wrong"],
-        })
-        gf["group"] = np.arange(offset, offset + n)
-        # map (variant, group id) of histogram rows onto global group rows
-        # (rows come out variant-major, group ids ascending, so the combined keys are sorted)
-        g_keys = res["g_variant"].astype(np.int64) * (1 << 32) + gid
-        h_keys = res["h_variant"].astype(np.int64) * (1 << 32) + res["h_group"].astype(np.int64)
-        rows = offset + np.searchsorted(g_keys, h_keys)
-        h_frames.append(pd.DataFrame({"group": rows, "bin": res["h_bin"], "count": res["h_count"]}))
-        g_frames.append(gf)
-        offset += n
-        for vi in res["unsupported"].tolist():
+        f = res.stats.frame
+        keys = _decode_groups(f["group"], task, region_names, band_names)
+        cols = {"variant": names[f["variant"].to_numpy(np.int64)], **base, **keys}
+        for prefix in ("witness_", "finite_witness_"):
+            cols.update(_witness_hex(f, prefix, task, keys["target"]))
+        stats_parts.append(res.stats.with_columns(**cols))
+        p = res.paired.frame
+        if len(p):
+            keys = _decode_groups(p["group"], task, region_names, band_names)
+            cmp = [comparisons[i] for i in p["comparison"].to_numpy(np.int64)]
+            cols = {"kind": [c.kind for c in cmp], "subject": [c.subject for c in cmp],
+                    "comparison": [c.name for c in cmp], "with_variant": [c.with_variant for c in cmp],
+                    "without_variant": [c.without_variant for c in cmp], **base, **keys}
+            for prefix in ("gain_witness_", "loss_witness_"):
+                cols.update(_witness_hex(p, prefix, task, keys["target"]))
+            paired_parts.append(res.paired.with_columns(**cols))
+        for vi in res.unsupported.tolist():
             unsupported.add((variants[vi], task.profile.name))
-        if res["c_with"].size:
-            c_targets, c_regions, c_brackets = decode(res["c_group"], task.targets)
-            c_frames.append(pd.DataFrame({
-                "guard": ["G%d" % g for g in res["c_guard"]],
-                "with_variant": np.asarray(variants, dtype=object)[res["c_with"]],
-                "without_variant": np.asarray(variants, dtype=object)[res["c_without"]],
-                **base, "target": c_targets, "region": c_regions, **({"bracket": c_brackets} if bands else {}),
-                "changed": res["c_changed"], "count": res["c_count"]}))
-        if res["p_index"].size:
-            idx = res["p_index"]
-            P_T = len(task.targets)
+        pts = res.points
+        if len(pts):
+            idx = pts["index"].to_numpy(np.int64)
+            T = len(task.targets)
             frame = pd.DataFrame({
-                "pred": task.preds[idx // P_T], "target": np.asarray(task.targets)[idx % P_T],
+                "pred": task.preds[idx // T], "target": np.asarray(task.targets)[idx % T],
                 "alpha": task.alpha, "gamma": task.gamma,
                 "weight": np.nan if task.weight is None else _exact_input(task.weight, task.profile.weight),
                 "dout": _exact_input(task.dout, task.profile.dout),
                 "count": task.count if task.reduction == "mean" else 1,
-                "variant": pd.Categorical(np.asarray(variants, dtype=object)[res["p_variant"]], categories=variants),
+                "variant": pd.Categorical(names[pts["variant"].to_numpy(np.int64)], categories=variants),
                 "model": task.model, "format": fmt, "profile": task.profile.name,
-                "computed": res["p_computed"], "exact": res["exact_hi"], "exact_lo": res["exact_lo"],
-                "rounded": res["rounded"], "err_ulp": res["p_err"], "err_bits": res["p_bits"],
-                "class": pd.Categorical(np.asarray(list(CLASS_NAMES.values()), dtype=object)[res["p_class"]],
-                                        categories=list(CLASS_NAMES.values()))})
+                "computed": pts["computed"].to_numpy(), "exact": pts["exact_hi"].to_numpy(),
+                "exact_lo": pts["exact_lo"].to_numpy(), "rounded": pts["rounded"].to_numpy(),
+                "err_ulp": pts["err_ulp"].to_numpy(), "err_bits": pts["err_bits"].to_numpy(),
+                "class": pd.Categorical(np.asarray(list(CLASS_NAMES.values()), dtype=object)[
+                    pts["class"].to_numpy(np.int64)], categories=list(CLASS_NAMES.values()))})
             writer = _append_parquet(writer, points_tmp, frame)
         for vi, v in enumerate(variants):
             key = (v, task.model, task.profile.name, task.gamma)
-            cur = res["pb_max"][vi]
+            cur = res.pred_max[vi]
             predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
-    groups = pd.concat(g_frames, ignore_index=True)
-    hist = pd.concat(h_frames, ignore_index=True)
+    fine_keys = list(GROUP_KEYS) + (["bracket"] if bands else [])
+    stats = GroupStats.concat(stats_parts)
+    stats = GroupStats(stats.frame.drop(columns=["group"]), stats.hist)
+    order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
+    stats = GroupStats(stats.frame[order], stats.hist)
+
+    def table(by):
+        return sort_table(stats.merge(by).table(by), variants, study.models, region_names, band_names)
     tables = {
-        "summary.csv": merge_groups(groups, hist, ["variant", "model", "format", "profile"]),
-        "by_region.csv": merge_groups(groups, hist, ["variant", "model", "format", "profile", "region"]),
-        "by_gamma.csv": merge_groups(groups, hist, ["variant", "model", "format", "profile", "gamma"]),
-        "groups.csv": merge_groups(groups, hist, ["variant", "model", "format", "profile", "alpha", "gamma",
-                                                  "weight", "dout", "target", "region"]
-                                   + (["bracket"] if bands else [])),
+        "summary.csv": table(["variant", "model", "format", "profile"]),
+        "by_region.csv": table(["variant", "model", "format", "profile", "region"]),
+        "by_gamma.csv": table(["variant", "model", "format", "profile", "gamma"]),
+        "groups.csv": table(fine_keys),
     }
     if bands:
-        tables["by_bracket.csv"] = merge_groups(groups, hist, ["variant", "model", "format", "profile", "gamma",
-                                                                "bracket"])
-    order = {v: i for i, v in enumerate(variants)}
-    ranks = {"variant": order, "bracket": {b: i for i, b in enumerate(band_names)}}
-    for name, table in tables.items():
-        table = table.sort_values(by=[c for c in ("variant", "model", "profile", "alpha", "gamma", "weight", "dout",
-                                                  "target", "region", "bracket") if c in table.columns],
-                                  key=lambda s: s.map(ranks[s.name]) if s.name in ranks else s, kind="stable")
-        _atomic_csv(out / name, table)
-    changes = pd.concat(c_frames, ignore_index=True) if c_frames else pd.DataFrame(
-        columns=["guard", "with_variant", "without_variant", "model", "format", "profile", "alpha", "gamma",
-                 "weight", "dout", "target", "region"] + (["bracket"] if bands else []) + ["changed", "count"])
-    _atomic_csv(out / "changes.csv", changes)
-    # the fine groups' raw sums and histograms, for re-merging by reports
-    atomic_write_npz(out / "hist.npz", {"group": hist["group"].to_numpy(), "bin": hist["bin"].to_numpy(),
-                                        "count": hist["count"].to_numpy()})
-    _atomic_csv(out / "groups_raw.csv", groups)
-    keys = sorted(predbins, key=lambda k: (order[k[0]], k[1], k[2], k[3]))
+        tables["by_bracket.csv"] = table(["variant", "model", "format", "profile", "gamma", "bracket"])
+    pair_keys = list(PAIR_KEYS) + (["bracket"] if bands else [])
+    paired = PairedStats.concat(paired_parts)
+    if len(paired):
+        paired = PairedStats(paired.frame.drop(columns=["group", "comparison_index"], errors="ignore"), paired.hist)
+        order = pair_keys + [c for c in paired.frame.columns if c not in pair_keys]
+        paired = PairedStats(paired.frame[order], paired.hist)
+    tables["comparisons.csv"] = comparison_table(paired, variants, study.models, region_names)
+    for name, t in tables.items():
+        _atomic_csv(out / name, t)
+    # the fine groups' raw sums and histograms, for re-merging by reports and the gate
+    atomic_write_npz(out / "hist.npz", {c: stats.hist[c].to_numpy() for c in ("row", "bin", "count")})
+    _atomic_csv(out / "groups_raw.csv", stats.frame)
+    atomic_write_npz(out / "paired_hist.npz", {c: paired.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")})
+    _atomic_csv(out / "paired_raw.csv", paired.frame if len(paired) else pd.DataFrame(columns=pair_keys))
+    vorder = {v: i for i, v in enumerate(variants)}
+    keys = sorted(predbins, key=lambda k: (vorder[k[0]], k[1], k[2], k[3]))
     atomic_write_npz(out / "predbins.npz", {
         "edges": PRED_BIN_EDGES,
         "variant": np.array([k[0] for k in keys], dtype=str), "model": np.array([k[1] for k in keys], dtype=str),
@@ -658,6 +659,26 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants) ->
         writer.close()
     os.replace(points_tmp, out / "points.parquet")
     return sorted(unsupported), fallback
+
+
+#: Key columns of ``comparisons.csv`` (region ``all`` = every region of the run).
+COMPARISON_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "model", "format",
+                   "profile", "region")
+
+
+def comparison_table(paired: PairedStats, variants, models, regions, by=COMPARISON_KEYS) -> pd.DataFrame:
+    """The paired statistics and verdict per comparison, machine, format and profile: overall (region ``all``) and per region."""
+    by = list(by)
+    if not len(paired):
+        return pd.DataFrame(columns=by)
+    per_region = paired.merge(by).table(by)
+    overall = paired.merge([c for c in by if c != "region"]).table([c for c in by if c != "region"])
+    overall.insert(by.index("region"), "region", "all")
+    t = pd.concat([overall, per_region], ignore_index=True)
+    order = {c: i for i, c in enumerate(dict.fromkeys(paired.frame["comparison"]))}
+    t = sort_table(t, variants, models, ["all", *regions])
+    return t.assign(_c=t["comparison"].map(order)).sort_values("_c", kind="stable").drop(columns="_c").reset_index(
+        drop=True)
 
 
 def _append_parquet(writer, path: Path, frame: pd.DataFrame):
@@ -686,7 +707,13 @@ def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
     data = {
         "study": study.name, "study_file": study.path, "study_sha256": study.digest, "seed": study.seed,
         "oracle_version": oracle.ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
-        "versions": versions, "models": list(study.models),
+        "versions": versions, "models": list(study.models), "variants": list(_variants_of(study)),
+        "region_edges": list(study.region_edges), "regions": region_labels(study.region_edges),
+        "bracket_edges": list(study.bracket_edges), "brackets": band_labels(study.bracket_edges),
+        "report": None if study.report is None else {
+            "sections": list(study.report.sections),
+            "options": {name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts}
+                        for name, opts in study.report.options}},
         "pred_sets": [{"kind": p.kind, "format": p.format, "weighting": p.label} for p in study.pred_sets],
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(result).items()
            if k != "seconds"},

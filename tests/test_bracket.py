@@ -4,7 +4,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from precision.bracket import (ROOT_NEIGHBOURHOOD_C, band_bounds, band_labels, bracket_band,
+from precision.bracket import (ROOT_NEIGHBOURHOOD_C, band_labels, band_ranges, bracket_band,
                                cancellation_factor, neighbourhood)
 
 
@@ -76,6 +76,6 @@ def test_bands_follow_the_selector():
     assert both.tolist() == np.maximum(b0, b1).tolist()
     assert band_labels(edges) == ["C < 2", "C in [2, 4)", "C in [4, 16)", "C >= 16"]
     assert band_labels(()) == ["all"]
-    # the labels read back as their edges
-    assert [band_bounds(b) for b in band_labels(edges)] == [(1.0, 2.0), (2.0, 4.0), (4.0, 16.0), (16.0, np.inf)]
-    assert band_bounds("all") == (1.0, np.inf)
+    # each label's edges, as numbers, in the labels' order
+    assert band_ranges(edges) == [(1.0, 2.0), (2.0, 4.0), (4.0, 16.0), (16.0, np.inf)]
+    assert band_ranges(()) == [(1.0, np.inf)] and len(band_ranges(edges)) == len(band_labels(edges))

@@ -47,6 +47,9 @@ profiles = ["fp32"]
 variants = ["naive", "naive+G7", "kernel-G7", "kernel", "kernel[G5=never]", "kernel[G5=2^-6]", "kernel[G5=always]"]
 models = ["ieee", "npu+ftz"]
 per_point = "all"
+
+[report]
+sections = ["verdicts", "threshold", "recovery", "dominant", "summary", "ablation", "selector"]
 """
 
 
@@ -103,7 +106,8 @@ def _check_findings(folder: Path) -> int:
             for k, v in n["where"].items():
                 col = table[k]
                 if isinstance(v, str) and k not in ("variant", "model", "format", "profile", "region", "guard",
-                                                    "with_variant", "without_variant", "band", "subset"):
+                                                    "with_variant", "without_variant", "band", "subset",
+                                                    "comparison", "subject", "kind", "bracket", "zone"):
                     v = _value(v)
                 mask &= (col.isna() if (isinstance(v, float) and math.isnan(v)) else (col == v)).to_numpy()
             assert mask.sum() == 1, (n["table"], n["where"])
@@ -115,10 +119,10 @@ def _check_findings(folder: Path) -> int:
 
 class TestBuildReport:
     def test_every_table_and_plot_exists(self, tiny_report):
-        for name in ("summary", "by_selector", "hist", "ablation", "ablation_gamma", "threshold",
+        for name in ("verdicts", "dominant", "summary", "by_selector", "ablation", "ablation_gamma", "threshold",
                      "cancellation_window", "recovery", "recovery_g7", "recovery_weight"):
             assert (tiny_report / "tables" / f"{name}.csv").is_file(), name
-        for stem in ("ulp_vs_pred", "heatmap_pred_gamma", "ulp_histograms", "ablation_fp32", "threshold_curve",
+        for stem in ("ulp_vs_pred", "heatmap_pred_gamma", "ulp_histograms", "ablation_fp32", "threshold",
                      "recovery"):
             for ext in ("png", "svg"):
                 assert (tiny_report / "plots" / f"{stem}.{ext}").stat().st_size > 0, stem
@@ -129,7 +133,7 @@ class TestBuildReport:
         page = (tiny_report / "report.html").read_text()
         assert not re.search(r"""(src|href)\s*=\s*['"]?\s*(https?:)?//""", page)
         assert "<link" not in page and "<script" not in page
-        assert page.count("data:image/png;base64,") >= 6
+        assert page.count("data:image/png;base64,") >= 5
 
     def test_study_strings_are_escaped(self, tiny_report):
         page = (tiny_report / "report.html").read_text()
@@ -138,6 +142,25 @@ class TestBuildReport:
 
     def test_findings_cite_table_numbers(self, tiny_report):
         assert _check_findings(tiny_report) > 20
+
+    def test_sections_in_the_study_files_order(self, tiny_report):
+        md = (tiny_report / "report.md").read_text()
+        body = md[md.index("Contents:"):]
+        heads = [line[3:] for line in body.splitlines() if line.startswith("## ")]
+        assert heads[:7] == ["Verdicts: does each guard, threshold or variant change the error?",
+                             "G5 cancellation threshold: is 1/64 right?", "Subnormal recovery (G7)",
+                             "What dominates the error", "Accuracy summary", "Guard ablation by region and gamma",
+                             "Per selector and region"]
+
+    def test_verdicts_table_follows_the_rule(self, tiny_report):
+        from precision.scoring import verdicts
+        t = pd.read_csv(tiny_report / "tables" / "verdicts.csv", dtype={"region": str})
+        for col in ("subject", "comparison", "model", "format", "region", "changed", "better", "worse", "tied",
+                    "specials_fixed", "specials_caused", "both_garbage", "p_value", "verdict"):
+            assert col in t.columns, col
+        assert (t["verdict"].to_numpy() == verdicts(t)).all()
+        assert set(t["verdict"]) <= {"no_effect", "helps", "hurts", "mixed", "inconclusive"}
+        assert ((t["changed"] == 0) == (t["verdict"] == "no_effect")).all()
 
     def test_summary_matches_run(self, tiny_report):
         summary = pd.read_csv(tiny_report / "tables" / "summary.csv")
@@ -192,27 +215,27 @@ def _compare_reports(committed: Path, fresh: Path) -> None:
     assert sorted(p.name for p in (committed / "plots").iterdir()) == sorted(p.name for p in (fresh / "plots").iterdir())
 
 
-def test_summary_quotes_max_finite_error(tiny_report):
-    """Headline max errors are max_finite_ulp (max_ulp is inf as soon as one output is NaN/inf)."""
+def test_headline_maxima_are_labelled_and_explained(tiny_report):
+    """Headline maxima are max_finite_ulp with their label (sampled here) and what the figure means."""
     data = json.loads((tiny_report / "findings.json").read_text())
-    summary = [f for f in data["findings"] if f["id"].startswith("summary/")]
-    assert summary
-    for f in summary:
+    heads = [f for f in data["findings"] if f["id"].startswith("summary/headline/")]
+    assert heads
+    for f in heads:
         cols = {n["column"] for n in f["numbers"] if n["table"]}
         assert "max_finite_ulp" in cols and "max_ulp" not in cols
-        assert "max finite" in f["text"]
-    assert "max_finite_ulp" in pd.read_csv(tiny_report / "tables" / "summary.csv").columns
+        assert "sampled: a lower bound" in f["text"] and "pred=0x" in f["text"]
 
 
-def test_g7_findings_state_gain_and_cost(tiny_report):
-    """The G7 findings split raw*weight < 2^-126 by whether float32 1/weight overflows (weight <= 2^-128)."""
+def test_g7_verdicts_by_band(tiny_report):
+    """G7 is compared point by point per band of |raw*weight|; the 1/w = inf band is where it zeroes outputs."""
     g7 = pd.read_csv(tiny_report / "tables" / "recovery_g7.csv")
     assert set(g7["band"]) <= {"rw >= 2^-126", "rw < 2^-126, 1/w finite", "rw < 2^-126, 1/w = inf"}
+    assert (g7["changed"] == g7["better"] + g7["worse"] + g7["tied"] + g7["both_garbage"]).all()
     by_w = pd.read_csv(tiny_report / "tables" / "recovery_weight.csv")
     assert by_w.loc[by_w["weight"] == 2.0 ** -140, "recip_overflows"].all()
     assert not by_w.loc[by_w["weight"] == 1.0, "recip_overflows"].any()
-    data = json.loads((tiny_report / "findings.json").read_text())
-    assert any(f["id"].startswith("recovery/") and "Div0ulp(1, weight)" in f["text"] for f in data["findings"])
+    inf_band = g7[(g7["band"] == "rw < 2^-126, 1/w = inf") & (g7["model"] == "ieee")]
+    assert (inf_band["zeroed"] > 0).all() and (inf_band["verdict"] == "hurts").all()
 
 
 @pytest.mark.slow
@@ -245,6 +268,10 @@ bracket_bands = [2, 4, 16]
 variants = ["candidate", "kernel"]
 models = ["ieee", "npu"]
 per_point = "worst"
+compare = [["candidate", "kernel"]]
+
+[report]
+sections = ["targets", "verdicts", "dominant", "bracket", "summary"]
 """
 
 
@@ -257,7 +284,7 @@ def candidate_report(tmp_path_factory):
 
 
 def test_candidate_section_and_verdicts(candidate_report):
-    from precision.report.findings import candidate_findings
+    from precision.report.sections.targets import assess_targets
     for name in ("targets", "bracket", "opcount", "neighbourhood"):
         assert (candidate_report / "tables" / f"{name}.csv").is_file(), name
     assert (candidate_report / "plots" / "error_vs_cancellation.png").stat().st_size > 0
@@ -267,11 +294,11 @@ def test_candidate_section_and_verdicts(candidate_report):
     # the band split is a partition, and the witness lies outside the neighbourhood
     assert (targets["outside"] + targets["inside"] == targets["count"]).all()
     cand32 = targets[(targets["variant"] == "candidate") & (targets["format"] == "fp32")]
-    assert (cand32["max_ulp_outside"] <= 4.0).all() and (cand32["nan_inf"] == 0).all()
+    assert (cand32["max_ulp_outside"] <= 4.0).all() and (cand32["special"] == 0).all()
     hood = pd.read_csv(candidate_report / "tables" / "neighbourhood.csv")
     assert hood["gamma"].tolist() == [-2.0]
     data = json.loads((candidate_report / "findings.json").read_text())
-    texts = [f["text"] for f in data["findings"] if f["id"].startswith("candidate/")]
+    texts = [f["text"] for f in data["findings"] if f["id"].startswith("targets/")]
     assert len(texts) == 5 and all("MISSED" not in t for t in texts)
     # the verdicts are computed: doctored numbers flip them
     worse = targets.copy()
@@ -279,27 +306,31 @@ def test_candidate_section_and_verdicts(candidate_report):
     worse.loc[worse["variant"] == "candidate", "not_correct"] = worse["count"]
     ops2 = ops.copy()
     ops2.loc[ops2["variant"] == "candidate", "ratio_to_kernel"] = 1.6
-    flipped = [f.text for f in candidate_findings(worse, ops2, 4.0)]
-    assert len(flipped) == 5 and all("MISSED" in t for t in flipped)
+    K = {"fp32_max_ulp": 4.0, "nan_inf": 0, "fp16_share_correct": 0.999, "fp16_max_ulp": 1.0, "ops_ratio": 1.5}
+    cells, flipped = assess_targets(worse, ops2, K, "candidate", "sampled")
+    assert len(flipped) == 5 and all("MISSED" in f.text for f in flipped)
+    doctored = [css for (row, _), (_, css) in cells.items() if "outside" in row or "share" in row or "ops" in row]
+    assert len(doctored) == 5 and all(css == "missed" for css in doctored)
 
 
 def test_targets_need_the_threshold_as_a_band_edge(candidate_report):
     """A band straddling C = 4 cannot be split into inside/outside: no targets table then."""
     from precision.report.load import load_run
-    from precision.report.tables import targets_table
+    from precision.report.sections.targets import targets_table
     run = load_run(candidate_report.parent.parent / "runs" / "cand_tiny")
     assert not targets_table(run, 4.0).empty
     assert targets_table(run, 3.0).empty          # 3 lies inside the band [2, 4)
     assert not targets_table(run, 16.0).empty
 
 
-def test_candidate_findings_skip_variants_without_rows(candidate_report):
-    from precision.report.findings import candidate_findings
+def test_candidate_targets_skip_variants_without_rows(candidate_report):
+    from precision.report.sections.targets import assess_targets
     targets = pd.read_csv(candidate_report / "tables" / "targets.csv")
     ops = pd.read_csv(candidate_report / "tables" / "opcount.csv")
+    K = {"fp32_max_ulp": 4.0, "nan_inf": 0, "fp16_share_correct": 0.999, "fp16_max_ulp": 1.0, "ops_ratio": 1.5}
     fp16_only = targets[(targets["format"] == "fp16") & (targets["variant"] == "kernel")].assign(variant="mmcv-fp16")
-    texts = [f.text for f in candidate_findings(pd.concat([targets, fp16_only]), ops, 4.0)]
-    assert len(texts) == 5 and sum("mmcv-fp16" in t for t in texts) == 2   # the two fp16 findings
+    _, findings = assess_targets(pd.concat([targets, fp16_only]), ops, K, "candidate", "sampled")
+    assert len(findings) == 5
 
 
 def test_plots_are_byte_reproducible(tiny_report, tmp_path):

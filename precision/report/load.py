@@ -1,27 +1,35 @@
 """Reading a run folder (the output of ``precision run``) for a report.
 
 A report only reads what :mod:`precision.sweep` wrote (its module docstring
-documents every file); it never reruns the oracle or a variant.  The one
-exception is the direct q = 1 - p table of :mod:`precision.report.tables`,
-which evaluates a handful of scalars by design.
+documents every file) and aggregates it with :mod:`precision.scoring`; it never
+reruns the oracle or a variant.  The one exception is the direct q = 1 - p
+table of :mod:`precision.report.sections.q`, which evaluates a handful of
+scalars by design.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from precision.errors import ParameterError
+from precision.scoring import GroupStats, PairedStats
+from precision.sweep import load_paired, load_stats
 
 __all__ = ["RunData", "load_run", "REQUIRED_FILES"]
 
 #: Files a run folder must hold for a report (see :mod:`precision.sweep`).
 REQUIRED_FILES = ("run.json", "summary.csv", "by_region.csv", "by_gamma.csv", "groups_raw.csv", "hist.npz",
-                  "changes.csv", "predbins.npz", "points.parquet")
+                  "comparisons.csv", "paired_raw.csv", "paired_hist.npz", "predbins.npz", "points.parquet")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, keep_default_na=True, dtype={"region": str, "bracket": str})
 
 
 @dataclass
@@ -33,11 +41,14 @@ class RunData:
     folder : Path
         The run folder.
     run : dict
-        ``run.json``: study name, study file and its SHA-256, seed, versions, models.
-    summary, by_region, by_gamma, groups_raw, changes : pandas.DataFrame
+        ``run.json``: study name, study file and its SHA-256, seed, versions,
+        variants, models, region and bracket edges with their labels.
+    summary, by_region, by_gamma, comparisons : pandas.DataFrame
         The CSV tables of the run (columns: :mod:`precision.sweep`).
-    hist : pandas.DataFrame
-        ``hist.npz`` as columns ``group``, ``bin``, ``count``.
+    stats : precision.scoring.GroupStats
+        The fine groups, for merging by any key.
+    paired : precision.scoring.PairedStats
+        The fine paired comparisons.
     predbins : dict of numpy.ndarray
         ``predbins.npz``: ``edges``, ``variant``, ``model``, ``profile``, ``gamma``, ``max_ulp``.
     """
@@ -47,37 +58,56 @@ class RunData:
     summary: pd.DataFrame
     by_region: pd.DataFrame
     by_gamma: pd.DataFrame
-    groups_raw: pd.DataFrame
-    changes: pd.DataFrame
-    hist: pd.DataFrame
+    comparisons: pd.DataFrame
+    stats: GroupStats
+    paired: PairedStats
     predbins: dict
-    _points: pd.DataFrame | None = field(default=None, repr=False)
 
     def points(self, columns=None) -> pd.DataFrame:
-        """Per-point rows of ``points.parquet`` (empty when the study kept none)."""
-        import pyarrow.parquet as pq
+        """Per-point rows of ``points.parquet`` (empty, with the columns asked for, when the study kept none)."""
         path = self.folder / "points.parquet"
         names = set(pq.read_schema(path).names)
         if columns and not set(columns) <= names:  # per_point = "none": an empty file without columns
             return pd.DataFrame(columns=columns)
         frame = pd.read_parquet(path, columns=columns) if columns else pd.read_parquet(path)
-        if "variant" in frame.columns:
-            frame["variant"] = frame["variant"].astype(str)
+        for col in ("variant", "class"):
+            if col in frame.columns:
+                frame[col] = frame[col].astype(str)
         return frame
 
     @property
     def variants(self) -> list:
-        """Variants in run order (that of the summary table)."""
-        return list(dict.fromkeys(self.summary["variant"]))
+        """Variants in run order."""
+        return list(self.run.get("variants") or dict.fromkeys(self.summary["variant"]))
 
     @property
     def models(self) -> list:
         """Machine models in study order."""
         return list(self.run.get("models", dict.fromkeys(self.summary["model"])))
 
+    @property
+    def regions(self) -> list:
+        """Region labels in order of x (the run's edges)."""
+        return list(self.run.get("regions") or dict.fromkeys(self.by_region["region"]))
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path, keep_default_na=True, dtype={"region": str})
+    @property
+    def region_edges(self) -> list:
+        """The region edges (numbers) that cut the labels of :attr:`regions`."""
+        return list(self.run.get("region_edges", []))
+
+    @property
+    def brackets(self) -> list:
+        """Bracket band labels in order of C (``["all"]`` without bands)."""
+        return list(self.run.get("brackets") or ["all"])
+
+    @property
+    def bracket_edges(self) -> list:
+        return list(self.run.get("bracket_edges", []))
+
+    @property
+    def pred_kinds(self) -> list:
+        """The kinds of the run's pred sets (``exhaustive``, ``stratified``, ...)."""
+        return [p.get("kind") for p in self.run.get("pred_sets", [])]
 
 
 def load_run(folder) -> RunData:
@@ -105,10 +135,8 @@ def load_run(folder) -> RunData:
     if missing:
         raise ParameterError(f"run folder {folder} lacks {', '.join(missing)}; rerun `precision run` into it")
     run = json.loads((folder / "run.json").read_text())
-    with np.load(folder / "hist.npz", allow_pickle=False) as h:
-        hist = pd.DataFrame({k: h[k] for k in ("group", "bin", "count")})
     with np.load(folder / "predbins.npz", allow_pickle=False) as p:
         predbins = {k: p[k] for k in ("edges", "variant", "model", "profile", "gamma", "max_ulp")}
     return RunData(folder, run, _read_csv(folder / "summary.csv"), _read_csv(folder / "by_region.csv"),
-                   _read_csv(folder / "by_gamma.csv"), _read_csv(folder / "groups_raw.csv"),
-                   _read_csv(folder / "changes.csv"), hist, predbins)
+                   _read_csv(folder / "by_gamma.csv"), _read_csv(folder / "comparisons.csv"), load_stats(folder),
+                   load_paired(folder), predbins)

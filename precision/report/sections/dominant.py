@@ -1,0 +1,108 @@
+"""What dominates the error: the largest errors per format, selector and region, each with its cause.
+
+For the section's variants (option ``variants``; default: the production
+kernel, else the run's first variant), every (format, selector, region) whose
+outputs are over 1 ulp or special gets one line: its largest finite error
+over the machines, at which inputs, and what that error is at its witness
+(:func:`precision.report.tables.describe_error`), with the special outputs
+of the group by class.  The cause is read from the witness's computed and
+exact values; ``kind`` in ``dominant.csv`` names it (:func:`precision.report.tables.error_kind`).
+The first screen shows the most severe lines (specials first, then the
+largest error).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from precision.report.document import Bullets, Heading, Para, Section, Table
+from precision.report.findings import Finding, cite
+from precision.report.sections.summary import headline_variants
+from precision.report.tables import describe_error, error_kind, inputs_text, region_text, stat_table
+from precision.scoring import SPECIAL_CLASSES
+
+__all__ = ["build", "dominant_table", "FIRST_SCREEN_LINES"]
+
+T = "dominant.csv"
+#: Lines of this section on the first screen.
+FIRST_SCREEN_LINES = 8
+
+
+def dominant_table(run, variants) -> pd.DataFrame:
+    """Per variant, format, selector and region (over 1 ulp or special): the worst machine's max finite error.
+
+    Columns: variant, format, target, region, model (of the max), count
+    (over every machine), max_finite_ulp with its finite_witness_* columns,
+    kind, the special-class counts (over every machine) and ``special``
+    (their sum).
+    """
+    keys = ["variant", "format", "target", "region"]
+    per_model = stat_table(run, keys + ["model"])
+    per_model = per_model[per_model["variant"].isin(variants)]
+    if per_model.empty:
+        return pd.DataFrame()
+    totals = stat_table(run, keys)
+    totals = totals[totals["variant"].isin(variants)].set_index(keys)
+    worst = (per_model.assign(_m=per_model["max_finite_ulp"].fillna(-np.inf))
+             .sort_values(keys + ["_m"], ascending=[True] * len(keys) + [False], kind="stable")
+             .drop_duplicates(keys).drop(columns="_m").set_index(keys))
+    t = pd.DataFrame(index=worst.index)
+    t["model"] = worst["model"]
+    t["count"] = totals["count"]
+    t["max_finite_ulp"] = worst["max_finite_ulp"]
+    for col in (c for c in worst.columns if c.startswith("finite_witness_")):
+        t[col] = worst[col]
+    for c in SPECIAL_CLASSES:
+        t[c] = totals[c]
+    t["special"] = totals[list(SPECIAL_CLASSES)].sum(axis=1)
+    t = t.reset_index()
+    t["kind"] = [error_kind(m, c, e, f) if np.isfinite(m) else "special"
+                 for m, c, e, f in zip(t["max_finite_ulp"].fillna(np.inf), t["finite_witness_computed"].fillna(0.0),
+                                       t["finite_witness_exact"].fillna(0.0), t["format"])]
+    t = t[(t["max_finite_ulp"].fillna(np.inf) > 1) | (t["special"] > 0)]
+    t = t.assign(_s=t["special"], _m=t["max_finite_ulp"].fillna(np.inf))
+    return t.sort_values(["_s", "_m"], ascending=False, kind="stable").drop(columns=["_s", "_m"]).reset_index(
+        drop=True)
+
+
+def _line(t: pd.DataFrame, i: int) -> tuple[str, list]:
+    r = t.iloc[i]
+    w = {"variant": r["variant"], "format": r["format"], "target": int(r["target"]), "region": r["region"]}
+    mx, cnt = cite("max_finite_ulp", T, t, w, "max_finite_ulp"), cite("count", T, t, w, "count")
+    specials = [cite(c, T, t, w, c) for c in SPECIAL_CLASSES]
+    nums = [cnt] + [c for c in specials if c.value]
+    head = f"{r['format']}, t={int(r['target'])}, {region_text(r['region'])}, {r['variant']}"
+    bad = ", ".join(f"{c.text} {c.name}" for c in specials if c.value)
+    if np.isnan(r["max_finite_ulp"]):
+        return f"{head}: no finite output; {bad} of {cnt.text}.", nums
+    nums.append(mx)
+    text = (f"{head}: {mx.text} ulp on {r['model']} at {inputs_text(r, 'finite_witness_')}: "
+            + describe_error(r["max_finite_ulp"], r["finite_witness_computed"], r["finite_witness_exact"],
+                             r["format"]))
+    return text + (f"; {bad} of {cnt.text} outputs." if bad else f"; no special output of {cnt.text}."), nums
+
+
+def build(ctx) -> Section:
+    run = ctx.run
+    variants = list(ctx.option("dominant", "variants")) or headline_variants(run.variants)
+    t = dominant_table(run, variants)
+    section = Section("dominant", "What dominates the error")
+    if t.empty:
+        return section
+    section.tables[T] = t
+    lines = [_line(t, i) for i in range(len(t))]
+    section.first = [Heading("What dominates the error", 2, "dominant"),
+                     Para(f"{', '.join(variants)}: the worst (format, selector, region) groups, special outputs "
+                          f"first; {len(t)} groups over 1 ulp or special in all (below).", "note"),
+                     Bullets([text for text, _ in lines[:FIRST_SCREEN_LINES]])]
+    shown = t.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in t.iterrows()])
+    section.body = [Para("Every group over 1 ulp or with special outputs; max_finite_ulp is over the machines (the "
+                         "machine of the max in `model`), counts are over every machine; `kind` is what the error is at "
+                         "its witness: special, lost_to_zero, spurious (the exact value rounds to zero or is subnormal, "
+                         "the output is not), off_by_factor (relative error >= 1), inaccurate, rounding."),
+                    Table(shown[["variant", "format", "target", "region", "model", "count", "max_finite_ulp", "kind",
+                                 "inputs", *SPECIAL_CLASSES]], T)]
+    section.findings = [Finding(f"dominant/{i}", "dominant", text, nums, 25 + i, shown=True)
+                        for i, (text, nums) in enumerate(lines[:FIRST_SCREEN_LINES])]
+    return section

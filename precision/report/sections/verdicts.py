@@ -1,0 +1,151 @@
+"""The verdict grid: every paired comparison of the run, per machine and format, on the first screen.
+
+Rows are comparisons (a guard added to naive or removed from the kernel, a G5
+threshold against no correction, a declared variant pair); columns are
+(machine, profile); each cell is the verdict word of
+:func:`precision.scoring.verdicts` and its evidence, ``better/worse`` among
+the changed outputs.  ``verdicts.csv`` holds every comparison overall
+(region ``all``) and per region, with the counts and tests behind each
+verdict.  The comparisons of G5 thresholds against 1/64 belong to the
+threshold section.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold
+from precision.report.document import Details, Heading, Para, Section, Table
+from precision.report.findings import Finding, cite, fmt_num, p_text
+from precision.scoring import VERDICT_RULE
+
+__all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS"]
+
+#: Columns of verdicts.csv (the comparisons table of the run, in this order).
+VERDICT_COLUMNS = ["subject", "comparison", "kind", "with_variant", "without_variant", "model", "format", "profile",
+                   "region", "count", "changed", "better", "worse", "tied", "both_garbage", "specials_fixed",
+                   "fixed_correct", "fixed_le_1ulp", "fixed_le_2p10", "fixed_le_2p20", "fixed_more",
+                   "specials_caused", "finite_better", "finite_worse", "p_value", "p_specials", "p_finite",
+                   "median_change_bits", "max_gain_bits", "max_loss_bits", "verdict"]
+
+T = "verdicts.csv"
+
+
+def cell_text(row) -> str:
+    """``helps 32,655/183``: the verdict and its evidence (better/worse of the changed outputs)."""
+    if row["verdict"] == "no_effect":
+        return "no_effect"
+    return f"{row['verdict']} {fmt_num(int(row['better']))}/{fmt_num(int(row['worse']))}"
+
+
+def against_production(t: pd.DataFrame) -> np.ndarray:
+    """Rows comparing a G5 threshold with the production threshold (not with no correction)."""
+    base = {v: g5_threshold(v) for v in t.loc[t["kind"] == "threshold", "without_variant"].unique()}
+    return ((t["kind"] == "threshold") & t["without_variant"].map(base).eq(PRODUCTION_THRESHOLD)).to_numpy()
+
+
+def verdict_grid(t: pd.DataFrame, models) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(cells, CSS classes): one row per comparison, one column per (machine, profile)."""
+    t = t.assign(cell=[f"{m} {p}" for m, p in zip(t["model"], t["profile"])])
+    cols = sorted(dict.fromkeys(t["cell"]), key=lambda c: (models.index(c.split(" ")[0])
+                                                         if c.split(" ")[0] in models else 99, c))
+    rows = list(dict.fromkeys(zip(t["subject"], t["comparison"])))
+    text = pd.DataFrame("", index=range(len(rows)), columns=["subject", "comparison"] + cols)
+    style = pd.DataFrame("", index=text.index, columns=text.columns)
+    where = {r: i for i, r in enumerate(rows)}
+    for r in t.itertuples(index=False):
+        i = where[(r.subject, r.comparison)]
+        text.loc[i, "subject"], text.loc[i, "comparison"] = r.subject, r.comparison
+        text.loc[i, r.cell] = cell_text(r._asdict())
+        style.loc[i, r.cell] = r.verdict
+    style = style.where(text != "", "na")
+    style[["subject", "comparison"]] = ""
+    return text, style
+
+
+def _cell_name(row) -> str:
+    return f"{row['model']} {row['profile']}"
+
+
+def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
+    """One finding per comparison of the grid with any change; the comparisons that change nothing, together.
+
+    Numbers are cited from ``t`` (all of verdicts.csv), at region ``all``.
+    """
+    out = []
+    silent = []
+    for (subject, comparison), rows in grid.groupby(["subject", "comparison"], sort=False):
+        if (rows["verdict"] == "no_effect").all():
+            silent.append(f"{subject} ({comparison})")
+            continue
+        nums, parts = [], []
+        for verdict, vrows in rows.groupby("verdict", sort=False):
+            cells = ", ".join(_cell_name(r) for _, r in vrows.iterrows())
+            if verdict == "no_effect":
+                parts.append(f"no_effect on {cells}")
+                continue
+            top = vrows.sort_values("changed", ascending=False, kind="stable").iloc[0]
+            w = {"comparison": comparison, "model": top["model"], "profile": top["profile"], "region": "all"}
+            tag = f"{top['model']}_{top['profile']}"
+            ch, b, wo, cnt = (cite(f"{c}_{tag}", T, t, w, c) for c in ("changed", "better", "worse", "count"))
+            nums += [ch, b, wo, cnt]
+            text = (f"{verdict} on {cells} (on {_cell_name(top)}: {b.text} better, {wo.text} worse of {ch.text} "
+                    f"changed outputs of {cnt.text}")
+            p = float(top["p_value"])
+            if p >= 1e-300:
+                pc = cite(f"p_{tag}", T, t, w, "p_value")
+                nums.append(pc)
+                text += f", {p_text(p).replace(fmt_num(p), pc.text)}"
+            else:
+                text += ", p < 1e-300"
+            if top["specials_fixed"] > 0 or top["specials_caused"] > 0:
+                fx, cs, cr = (cite(f"{c}_{tag}", T, t, w, c) for c in ("specials_fixed", "specials_caused",
+                                                                       "fixed_correct"))
+                nums += [fx, cs, cr]
+                text += (f"; special outputs fixed {fx.text} ({cr.text} of them now correctly rounded), "
+                         f"caused {cs.text}")
+            if top["both_garbage"] > 0:
+                bg = cite(f"both_garbage_{tag}", T, t, w, "both_garbage")
+                nums.append(bg)
+                text += f"; {bg.text} changed outputs are wrong by over 2^20 ulp either way and count for neither"
+            parts.append(text + ")")
+        rank = 10 if rows["verdict"].isin(["helps", "hurts", "mixed"]).any() else 30
+        out.append(Finding(f"verdicts/{comparison}", "verdicts", f"{subject}, {comparison}: " + "; ".join(parts)
+                           + ".", nums, rank))
+    if silent:
+        out.append(Finding("verdicts/no_effect", "verdicts",
+                           "No output bit changes on any machine or format with " + "; ".join(silent) + ".", [], 40))
+    return out
+
+
+def build(ctx) -> Section:
+    """The verdict grid (first screen), its rule, verdicts.csv and one finding per comparison."""
+    run = ctx.run
+    t = run.comparisons
+    section = Section("verdicts", "Verdicts: does each guard, threshold or variant change the error?")
+    if t.empty:
+        return section
+    t = t[[c for c in VERDICT_COLUMNS if c in t.columns]].reset_index(drop=True)
+    section.tables[T] = t
+    grid = t[(t["region"] == "all").to_numpy() & ~against_production(t)]
+    text, style = verdict_grid(grid, run.models)
+    section.first = [
+        Heading("Verdicts", 2, "verdict-grid"),
+        Table(text, T, " (every region, every count and test; thresholds against 1/64 in the threshold section)",
+              style, id="verdict-table"),
+        Para("Cell: verdict, then better/worse = changed outputs whose error falls / rises with the first variant "
+             "of the comparison. Rule: paired on the same points; exact sign tests at level 0.01 on specials "
+             "fixed/caused and on finite outputs better/worse; ties and outputs wrong by over 2^20 ulp either way "
+             "are no evidence.", "rule"),
+    ]
+    per_region = t[(t["region"] != "all")]
+    section.body = [
+        Para(VERDICT_RULE),
+        Details("Verdicts per region (changed, better/worse, verdict)", [Table(
+            per_region[["comparison", "model", "profile", "region", "count", "changed", "better", "worse", "tied",
+                        "both_garbage", "specials_fixed", "specials_caused", "p_value", "verdict"]],
+            T)]),
+    ]
+    section.findings = _comparison_findings(grid.reset_index(drop=True), t)
+    return section
