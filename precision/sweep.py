@@ -714,7 +714,9 @@ def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
             "sections": list(study.report.sections),
             "options": {name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts}
                         for name, opts in study.report.options}},
-        "pred_sets": [{"kind": p.kind, "format": p.format, "weighting": p.label} for p in study.pred_sets],
+        "pred_sets": [{"kind": p.kind, "format": p.format, "weighting": p.label,
+                       **({"range": list(p.get("range"))} if p.get("range") is not None else {})}
+                      for p in study.pred_sets],
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(result).items()
            if k != "seconds"},
     }

@@ -138,6 +138,9 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     nav_html = "<nav>Contents: " + "".join(f"<a href='#{html.escape(i)}'>{html.escape(t)}</a>" for t, i in toc) \
         + "</nav>"
     fj = {"study": study, "study_sha256": run.run.get("study_sha256"), "findings": findings_json(findings)}
+    verdicts = next((sec.tables["verdicts.csv"] for sec in sections if "verdicts.csv" in sec.tables), None)
+    if verdicts is not None:  # the verdict of every comparison overall, as in tables/verdicts.csv
+        fj["verdicts"] = json.loads(verdicts[verdicts["region"] == "all"].to_json(orient="records"))
     (folder / "findings.json").write_text(json.dumps(fj, indent=1, sort_keys=True) + "\n")
     (folder / "report.md").write_text(to_markdown(first, pdir) + "\n" + nav_md + "\n" + to_markdown(body, pdir))
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"

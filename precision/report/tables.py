@@ -82,16 +82,18 @@ def inputs_text(row, prefix: str = "witness_", suffix: str = "") -> str:
     return " ".join(parts)
 
 
-def maximum_label(run) -> str:
-    """How a maximum over the run's points relates to the max over the inputs they stand for.
+def maximum_label(run, fmt: str) -> str:
+    """How a maximum over the run's ``fmt`` outputs relates to the max over the inputs they stand for.
 
-    ``exhaustive`` when every pred set enumerates every float of its format
-    (in its range): the max is the max over those inputs at the study's
-    alpha/gamma/selector grid; otherwise ``sampled (a lower bound)``.
+    ``exhaustive`` when a pred set of the run enumerates every float of
+    ``fmt`` (in its range): the max is then the max over those preds at the
+    study's alpha/gamma/selector grid; otherwise ``sampled (a lower bound)``.
     """
-    kinds = run.pred_kinds
-    if kinds and all(k == "exhaustive" for k in kinds):
-        return "exhaustive over this study's points (every float of the pred range)"
+    for p in run.run.get("pred_sets", []):
+        if p.get("kind") == "exhaustive" and p.get("format") == fmt:
+            lo, hi = p.get("range") or (None, None)
+            where = f" in [{fmt_num(lo)}, {fmt_num(hi)}]" if lo is not None else ""
+            return f"exhaustive: every {fmt} pred{where}"
     return "sampled: a lower bound of the max over the pred range"
 
 
@@ -128,9 +130,12 @@ def describe_error(max_ulp, computed, exact, fmt) -> str:
         return f"the output is 0 where the exact value is {fmt_num(e)}"
     quantum = 2.0 ** (f.emin - f.prec + 1)
     if kind == "spurious":
+        exact = "the exact value (0, or below float64's range)" if e == 0 else f"the exact value {fmt_num(e)}"
         where = "rounds to 0" if abs(e) < quantum / 2 else "is subnormal"
-        return (f"the exact value {fmt_num(e)} {where} in {f.name}, whose ulp there is 2^{f.emin - f.prec + 1}; "
+        return (f"{exact} {where} in {f.name}, whose ulp there is 2^{f.emin - f.prec + 1}; "
                 f"the output {fmt_num(c)} is {fmt_num(abs(c) / quantum)} quanta")
+    if kind == "rounding":
+        return "within an ulp of the exact value: rounding error only"
     rel = abs(c - e) / abs(e)
     if kind == "off_by_factor":
         return f"the output {fmt_num(c)} is {fmt_num(c / e)} times the exact {fmt_num(e)}"

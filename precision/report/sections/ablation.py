@@ -25,6 +25,16 @@ COLUMNS = ["subject", "comparison", "with_variant", "without_variant", "model", 
 _VERDICT_MARK = {"helps": "+", "hurts": "-", "mixed": "±", "inconclusive": "?", "no_effect": ""}
 
 
+def _short(n: int) -> str:
+    """A count in at most four characters: 950, 12k, 3.4M."""
+    n = int(n)
+    if n < 1000:
+        return str(n)
+    if n < 10**6:
+        return f"{n / 1e3:.0f}k" if n >= 10**4 else f"{n / 1e3:.1f}k"
+    return f"{n / 1e6:.1f}M"
+
+
 def plot_ablation(t: pd.DataFrame, folder, fmt: str, regions, stem: str) -> str | None:
     """Guard x region heatmaps, one per (direction, machine): net evidence better - worse, signed log colour.
 
@@ -37,8 +47,8 @@ def plot_ablation(t: pd.DataFrame, folder, fmt: str, regions, stem: str) -> str 
     models = list(dict.fromkeys(t["model"]))
     directions = list(dict.fromkeys(t["direction"]))
     regions = [r for r in regions if r in set(t["region"])]
-    fig, axes = plt.subplots(len(models), len(directions), figsize=(5.0 * len(directions), 2.7 * len(models)),
-                             squeeze=False)
+    fig, axes = plt.subplots(len(models), len(directions), figsize=(6.2 * len(directions) + 1.5, 2.9 * len(models)),
+                             squeeze=False, constrained_layout=True)
     net = (t["better"] - t["worse"]).to_numpy(np.float64)
     lim = max(1.0, float(np.log10(1 + np.abs(net)).max()))
     im = None
@@ -52,8 +62,8 @@ def plot_ablation(t: pd.DataFrame, folder, fmt: str, regions, stem: str) -> str 
                 gi, ri = guards.index(r.subject), regions.index(r.region)
                 d = r.better - r.worse
                 img[gi, ri] = np.sign(d) * np.log10(1 + abs(d))
-                label = f"{_VERDICT_MARK[r.verdict]}{r.better}/{r.worse}" if r.changed else "·"
-                ax.text(ri, gi, label, ha="center", va="center", fontsize=5.5)
+                label = f"{_VERDICT_MARK[r.verdict]}{_short(r.better)}/{_short(r.worse)}" if r.changed else "·"
+                ax.text(ri, gi, label, ha="center", va="center", fontsize=6)
             im = ax.imshow(img, cmap="coolwarm_r", vmin=-lim, vmax=lim, aspect="auto")
             ax.set_xticks(range(len(regions)), regions, fontsize=6, rotation=30)
             ax.set_yticks(range(len(guards)), guards, fontsize=6)

@@ -85,7 +85,7 @@ def _line(t: pd.DataFrame, i: int) -> tuple[str, list]:
 
 def build(ctx) -> Section:
     run = ctx.run
-    variants = list(ctx.option("dominant", "variants")) or headline_variants(run.variants)
+    variants = list(ctx.option("dominant", "variants")) or headline_variants(run.variants)[:1]
     t = dominant_table(run, variants)
     section = Section("dominant", "What dominates the error")
     if t.empty:

@@ -15,6 +15,9 @@ import pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.colors import ListedColormap
 
+from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold
+from precision.guards import get_variant
+from precision.implementations.common import ALL_GUARDS
 from precision.report.document import Bullets, Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
 from precision.report.plots import FLOOR, clip_errors, error_axis, legend_outside, save, special_level
@@ -33,9 +36,19 @@ SHOWN = ["variant", "format", "model", "count", "max_finite_ulp", "inputs", "mea
          "over_1ulp", *SPECIAL_CLASSES]
 
 
-def headline_variants(variants) -> list:
-    """The production kernel when the run has it, else the first variant."""
-    return ["kernel"] if "kernel" in variants else list(variants[:1])
+def headline_variants(variants, comparisons=None) -> list:
+    """The production kernel when the run has it (``kernel``, or a ``kernel[G5=...]`` at the production
+    threshold; else the first variant), then the first variant of every declared comparison."""
+    if "kernel" in variants:
+        first = ["kernel"]
+    else:
+        production = [v for v in variants if g5_threshold(v) == PRODUCTION_THRESHOLD
+                      and get_variant(v).guards == ALL_GUARDS
+                      and set(dict(get_variant(v).params)) <= {"guards", "g5_threshold"}]
+        first = production[:1] or list(variants[:1])
+    declared = [] if comparisons is None or comparisons.empty else \
+        list(comparisons.loc[comparisons["kind"] == "declared", "with_variant"])
+    return list(dict.fromkeys(first + declared))
 
 
 def plotted_variants(variants) -> list:
@@ -107,30 +120,34 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
     lo, hi = used.min(), used.max() + 1
     finite = data[np.isfinite(data)]
     vmax = np.log10(max(float(finite.max()) if finite.size else 1.0, 1.0))
-    fig, axes = plt.subplots(len(want), len(cols), figsize=(3.5 * len(cols) + 1.2, 2.6 * len(want)), squeeze=False,
+    panels = [(v, model, profile) for v in want for model, profile in cols]
+    ncol = min(3, len(panels))
+    nrow = -(-len(panels) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.8 * ncol + 1.2, 2.6 * nrow), squeeze=False,
                              constrained_layout=True)
     im = None
-    for i, v in enumerate(want):
-        for j, (model, profile) in enumerate(cols):
-            ax = axes[i, j]
-            img = np.full((gammas.size, hi - lo), np.nan)
-            bad = np.full(img.shape, np.nan)
-            for gi, g in enumerate(gammas):
-                rows = np.flatnonzero((predbins["variant"] == v) & (predbins["model"] == model)
-                                      & (predbins["profile"] == profile) & (predbins["gamma"] == g))
-                if rows.size:
-                    row = data[rows[0], lo:hi]
-                    img[gi] = np.where(np.isfinite(row), np.log10(np.clip(row, FLOOR, None)), np.nan)
-                    bad[gi] = np.where(np.isinf(row), 1.0, np.nan)
-            im = ax.imshow(img, aspect="auto", origin="lower", cmap="viridis", vmin=np.log10(FLOOR), vmax=vmax,
-                           interpolation="nearest")
-            ax.imshow(bad, aspect="auto", origin="lower", cmap=ListedColormap(["red"]), interpolation="nearest")
-            ticks = np.linspace(0, hi - lo - 1, 5).astype(int)
-            ax.set_xticks(ticks, [f"{edges[lo + t]:.2g}" for t in ticks], fontsize=6, rotation=30)
-            ax.set_yticks(range(gammas.size), [f"{g:g}" for g in gammas], fontsize=6)
-            ax.set_title(f"{v} | {model} | {profile}", fontsize=8)
-            ax.set_xlabel("pred bin (lower edge)", fontsize=7)
-            ax.set_ylabel("gamma", fontsize=7)
+    for k, (v, model, profile) in enumerate(panels):
+        ax = axes[k // ncol, k % ncol]
+        img = np.full((gammas.size, hi - lo), np.nan)
+        bad = np.full(img.shape, np.nan)
+        for gi, g in enumerate(gammas):
+            rows = np.flatnonzero((predbins["variant"] == v) & (predbins["model"] == model)
+                                  & (predbins["profile"] == profile) & (predbins["gamma"] == g))
+            if rows.size:
+                row = data[rows[0], lo:hi]
+                img[gi] = np.where(np.isfinite(row), np.log10(np.clip(row, FLOOR, None)), np.nan)
+                bad[gi] = np.where(np.isinf(row), 1.0, np.nan)
+        im = ax.imshow(img, aspect="auto", origin="lower", cmap="viridis", vmin=np.log10(FLOOR), vmax=vmax,
+                       interpolation="nearest")
+        ax.imshow(bad, aspect="auto", origin="lower", cmap=ListedColormap(["red"]), interpolation="nearest")
+        ticks = np.linspace(0, hi - lo - 1, 5).astype(int)
+        ax.set_xticks(ticks, [f"{edges[lo + t]:.2g}" for t in ticks], fontsize=6, rotation=30)
+        ax.set_yticks(range(gammas.size), [f"{g:g}" for g in gammas], fontsize=6)
+        ax.set_title(f"{v} | {model} | {profile}", fontsize=8)
+        ax.set_xlabel("pred bin (lower edge)", fontsize=7)
+        ax.set_ylabel("gamma", fontsize=7)
+    for k in range(len(panels), nrow * ncol):
+        axes[k // ncol, k % ncol].axis("off")
     fig.colorbar(im, ax=axes, shrink=0.8, label="log10 max finite ulp error (red: a special output; white: no point)")
     return save(fig, folder, stem)
 
@@ -214,11 +231,10 @@ def build(ctx) -> Section:
     s = stat_table(run, ["variant", "model", "format", "profile"])
     section = Section("summary", "Accuracy summary")
     section.tables[T] = s
-    label = maximum_label(run)
     lines, findings = [], []
     for fmt in dict.fromkeys(s["format"]):
-        for v in headline_variants(run.variants):
-            text, nums = _headline(s, v, fmt, label)
+        for v in headline_variants(run.variants, run.comparisons):
+            text, nums = _headline(s, v, fmt, maximum_label(run, fmt))
             if text:
                 lines.append(text)
                 findings.append(Finding(f"summary/headline/{fmt}/{v}", "summary", text, nums, 15, shown=True))
@@ -239,7 +255,7 @@ def build(ctx) -> Section:
     points = run.points(["pred", "variant", "model", "profile", "err_ulp"])
     section.body = [
         Para(f"Per variant, output format and machine: the max finite ulp error and its inputs (hex floats; "
-             f"{label}), Herbie's mean bits of error, the share correctly rounded, outputs over 1 ulp, and the "
+             + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in dict.fromkeys(s["format"])) + "), Herbie's mean bits of error, the share correctly rounded, outputs over 1 ulp, and the "
              "special outputs: nan (NaN where the correctly rounded value is not), inf (+-inf where it is finite), "
              "wrong_sign (nonzero and of the opposite sign, infinities included), lost_inf (finite where it "
              "overflows). summary.csv also has max_ulp (inf when any output is special), the mean ulp over finite "

@@ -76,12 +76,15 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, label: str) -> tuple[dict, list]:
+def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, labels) -> tuple[dict, list]:
     """The candidate's verdict on every target: (grid cells {(target, column): (text, css)}, findings).
 
     ``t``: :func:`targets_table`; ``ops``: :func:`opcount_table`; ``K``: the
-    targets (the section's options); ``label``: how the maxima were found.
+    targets (the section's options); ``labels``: how the maxima were found,
+    per format (a dict, or one string for every format).
     """
+    def label(fmt):
+        return labels.get(fmt, "") if isinstance(labels, dict) else labels
     cells, findings = {}, []
     for _, r in t[t["variant"] == candidate].iterrows():
         w = {"variant": candidate, "model": r["model"], "format": r["format"]}
@@ -93,10 +96,10 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
         if r["format"] == "fp32":
             mx = cite("max_outside", T, t, w, "max_ulp_outside")
             ok = mx.value <= K["fp32_max_ulp"]
-            cells[(f"fp32 max error outside C >= {ROOT_NEIGHBOURHOOD_C:g} <= {fmt_num(K['fp32_max_ulp'])} ulp",
+            cells[(f"fp32 max error <= {fmt_num(K['fp32_max_ulp'])} ulp outside the root neighbourhood",
                    col)] = (f"{_verdict(ok)} {mx.text}", "met" if ok else "missed")
             text = (f"On {r['model']}, fp32 output, outside the root neighbourhood: {candidate} max error {mx.text} "
-                    f"ulp ({label}) at {inputs_text(r, 'witness_', '_outside')} (target <= "
+                    f"ulp ({label('fp32')}) at {inputs_text(r, 'witness_', '_outside')} (target <= "
                     f"{fmt_num(K['fp32_max_ulp'])}: {_verdict(ok)}); {special.text} special outputs of "
                     f"{count.text}.")
             findings.append(Finding(f"targets/{r['model']}/fp32", "targets", text, [mx, special, count], 3))
@@ -106,12 +109,12 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
             ok_share = wrong.value <= (1.0 - K["fp16_share_correct"]) * count.value
             ok_max = mx.value <= K["fp16_max_ulp"]
             cells[(f"{r['format']} correctly rounded on a share >= {fmt_num(K['fp16_share_correct'])}", col)] = (
-                f"{_verdict(ok_share)} {fmt_num(1 - wrong.value / count.value)}", "met" if ok_share else "missed")
+                f"{_verdict(ok_share)} {100 * (1 - wrong.value / count.value):.4f} %", "met" if ok_share else "missed")
             cells[(f"{r['format']} max error <= {fmt_num(K['fp16_max_ulp'])} ulp", col)] = (
                 f"{_verdict(ok_max)} {mx.text}", "met" if ok_max else "missed")
             text = (f"On {r['model']}, {r['format']} output ({count.text} outputs, the neighbourhood included): "
                     f"{candidate} is not correctly rounded on {wrong.text} (target share >= "
-                    f"{fmt_num(K['fp16_share_correct'])}: {_verdict(ok_share)}), max error {mx.text} ulp ({label}; "
+                    f"{fmt_num(K['fp16_share_correct'])}: {_verdict(ok_share)}), max error {mx.text} ulp ({label(r['format'])}; "
                     f"target <= {fmt_num(K['fp16_max_ulp'])}: {_verdict(ok_max)}).")
             findings.append(Finding(f"targets/{r['model']}/{r['format']}", "targets", text, [wrong, count, mx], 3))
     if "kernel" in set(ops["variant"]) and candidate in set(ops["variant"]):
@@ -136,8 +139,8 @@ def build(ctx) -> Section:
                                               "ops_ratio")}
     ops = opcount_table([v for v in run.variants if v == candidate])
     section.tables.update({T: t, "opcount.csv": ops})
-    label = maximum_label(run)
-    cells, findings = assess_targets(t, ops, K, candidate, label)
+    labels = {f: maximum_label(run, f) for f in dict.fromkeys(t["format"])}
+    cells, findings = assess_targets(t, ops, K, candidate, labels)
     rows = list(dict.fromkeys(k[0] for k in cells))
     cols = list(dict.fromkeys(k[1] for k in cells))
     grid = pd.DataFrame("", index=range(len(rows)), columns=["target"] + cols)
@@ -148,7 +151,8 @@ def build(ctx) -> Section:
     style = style.where(grid != "", "na")
     style["target"] = ""
     section.first = [Heading(f"{candidate} against its targets", 2, "targets-grid"), Table(grid, T, "", style),
-                     Para(f"Maxima: {label}. Neighbourhood: gamma < -1 and the bracket's cancellation factor "
+                     Para("Maxima: " + "; ".join(f"{f} {lab}" for f, lab in labels.items())
+                          + f". Root neighbourhood: gamma < -1 and the bracket's cancellation factor "
                           f"C >= {ROOT_NEIGHBOURHOOD_C:g}.", "note")]
     shown = t.assign(inputs=[inputs_text(r, "witness_", "_outside") for _, r in t.iterrows()])
     section.body = [Table(shown[["variant", "model", "format", "count", "outside", "max_ulp_outside", "inputs",
