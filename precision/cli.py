@@ -82,7 +82,7 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        shown = "(default" in text or "default:" in text
+        shown = "default" in text  # the help already says it ("default: every core")
         no_default = action.default is None or action.default is False or action.default == argparse.SUPPRESS
         if shown or no_default or not action.option_strings:
             return text
@@ -94,7 +94,8 @@ def _add_command(sub, name: str, *, help: str, description: str, examples, func)
 
     Parameters
     ----------
-    sub : the subparsers action of the top-level parser
+    sub : argparse subparsers action
+        The top-level parser's ``add_subparsers()`` result.
     name : str
         The command name (``precision NAME``).
     help : str
