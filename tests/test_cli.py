@@ -3,7 +3,6 @@
 import itertools
 import json
 import os
-import re
 import signal
 import subprocess
 import sys

@@ -72,8 +72,8 @@ shares) and :func:`get_machine`; one math-library module per model
 :mod:`~precision.machine.rounding` the compute-format rounding helpers.
 """
 
-from precision.machine.context import (COMPUTE_FORMATS, DIV_MODES, MODEL_NAMES, POW_ALGOS, SPEC_SUFFIXES, Machine,
-                                       MachineModel, get_machine)
+from precision.machine.context import (COMPUTE_FORMATS, DIV_MODES, MODEL_NAMES, POW_ALGOS, Machine, MachineModel,
+                                       get_machine)
 from precision.machine.ieee import IEEE_F64_MARGIN
 
 __all__ = [
