@@ -41,6 +41,8 @@ from precision.terms import TermTable
 __all__ = ["CacheIntegrityWarning", "TermCache", "default_cache_dir", "atomic_write_npz"]
 
 _COLUMNS = ("hi", "lo", "exp", "rel")
+#: What reading a truncated, altered or foreign .npz raises.
+_UNREADABLE = (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError)
 
 
 class CacheIntegrityWarning(UserWarning):
@@ -98,7 +100,7 @@ def read_checked_npz(path: Path) -> dict | None:
         if "digest" not in arrays or not np.array_equal(arrays["digest"], _digest(arrays)):
             raise ValueError("digest mismatch")
         return arrays
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as exc:
+    except _UNREADABLE as exc:
         warnings.warn(f"{path}: failed its integrity check ({exc}); recomputing it",
                       CacheIntegrityWarning, stacklevel=2)
         with contextlib.suppress(FileNotFoundError):
@@ -114,11 +116,14 @@ class TermCache:
     folder : path or None
         The cache folder; None disables the cache (every lookup misses, stores
         are dropped).
+    create : bool
+        Create the folder now (default True); False leaves a missing folder
+        missing (``precision cache info|clear``: an absent cache is empty).
     """
 
-    def __init__(self, folder):
+    def __init__(self, folder, create: bool = True):
         self.folder = Path(folder) if folder is not None else None
-        if self.folder is not None:
+        if self.folder is not None and create:
             self.folder.mkdir(parents=True, exist_ok=True)
 
     @property
@@ -180,8 +185,8 @@ class TermCache:
         shards = sorted(self.folder.glob("terms-v*.npz"))
         entries = 0
         for path in shards:
-            with contextlib.suppress(Exception), np.load(path, allow_pickle=False) as data:
-                entries += int(data["x_bits"].size)
+            with contextlib.suppress(*_UNREADABLE), np.load(path, allow_pickle=False) as data:
+                entries += int(data["x_bits"].size)  # an unreadable shard counts no entries
         return {"folder": str(self.folder), "shards": len(shards), "entries": entries,
                 "bytes": sum(p.stat().st_size for p in shards)}
 

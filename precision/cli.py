@@ -1,20 +1,65 @@
 """The ``precision`` command.
 
-Exit statuses: 0 success; 1 a budget failed (``gate``); 2 a usage or input
-error, reported as one line on stderr with no traceback and nothing written.
+Exit statuses: 0 success; 1 a budget failed or regressed (``gate``) or the
+two oracles disagree (``oracle --check``); 2 a usage or input error,
+reported as one line on stderr (``precision: error: ...``) with no traceback
+and nothing written; 130 interrupted (Ctrl-C): one line on stderr, nothing
+half-written, and the same command resumes.
+
+Adding a subcommand
+-------------------
+1. Write ``_cmd_<name>(args) -> int`` (the exit status).  Check every path
+   an option names *before any work* with :func:`_require_dir`,
+   :func:`_require_file` or :func:`_require_output_file`; they only look,
+   never create, so an error leaves nothing behind.  Raise a
+   :class:`~precision.errors.PrecisionError` for anything the user can fix.
+2. Register it in :func:`_build_parser` with :func:`_add_command`: a one-line
+   help, a description and at least one example.  Give every option a help
+   text; :class:`_HelpFormatter` appends "(default: ...)" when the option
+   has a default, and an option without one says in its help what happens
+   when it is omitted ("default: ...").
+3. :func:`main` does the rest: a ``PrecisionError`` becomes one line and
+   exit 2, Ctrl-C becomes :data:`INTERRUPTED` and exit 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import re
 import sys
+import textwrap
+from pathlib import Path
 
+import numpy as np
+
+from precision import __version__, oracle
+from precision.cache import TermCache, default_cache_dir
 from precision.errors import ParameterError, PrecisionError
+from precision.formats import FORMATS, round_to_format
+from precision.gate import append_to_corpus, run_gate
+from precision.guards import list_variants
+from precision.hunt import hunt
+from precision.report import build_report, report_all
+from precision.study import load_study
+from precision.sweep import run_study
 
-__all__ = ["main", "parse_exact_float"]
+__all__ = ["main", "parse_exact_float", "INTERRUPTED", "DEFAULT_RUNS_DIR", "DEFAULT_REPORTS_DIR"]
 
+#: The one line printed on Ctrl-C (exit status 130).
+INTERRUPTED = "precision: interrupted; rerun the same command to resume"
+#: Folder of run folders: ``precision run`` writes ``out/<study name>/``.
+DEFAULT_RUNS_DIR = Path("out")
+#: Folder of reports written by ``precision report`` and ``run --report``;
+#: outside the committed ``reports/`` (maintainers pass ``--out reports``).
+DEFAULT_REPORTS_DIR = Path("out/reports")
+
+
+# ---------------------------------------------------------------------------
+# Parser: one-line errors, defaults shown, an example per command
+# ---------------------------------------------------------------------------
 
 class _UsageError(PrecisionError):
     """Raised by the argument parser instead of printing usage and exiting."""
@@ -25,17 +70,172 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # "-0x1.4p+0" and "-1e-5" are values, not options
+        # "-0x1.4p+0" and "-1e-5" are values, not options (argparse consults this private matcher)
         self._negative_number_matcher = re.compile(r"^-(?:\d|\.\d)")
 
     def error(self, message):  # one line, exit 2 (handled in main)
-        raise _UsageError(f"{self.prog}: {message}")
+        command = self.prog.removeprefix("precision").strip()
+        where = f"{command}: " if command else ""
+        raise _UsageError(f"{where}{message} (see '{self.prog} --help')")
 
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written; every option's default shown after its help."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        shown = "default" in text  # the help already says it ("default: every core")
+        no_default = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        if shown or no_default or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _add_command(sub, name: str, *, help: str, description: str, examples, func) -> argparse.ArgumentParser:
+    """Register a subcommand with its one-line help, description, examples and handler.
+
+    Parameters
+    ----------
+    sub : argparse subparsers action
+        The top-level parser's ``add_subparsers()`` result.
+    name : str
+        The command name (``precision NAME``).
+    help : str
+        One line for ``precision --help``.
+    description : str
+        What the command does, for ``precision NAME --help``.
+    examples : sequence of str
+        Command lines shown under "examples:" (at least one).
+    func : callable
+        ``func(args) -> int``, the exit status.
+    """
+    if not examples:
+        raise ValueError(f"command {name!r} needs at least one example")
+    p = sub.add_parser(name, help=help, description=_paragraphs(description), epilog=_examples(examples),
+                       formatter_class=_HelpFormatter)
+    p.set_defaults(func=func)
+    return p
+
+
+def _paragraphs(text: str) -> str:
+    """Each line of ``text`` as a paragraph filled to 79 columns, a blank line between paragraphs."""
+    return "\n\n".join(textwrap.fill(line, 79) for line in text.split("\n"))
+
+
+def _examples(lines, note: str = "") -> str:
+    """The "examples:" epilog of a help page (command lines indented, as typed)."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines) + (f"\n\n{note}" if note else "")
+
+
+class _Given(argparse.Action):
+    """Store the value and record that the option was given (``args.given``), to catch ignored options."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = getattr(namespace, "given", frozenset()) | {self.dest}
+
+
+# ---------------------------------------------------------------------------
+# Paths: checked before any work, nothing created
+# ---------------------------------------------------------------------------
+
+def _require_dir(path, option: str, *, create: bool = True) -> Path:
+    """Check that ``path`` can serve as the folder ``option`` names; create nothing.
+
+    Parameters
+    ----------
+    path : str or Path
+    option : str
+        How the user gave the path (``"--out"``, ``"$PRECISION_CACHE_DIR"``),
+        for the message.
+    create : bool
+        True (an output folder): an existing writable folder, or a path whose
+        nearest existing ancestor is a writable folder (the command creates
+        it when it writes).  False (an input folder): an existing folder.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ParameterError
+        One line naming the option and the path: a file where a folder is
+        expected, a missing input folder, a folder that cannot be created or
+        written.
+    """
+    path = Path(path)
+    shown = f"{option}={path}"
+    if path.exists():
+        if not path.is_dir():
+            raise ParameterError(f"{shown} is a file; expected a folder (give a folder path or move the file)")
+        if create and not os.access(path, os.W_OK | os.X_OK):
+            raise ParameterError(f"{shown}: the folder is not writable; expected a folder you can write to")
+        return path
+    if path.is_symlink():
+        raise ParameterError(f"{shown} is a broken symbolic link; expected a folder")
+    if not create:
+        raise ParameterError(f"{shown}: no such folder; expected an existing folder")
+    ancestor = next(p for p in path.absolute().parents if p.exists())
+    if not ancestor.is_dir():
+        raise ParameterError(f"{shown}: cannot create the folder, {ancestor} is a file; expected a folder path")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ParameterError(f"{shown}: cannot create the folder, {ancestor} is not writable")
+    return path
+
+
+def _require_file(path, option: str) -> Path:
+    """Check that ``path`` is an existing readable file (an input); raises ParameterError otherwise."""
+    path = Path(path)
+    shown = f"{option}={path}"
+    if path.is_dir():
+        raise ParameterError(f"{shown} is a folder; expected a file")
+    if not path.is_file():
+        raise ParameterError(f"{shown}: no such file; expected an existing file")
+    if not os.access(path, os.R_OK):
+        raise ParameterError(f"{shown}: the file is not readable")
+    return path
+
+
+def _require_output_file(path, option: str) -> Path:
+    """Check that a file can be written at ``path``: not a folder, in an existing writable folder."""
+    path = Path(path)
+    shown = f"{option}={path}"
+    if path.is_dir():
+        raise ParameterError(f"{shown} is a folder; expected a file path")
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        raise ParameterError(f"{shown}: the folder {path.parent} does not exist; create it or give another path")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ParameterError(f"{shown}: cannot write there (permission denied)")
+    return path
+
+
+def _require_cache_dir(args, *, create: bool = True) -> Path | None:
+    """The oracle cache folder of a command (None with ``--no-cache``), checked like any folder."""
+    if getattr(args, "no_cache", False):
+        return None
+    if args.cache_dir:
+        return _require_dir(args.cache_dir, "--cache-dir", create=create)
+    option = "$PRECISION_CACHE_DIR" if os.environ.get("PRECISION_CACHE_DIR") else "the user cache folder"
+    return _require_dir(default_cache_dir(), option, create=create)
+
+
+# ---------------------------------------------------------------------------
+# Parsing values
+# ---------------------------------------------------------------------------
 
 def parse_exact_float(text: str, name: str) -> float:
     """Parse a hex float (``-0x1.4p+0``) exactly, or a decimal to the nearest float64.
 
     Raises ParameterError (naming the argument) for anything else, NaN and inf included.
+
+    Examples
+    --------
+    >>> parse_exact_float("-0x1.4p+0", "pred")
+    -1.25
+    >>> parse_exact_float("0.1", "pred").hex()
+    '0x1.999999999999ap-4'
     """
     s = text.strip()
     try:
@@ -59,32 +259,40 @@ def _parse_int(text: str, name: str, positive: bool = False) -> int:
     return value
 
 
-def _cmd_oracle_check(args) -> int:
-    """``precision oracle --check``: the mpmath and Arb oracles, bit for bit."""
+def _positive_int(text: str) -> int:
     try:
-        from precision import oracle_arb
-    except ImportError:
-        raise ParameterError("--check needs python-flint for the Arb oracle; "
-                             "install it with pip install 'precision[arb]'") from None
-    points = _parse_int(args.points, "points")
-    seed = _parse_int(args.seed, "seed")
-    if points < 0:
-        raise ParameterError(f"--points={args.points!r}; expected a count >= 0")
-    report = oracle_arb.crosscheck(points=points, seed=seed)
-    print("\n".join(report.lines()))
-    return 0 if report.passed else 1
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}; expected a positive integer")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# precision oracle
+# ---------------------------------------------------------------------------
+
+#: The options that describe one point (``precision oracle`` without ``--check``).
+_POINT_OPTIONS = ("pred", "target", "alpha", "gamma", "weight", "dout", "count")
+#: The options of ``--check`` only.
+_CHECK_OPTIONS = ("points", "seed")
 
 
 def _cmd_oracle(args) -> int:
-    import numpy as np
-
-    from precision import oracle
-    from precision.formats import FORMATS
-
+    given = getattr(args, "given", frozenset())
     if args.check:
+        ignored = [f"--{name}" for name in _POINT_OPTIONS if name in given]
+        if ignored:
+            raise ParameterError(f"oracle --check takes no point ({', '.join(ignored)} given); it checks random "
+                                 "points and hard cases: drop --check to evaluate one point")
         return _cmd_oracle_check(args)
+    ignored = [f"--{name}" for name in _CHECK_OPTIONS if name in given]
+    if ignored:
+        raise ParameterError(f"oracle: {', '.join(ignored)} applies to --check only; add --check or drop it")
     if args.pred is None or args.target is None:
-        raise _UsageError("precision oracle: the following arguments are required: --pred, --target (or --check)")
+        raise _UsageError("oracle: the following arguments are required: --pred, --target (or --check) "
+                          "(see 'precision oracle --help')")
     x = parse_exact_float(args.pred, "pred")
     t = _parse_int(args.target, "target")
     with np.errstate(over="ignore"):
@@ -112,57 +320,122 @@ def _cmd_oracle(args) -> int:
             lines.append(f"{name:<7} {v.hex():<24} {v!r}")
         except PrecisionError as exc:  # undecided at the precision cap
             lines.append(f"{name:<7} unresolved ({exc})")
-    print("\n".join(lines))
+    lines += [_representability_note(name, value) for name, value in (("pred", x), ("weight", weight),
+                                                                        ("dout", dout))]
+    print("\n".join(line for line in lines if line))
     return 0
 
 
+#: The tensor formats a kernel's pred/weight/dout can have.
+_INPUT_FORMATS = ("fp16", "bf16", "fp32")
+
+
+def _representability_note(name: str, value: float) -> str:
+    """A ``note:`` line when ``value`` is not exactly a value of every input format, else ''.
+
+    The oracle evaluates at the float64 value given; a kernel whose tensors
+    are fp16, bf16 or fp32 receives that value rounded (or inf), so the rounded
+    lines above are not what such a kernel should return for it.
+    """
+    inexact, overflow = [], []
+    for fmt in _INPUT_FORMATS:
+        rounded = float(round_to_format(np.float64(value), FORMATS[fmt]))
+        if rounded != value:
+            (overflow if math.isinf(rounded) else inexact).append(fmt)
+    if not inexact and not overflow:
+        return ""
+    parts = ([f"overflows {', '.join(overflow)}"] if overflow else []) + \
+            ([f"is not exact in {', '.join(inexact)}"] if inexact else [])
+    return (f"note: {name}={value!r} {' and '.join(parts)}; the values above are for this float64 {name}, "
+            f"which an {'/'.join(overflow + inexact)} tensor cannot hold")
+
+
+def _cmd_oracle_check(args) -> int:
+    """``precision oracle --check``: the mpmath and Arb oracles, bit for bit."""
+    try:  # python-flint is an optional extra: imported only when asked for
+        from precision import oracle_arb
+    except ImportError:
+        raise ParameterError("--check needs python-flint for the Arb oracle; "
+                             "install it with pip install 'precision[arb]'") from None
+    points = _parse_int(args.points, "points")
+    seed = _parse_int(args.seed, "seed")
+    if points < 0:
+        raise ParameterError(f"--points={args.points!r}; expected a count >= 0")
+    report = oracle_arb.crosscheck(points=points, seed=seed)
+    print("\n".join(report.lines()))
+    return 0 if report.passed else 1
+
+
+# ---------------------------------------------------------------------------
+# precision variants, run, gate, report, cache
+# ---------------------------------------------------------------------------
+
 def _cmd_variants(args) -> int:
-    from precision.guards import list_variants
     rows = list_variants()
     width = max(len(name) for name, _ in rows)
     print("\n".join(f"{name:<{width}}  {text}" for name, text in rows))
     return 0
 
 
+def _report_hint(study: str, run_folder: Path) -> str:
+    """The ``precision report`` command that reads ``run_folder``, or '' when it cannot."""
+    if run_folder.name != study:
+        return ""
+    runs = "" if run_folder.parent == DEFAULT_RUNS_DIR else f" --runs {run_folder.parent}"
+    return f"precision report {study}{runs}"
+
+
 def _cmd_run(args) -> int:
-    from pathlib import Path
-
-    from precision.study import load_study
-    from precision.sweep import run_study
-
     study = load_study(args.study)
-    out = Path(args.out) if args.out else Path("out") / study.name
-    result = run_study(study, out, cache_dir=args.cache_dir, use_cache=not args.no_cache,
+    out = _require_dir(args.out or DEFAULT_RUNS_DIR / study.name, "--out")
+    cache_dir = _require_cache_dir(args)
+    if args.report:
+        if out.name != study.name:
+            raise ParameterError(f"--report with --out={out}: the report reads RUNS/{study.name}, so the run "
+                                 f"folder must be named {study.name}; use --out DIR/{study.name} or drop --out")
+        reports = _require_dir(args.report_out, "--report-out")
+        _require_dir(reports / study.name, "--report-out")
+    elif "report_out" in getattr(args, "given", frozenset()):
+        raise ParameterError("--report-out applies to --report only; add --report or drop --report-out")
+    result = run_study(study, out, cache_dir=cache_dir, use_cache=not args.no_cache,
                        scheduler=args.scheduler, workers=args.workers)
     print(f"{study.name}: {result.points:,} points x variants in {result.tasks} tasks "
           f"({result.tasks_reused} reused), oracle pairs {result.term_pairs:,} "
           f"({result.term_pairs_cached:,} from cache), {result.oracle_fallback} scalar fallbacks, "
-          f"{result.seconds:.1f} s -> {out}")
+          f"{result.seconds:.1f} s")
     for variant, profile in result.unsupported:
         print(f"note: {variant} does not take profile {profile}; skipped there")
-    return 0
-
-
-def _cmd_cache(args) -> int:
-    from precision.cache import TermCache, default_cache_dir
-
-    cache = TermCache(args.cache_dir or default_cache_dir())
-    if args.action == "info":
-        info = cache.info()
-        print(f"folder  {info['folder']}\nshards  {info['shards']}\nentries {info['entries']:,}\n"
-              f"bytes   {info['bytes']:,}")
-    else:
-        print(f"removed {cache.clear()} shards from {cache.folder}")
+    tables = f"{study.name}: tables -> {out / 'summary.csv'}"
+    if not args.report:
+        hint = _report_hint(study.name, out)
+        print(f"{tables} (review report: {hint})" if hint else tables)
+        return 0
+    print(tables)
+    folder = build_report(study.name, out.parent, reports)
+    print(f"{study.name}: report -> {folder / 'report.html'}")
     return 0
 
 
 def _cmd_gate(args) -> int:
-    from precision.gate import run_gate
-
-    result = run_gate(args.budgets, study_path=args.study, out_dir=args.out, baseline=args.baseline,
-                      update_baseline=args.update_baseline, junit=args.junit, json_path=args.json,
-                      cache_dir=args.cache_dir, use_cache=not args.no_cache, workers=args.workers,
-                      propose=args.propose)
+    if args.update_baseline and not args.baseline:
+        raise ParameterError("--update-baseline needs --baseline FILE, the file to write "
+                             "(e.g. --baseline gate_baseline.json)")
+    budgets = _require_file(args.budgets, "--budgets")
+    study = _require_file(args.study, "--study") if args.study else None
+    if args.update_baseline:
+        baseline = _require_output_file(args.baseline, "--baseline")
+    else:
+        baseline = _require_file(args.baseline, "--baseline") if args.baseline else None
+    outputs = {option: _require_output_file(value, option) if value else None
+               for option, value in (("--junit", args.junit), ("--json", args.json), ("--propose", args.propose))}
+    # the default run folder, out/<gate study name>, is known once the budgets file is read
+    out = _require_dir(args.out, "--out") if args.out else None
+    _require_dir(DEFAULT_RUNS_DIR, "--out")
+    cache_dir = _require_cache_dir(args)
+    result = run_gate(budgets, study_path=study, out_dir=out, baseline=baseline,
+                      update_baseline=args.update_baseline, junit=outputs["--junit"], json_path=outputs["--json"],
+                      cache_dir=cache_dir, use_cache=not args.no_cache, workers=args.workers,
+                      propose=outputs["--propose"])
     for line in result.lines:
         print(line.text())
     for text in result.regressions + result.tighten:
@@ -172,30 +445,26 @@ def _cmd_gate(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from pathlib import Path
-
-    from precision.report import build_report, report_all
-
-    runs = Path(args.runs) if args.runs else Path("out")
-    out = Path(args.out) if args.out else Path("reports")
     if args.all == bool(args.study):
         raise ParameterError("report: give one study name or --all (not both, not neither)")
+    out = _require_dir(args.out, "--out")
     if args.all:
-        for study, folder, ran in report_all(runs, out, studies_dir=Path(args.studies)):
-            print(f"{study}: {'ran the study, ' if ran else ''}report -> {folder}")
+        runs = _require_dir(args.runs, "--runs")  # missing run folders are run into it
+        studies = _require_dir(args.studies, "--studies", create=False)
+        for study, folder, ran in report_all(runs, out, studies_dir=studies):
+            print(f"{study}: {'ran the study, ' if ran else ''}report -> {folder / 'report.html'}")
         return 0
+    runs = Path(args.runs)
+    if runs.exists():  # a missing run folder gets build_report's own message (run the study first)
+        _require_dir(runs, "--runs", create=False)
+    if args.study and "/" not in args.study and not args.study.startswith("."):
+        _require_dir(out / args.study, "--out")
     folder = build_report(args.study, runs, out)
-    print(f"{args.study}: report -> {folder}")
+    print(f"{args.study}: report -> {folder / 'report.html'}")
     return 0
 
 
 def _cmd_hunt(args) -> int:
-    import json
-    from pathlib import Path
-
-    from precision.gate import append_to_corpus
-    from precision.hunt import hunt
-
     if args.seconds is not None and args.points is not None:
         raise ParameterError("hunt: give --seconds or --points, not both")
     seconds = None
@@ -234,81 +503,150 @@ def _cmd_hunt(args) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}; expected a positive integer")
-    return value
+def _cmd_cache(args) -> int:
+    folder = _require_cache_dir(args, create=True)
+    cache = TermCache(folder, create=False)  # info and clear never create the folder
+    if args.action == "info":
+        info = cache.info()
+        print(f"folder  {info['folder']}\nshards  {info['shards']}\nentries {info['entries']:,}\n"
+              f"bytes   {info['bytes']:,}")
+    else:
+        print(f"removed {cache.clear()} shards from {cache.folder}")
+    return 0
 
+
+# ---------------------------------------------------------------------------
+# The parser
+# ---------------------------------------------------------------------------
 
 def _add_study_run_options(p) -> None:
     """The options of a command that runs a study: run folder, oracle cache, worker processes."""
-    p.add_argument("--out", help="run folder (default: out/<study name>)")
-    p.add_argument("--cache-dir", help="oracle cache folder (default: $PRECISION_CACHE_DIR or the user cache)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the oracle cache")
-    p.add_argument("--workers", type=_positive_int, help="worker processes (default: every core)")
+    p.add_argument("--out", metavar="DIR", help="run folder (default: out/<study name>)")
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--cache-dir", metavar="DIR",
+                       help="oracle cache folder (default: $PRECISION_CACHE_DIR, else the user cache folder, "
+                            "~/.cache/precision on Linux)")
+    cache.add_argument("--no-cache", action="store_true", help="neither read nor write the oracle cache")
+    p.add_argument("--workers", type=_positive_int, metavar="N",
+                   help="worker processes; 1 runs in this process (default: every core)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="precision", description="Numerical-precision analysis of SigmoidFocalLossGrad.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = _Parser(
+        prog="precision", formatter_class=_HelpFormatter,
+        description=_paragraphs(
+            "Numerical-precision analysis of SigmoidFocalLossGrad: a certified oracle, emulated fp16/fp32 "
+            "machines, ULP scores of every implementation variant, review reports and a CI gate.\n"
+            "'precision COMMAND --help' shows a command's options, their defaults and examples."),
+        epilog=_examples(
+            ["precision run studies/quick.toml && precision report quick    # the main job",
+             "precision oracle --pred -0x1.4p+0 --target 0",
+             "precision gate --junit gate.xml"],
+            note=_paragraphs("exit statuses: 0 success; 1 a budget failed or regressed (gate) or the oracles "
+                             "disagree (oracle --check); 2 a usage or input error, one line on stderr, nothing "
+                             "written; 130 interrupted (Ctrl-C): rerun the same command to resume.")))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("oracle", help="the exact gradient at one point, and its correct roundings",
-                       description="Print the exact gradient to 40 significant digits and its correctly "
-                                   "rounded fp16, bf16, fp32 and fp64 values (hex and decimal). "
-                                   "Floats are hex (exact) or decimal (nearest float64); alpha and gamma "
-                                   "are rounded to float32 as the operator's attributes are.")
-    p.add_argument("--pred", help="logit x (required unless --check)")
-    p.add_argument("--target", help="raw selector t (any integer; 0 positive, 1 negative term; required unless --check)")
-    p.add_argument("--alpha", default="0.25")
-    p.add_argument("--gamma", default="2.0")
-    p.add_argument("--weight", default="1.0")
-    p.add_argument("--dout", default="1.0")
-    p.add_argument("--count", default="1", help="N*C for reduction mean (coef = exact 1/count), 1 otherwise")
-    p.add_argument("--check", action="store_true",
-                   help="cross-check the mpmath oracle against the Arb oracle (python-flint) bit for bit on "
-                        "random points plus hard cases; exit 0 on zero disagreements, 1 otherwise")
-    p.add_argument("--points", default="10000", help="random points for --check (default 10000)")
-    p.add_argument("--seed", default="0", help="random seed for --check (default 0)")
-    p.set_defaults(func=_cmd_oracle)
+    p = _add_command(
+        sub, "oracle", func=_cmd_oracle,
+        help="the exact gradient at one point, and its correct roundings",
+        description="Print the inputs as exact hex floats, the exact gradient to 40 significant digits and "
+                    "its correctly rounded fp16, bf16, fp32 and fp64 values (hex and decimal).\n"
+                    "Floats are hex (exact) or decimal (nearest float64); alpha and gamma are rounded to "
+                    "float32, as the operator's attributes are. A note follows when pred, weight or dout is "
+                    "not exactly an fp16, bf16 or fp32 value.\n"
+                    "With --check: compare the mpmath oracle with the independent Arb oracle (python-flint) "
+                    "bit for bit on random points plus hard cases; exit 0 on zero disagreements, 1 otherwise.",
+        examples=["precision oracle --pred -0x1.4p+0 --target 0 --alpha 0.25 --gamma 2 --dout -0x1.8p+0 "
+                  "--count 6",
+                  "precision oracle --check --points 1000 --seed 1"])
+    p.add_argument("--pred", action=_Given, metavar="X", help="the logit x (required unless --check)")
+    p.add_argument("--target", action=_Given, metavar="T",
+                   help="raw selector t: any integer, 0 the positive-class term, 1 the negative "
+                        "(required unless --check)")
+    p.add_argument("--alpha", action=_Given, default="0.25", help="balance attribute (float32)")
+    p.add_argument("--gamma", action=_Given, default="2.0", help="focusing attribute (float32; negatives allowed)")
+    p.add_argument("--weight", action=_Given, default="1.0", help="element weight")
+    p.add_argument("--dout", action=_Given, default="1.0", help="incoming gradient")
+    p.add_argument("--count", action=_Given, default="1", metavar="N",
+                   help="N*C for reduction mean (coefficient: the exact 1/count), 1 for sum and none")
+    p.add_argument("--check", action="store_true", help="cross-check the mpmath and Arb oracles instead")
+    p.add_argument("--points", action=_Given, default="10000", metavar="N", help="random points for --check")
+    p.add_argument("--seed", action=_Given, default="0", help="random seed for --check")
 
-    p = sub.add_parser("variants", help="list the registered implementation variants")
-    p.set_defaults(func=_cmd_variants)
+    _add_command(
+        sub, "variants", func=_cmd_variants,
+        help="list the registered implementation variants",
+        description="List every registered implementation variant (naive, naive+G1..G8, kernel, "
+                    "kernel-G1..G8, golden, mmcv, candidate, ...) with a one-line description, and the "
+                    "parameterized forms kernel[G5=<tau>] and kernel[tile=<n>]. Study files name variants "
+                    "this way.",
+        examples=["precision variants", "precision variants | grep kernel"])
 
-    p = sub.add_parser("run", help="run a study file: oracle, every variant, scores, tables")
-    p.add_argument("study", help="a study file, e.g. studies/quick.toml")
+    p = _add_command(
+        sub, "run", func=_cmd_run,
+        help="run a study file: oracle, every variant on every machine, scores, tables",
+        description="Run a study file: the exact oracle at every point, every variant on every machine, "
+                    "the ULP scores and the tables (summary.csv first), written to the run folder. An "
+                    "interrupted run (Ctrl-C, kill) resumes where it stopped when the same command is run "
+                    "again: finished tasks are kept in DIR/chunks/. With --report, also write the review "
+                    "report (as 'precision report'); the last line names the file to open.",
+        examples=["precision run studies/quick.toml",
+                  "precision run studies/quick.toml --report",
+                  "precision run studies/fp16_exhaustive.toml --workers 8 --cache-dir /scratch/precision-cache"])
+    p.add_argument("study", metavar="STUDY.toml", help="a study file, e.g. studies/quick.toml")
     _add_study_run_options(p)
-    p.add_argument("--scheduler", help="Dask scheduler tcp://host:port, or 'local' for a LocalCluster")
-    p.set_defaults(func=_cmd_run)
+    p.add_argument("--scheduler", metavar="ADDR",
+                   help="Dask scheduler tcp://host:port, or 'local' for a LocalCluster "
+                        "(default: a local process pool)")
+    p.add_argument("--report", action="store_true",
+                   help="also write the review report to --report-out/<study name>/")
+    p.add_argument("--report-out", action=_Given, metavar="DIR", default=str(DEFAULT_REPORTS_DIR),
+                   help="folder of reports for --report")
 
-    p = sub.add_parser("gate", help="check a study's scores against error budgets (exit 1 on a failure)")
-    p.add_argument("--budgets", default="studies/budgets.toml", help="budgets file (default studies/budgets.toml)")
-    p.add_argument("--study", help="study file (default: the budgets file's [gate] study)")
-    p.add_argument("--baseline", help="baseline JSON: report regressions against it")
-    p.add_argument("--update-baseline", action="store_true", help="write the observed values to --baseline")
-    p.add_argument("--junit", help="write JUnit XML here")
-    p.add_argument("--json", help="write the results as JSON here")
-    p.add_argument("--propose", help="write a budgets file with limits from this run here")
+    p = _add_command(
+        sub, "gate", func=_cmd_gate,
+        help="check a study's scores against error budgets (exit 1 on a failure)",
+        description="Run the gate study, check every budget of the budgets file and print one greppable "
+                    "PASS/FAIL line per (budget, metric), then REGRESSION lines (worse than --baseline), "
+                    "TIGHTEN lines and a summary. Exit 0 when every budget passes and nothing regressed, "
+                    "1 otherwise, 2 on a usage or input error.",
+        examples=["precision gate",
+                  "precision gate --junit gate.xml --baseline gate_baseline.json",
+                  "precision gate --baseline gate_baseline.json --update-baseline"])
+    p.add_argument("--budgets", default="studies/budgets.toml", metavar="FILE", help="budgets file")
+    p.add_argument("--study", metavar="FILE", help="study file (default: the budgets file's [gate] study)")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="baseline JSON: report regressions against it (default: none)")
+    p.add_argument("--update-baseline", action="store_true",
+                   help="write the observed values to --baseline (which must be given)")
+    p.add_argument("--junit", metavar="FILE", help="write JUnit XML here (default: not written)")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON here (default: not written)")
+    p.add_argument("--propose", metavar="FILE",
+                   help="write a budgets file with limits from this run here (default: not written)")
     _add_study_run_options(p)
-    p.set_defaults(func=_cmd_gate)
 
-    p = sub.add_parser("report", help="build reports/<study>/ (Markdown, HTML, plots, tables) from a run folder",
-                       description="Read the run folder RUNS/<study> written by `precision run` and write "
-                                   "OUT/<study>/: report.md, a self-contained report.html, plots (PNG, SVG), "
-                                   "tables (CSV) and findings.json. --all regenerates every report under OUT, "
-                                   "running a study first when its run folder is missing.")
-    p.add_argument("study", nargs="?", help="study name, e.g. guard_ablation")
-    p.add_argument("--all", action="store_true", help="every committed report (folders under --out)")
-    p.add_argument("--runs", help="folder of run folders (default: out)")
-    p.add_argument("--out", help="folder of reports (default: reports)")
-    p.add_argument("--studies", default="studies", help="folder of study files for --all (default: studies)")
-    p.set_defaults(func=_cmd_report)
+    p = _add_command(
+        sub, "report", func=_cmd_report,
+        help="build a review report (Markdown, HTML, plots, tables) from a run folder",
+        description="Read the run folder RUNS/<study> written by 'precision run' and write OUT/<study>/: "
+                    "report.md, a self-contained report.html, plots (PNG, SVG), tables (CSV) and "
+                    "findings.json. --all regenerates every report under OUT, running a study first when "
+                    "its run folder is missing. The committed reports live in reports/: maintainers "
+                    "regenerate them with --out reports.",
+        examples=["precision report quick",
+                  "precision report guard_ablation --out reports",
+                  "precision report --all --out reports"])
+    p.add_argument("study", nargs="?", metavar="STUDY", help="study name, e.g. quick or guard_ablation")
+    p.add_argument("--all", action="store_true", help="every report under --out (or the default studies)")
+    p.add_argument("--runs", default=str(DEFAULT_RUNS_DIR), metavar="DIR", help="folder of run folders")
+    p.add_argument("--out", default=str(DEFAULT_REPORTS_DIR), metavar="DIR", help="folder of reports")
+    p.add_argument("--studies", default="studies", metavar="DIR", help="folder of study files for --all")
 
-    p = sub.add_parser(
-        "hunt", help="search for the inputs of largest ulp error (fp32 hunted, fp16 exhausted)",
+    p = _add_command(
+        sub, "hunt", func=_cmd_hunt,
+        help="search for the inputs of largest ulp error (fp32 hunted, fp16 exhausted)",
         description="A black-box search for the inputs where a variant's ulp error is largest: seeded "
                     "sampling, then local search in ordinal space around the worst points (neighbours at "
                     "distances 1, 2, 4, ..., restarts), on the local cores. fp16 preds (63,488) are simply "
@@ -316,7 +654,8 @@ def _build_parser() -> argparse.ArgumentParser:
                     "computed and correctly rounded values in hex) and a summary line labelling the maximum "
                     "exhaustive or hunted (with its budget), and appends the preds not correctly rounded to the "
                     "gate's worst-case corpus. weight is absent, dout 1, reduction none.",
-        epilog="example: precision hunt candidate --gamma -3 --outside-neighbourhood --seconds 60 --no-corpus")
+        examples=["precision hunt candidate --gamma -3 --outside-neighbourhood --seconds 60 --no-corpus",
+                  "precision hunt kernel --format fp16 --gamma 2 --json --no-corpus"])
     p.add_argument("variant", help="a registry name (see `precision variants`)")
     p.add_argument("--machine", default="npu",
                    help="machine spec: ieee, numpy, npu, suffixes like +ftz (default: npu)")
@@ -329,7 +668,8 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="only points outside the root neighbourhood, gamma < -1 and C >= 4 (precision.bracket)")
     p.add_argument("--seconds", help="wall-time budget of an fp32 hunt in seconds, start-up excluded (default: 60)")
     p.add_argument("--points",
-                   help="point budget instead of --seconds: reproducible for a seed on any machine and worker count")
+                   help="point budget instead of --seconds: reproducible for a seed on any machine and worker count "
+                        "(default: none, the time budget applies)")
     p.add_argument("--seed", default="0", help="seed of the search streams (default: 0)")
     p.add_argument("--workers", type=_positive_int, help="worker processes (default: every core)")
     p.add_argument("--top", default="10", help="worst finite points to print (default: 10)")
@@ -338,25 +678,42 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default="studies/worst_cases.txt",
                    help="worst-case corpus to append to (default: studies/worst_cases.txt)")
     p.add_argument("--no-corpus", action="store_true", help="do not append to the corpus")
-    p.set_defaults(func=_cmd_hunt)
 
-    p = sub.add_parser("cache", help="show or clear the oracle cache")
-    p.add_argument("action", choices=["info", "clear"])
-    p.add_argument("--cache-dir", help="cache folder (default: $PRECISION_CACHE_DIR or the user cache)")
-    p.set_defaults(func=_cmd_cache)
+
+    p = _add_command(
+        sub, "cache", func=_cmd_cache,
+        help="show or clear the oracle cache",
+        description="Show (info) or empty (clear) the persistent oracle cache: the focal terms A(x, gamma), "
+                    "one file per gamma, keyed by the exact bits of x and the oracle version. Neither action "
+                    "creates the folder.",
+        examples=["precision cache info", "precision cache clear --cache-dir /scratch/precision-cache"])
+    p.add_argument("action", choices=["info", "clear"], help="info: folder, shards, entries, bytes; clear: "
+                                                              "remove every shard")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="cache folder (default: $PRECISION_CACHE_DIR, else the user cache folder, "
+                        "~/.cache/precision on Linux)")
+    parser.commands = dict(sub.choices)  # name -> its parser (the "no command" message, tests)
     return parser
 
 
 def main(argv=None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (0, 1, 2 or 130; see the module docstring)."""
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.command is None:
+            raise _UsageError(f"no command; expected one of {', '.join(parser.commands)} "
+                              "(see 'precision --help')")
         return args.func(args)
     except PrecisionError as exc:
         message = str(exc).replace("\n", " ")
         print(f"precision: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # every writer is atomic (temporary file, then rename) and finished tasks are kept,
+        # so nothing is half-written and the same command resumes
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

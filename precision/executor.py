@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from precision.errors import ParameterError
@@ -32,12 +34,23 @@ class InlineExecutor:
         pass
 
 
+def _ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (one message, workers stopped by it)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class LocalExecutor:
-    """A pool of worker processes on this machine (default: one per core)."""
+    """A pool of worker processes on this machine (default: one per core).
+
+    Ctrl-C on a terminal reaches every process of the group; the workers
+    ignore it, and the parent, whose ``KeyboardInterrupt`` unwinds through
+    :meth:`close`, stops them at once instead of waiting for their tasks
+    (their results are not needed: a rerun redoes the unfinished tasks).
+    """
 
     def __init__(self, workers: int | None = None):
         self.workers = workers or os.cpu_count() or 1
-        self._pool = ProcessPoolExecutor(max_workers=self.workers,
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_ignore_sigint,
                                          mp_context=multiprocessing.get_context("fork"))
 
     def map_unordered(self, function, tasks):
@@ -50,7 +63,17 @@ class LocalExecutor:
                 fut.cancel()
 
     def close(self):
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):  # called while Ctrl-C unwinds
+            self._terminate_workers()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _terminate_workers(self) -> None:
+        terminate = getattr(self._pool, "terminate_workers", None)  # Python >= 3.14
+        if terminate is not None:
+            terminate()
+            return
+        for process in list((self._pool._processes or {}).values()):  # the same, before 3.14
+            process.terminate()
 
 
 class DaskExecutor:
@@ -90,10 +113,11 @@ class DaskExecutor:
                 fut.cancel()
 
     def close(self):
-        with contextlib.suppress(Exception):
+        # a scheduler or cluster already gone (closed connection, timeout) needs no closing
+        with contextlib.suppress(OSError, RuntimeError):
             self._client.close()
         if self._cluster is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(OSError, RuntimeError):
                 self._cluster.close()
 
 

@@ -51,7 +51,6 @@ __all__ = [
     "from_ordinal",
     "ordinal_distance",
     "ulp",
-    "hex_float",
 ]
 
 # ---------------------------------------------------------------------------
@@ -100,11 +99,6 @@ class Format:
         return np.dtype(self.uint_dtype).itemsize * 8
 
     @property
-    def mantissa_bits(self) -> int:
-        """Stored fraction bits (``prec - 1``)."""
-        return self.prec - 1
-
-    @property
     def subnormal_quantum_exp(self) -> int:
         """Exponent q of the smallest subnormal 2**q (also the smallest ulp)."""
         return self.emin - self.prec + 1
@@ -134,19 +128,6 @@ class Format:
     def quantum_exp(self, binade_exp: int) -> int:
         """Exponent of the ulp in the binade [2**e, 2**(e+1)), clamped at subnormals."""
         return max(binade_exp, self.emin) - self.prec + 1
-
-    def ulp_mpf(self, value) -> float:
-        """ulp of an exact mpmath value in this format, as an exact float.
-
-        The quantum of the exact value's binade, clamped below at the subnormal
-        quantum; ulp(0) is the subnormal quantum.  Above the largest binade the
-        quantum keeps growing (the value is not representable; callers score it
-        as a special class).
-        """
-        sign, man, exp, bc = _as_mpf_tuple(value)
-        if not man:
-            return self.smallest_subnormal
-        return math.ldexp(1.0, self.quantum_exp(exp + bc - 1))
 
     def round_mpf(self, value, rounding: str = RNE) -> float:
         """Correctly round an exact mpmath value (``mpf`` or raw tuple) to this format.
@@ -407,8 +388,3 @@ def ulp(values, fmt) -> np.ndarray:
         binade = np.where(v == 0, fmt.emin, e.astype(np.int64) - 1)
         q = np.ldexp(1.0, (np.maximum(binade, fmt.emin) - fmt.prec + 1).astype(np.int32))
     return np.where(finite, q, np.nan)
-
-
-def hex_float(x) -> str:
-    """Exact hex-float spelling of a value (``float.hex`` of its float64 value)."""
-    return float(x).hex()

@@ -56,6 +56,7 @@ from typing import NamedTuple
 import numpy as np
 from mpmath import libmp
 
+from precision.certify import escalate
 from precision.errors import OracleUndecidedError, ParameterError
 from precision.formats import Format, get_format
 
@@ -478,25 +479,25 @@ def round_gradient(x: float, t: int, alpha: float, gamma: float, weight: float =
     """
     fmt = get_format(fmt)
     terms = {} if terms is None else terms
-    prec = _initial_prec(x, gamma)
-    while prec <= MAX_PREC:
-        ball = gradient_ball(x, t, alpha, gamma, weight, dout, count, prec, terms)
-        value = _decided(ball, fmt)
-        if value is not None:
-            return value
-        prec *= 2
-    raise OracleUndecidedError(
-        f"rounding to {fmt.name} undecided at {MAX_PREC} bits for x={float(x).hex()}, "
-        f"t={t}, alpha={float(alpha).hex()}, gamma={float(gamma).hex()}, "
-        f"weight={float(weight).hex()}, dout={float(dout).hex()}, count={count}"
-    )
+
+    def attempt(prec):
+        return _decided(gradient_ball(x, t, alpha, gamma, weight, dout, count, prec, terms), fmt)
+
+    value = escalate(attempt, _initial_prec(x, gamma), MAX_PREC)
+    if value is None:
+        raise OracleUndecidedError(
+            f"rounding to {fmt.name} undecided at {MAX_PREC} bits for x={float(x).hex()}, "
+            f"t={t}, alpha={float(alpha).hex()}, gamma={float(gamma).hex()}, "
+            f"weight={float(weight).hex()}, dout={float(dout).hex()}, count={count}"
+        )
+    return value
 
 
 def _exact_ball(x, t, alpha, gamma, weight, dout, count) -> Ball | None:
     """A ball with relative error below 2**-EXACT_BITS, or None at the cap."""
     terms: dict = {}
-    prec = _initial_prec(x, gamma) + EXACT_BITS - 40
-    while prec <= MAX_PREC:
+
+    def attempt(prec):
         ball = gradient_ball(x, t, alpha, gamma, weight, dout, count, prec, terms)
         if ball.rel <= math.ldexp(1.0, ball.scale - EXACT_BITS):
             return ball
@@ -505,8 +506,9 @@ def _exact_ball(x, t, alpha, gamma, weight, dout, count) -> Ball | None:
             mag = ball.mid[2] + ball.mid[3]
             if mag > _FLOAT64_MAX_EXP + 1 or mag < -1100:
                 return ball
-        prec *= 2
-    return None
+        return None
+
+    return escalate(attempt, _initial_prec(x, gamma) + EXACT_BITS - 40, MAX_PREC)
 
 
 def exact_decimal(x: float, t: int, alpha: float, gamma: float, weight: float = 1.0,
@@ -517,15 +519,19 @@ def exact_decimal(x: float, t: int, alpha: float, gamma: float, weight: float = 
     so the printed digits are those of the exact value up to the last one.
     """
     terms: dict = {}
-    prec = _initial_prec(x, gamma) + int(digits * 3.33) + 16
-    while prec <= MAX_PREC:
+
+    def attempt(prec):
         ball = gradient_ball(x, t, alpha, gamma, weight, dout, count, prec, terms)
         if ball.rel == 0.0 and ball.mid == _ZERO:
             return "0"
         if ball.true_rel <= 10.0 ** -(digits + 2):
             return libmp.to_str(ball.mid, digits)
-        prec *= 2
-    raise OracleUndecidedError(f"exact value undecided at {MAX_PREC} bits for x={float(x).hex()}")
+        return None
+
+    text = escalate(attempt, _initial_prec(x, gamma) + int(digits * 3.33) + 16, MAX_PREC)
+    if text is None:
+        raise OracleUndecidedError(f"exact value undecided at {MAX_PREC} bits for x={float(x).hex()}")
+    return text
 
 
 # ---------------------------------------------------------------------------

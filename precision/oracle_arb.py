@@ -54,6 +54,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
+import mpmath
 import numpy as np
 
 try:
@@ -64,6 +65,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "(or pip install 'python-flint>=0.6')"
     ) from exc
 
+from precision import oracle as mp_oracle  # compared with in crosscheck only
 from precision.errors import OracleUndecidedError
 from precision.formats import FORMATS, Format, get_format
 from precision.oracle import broadcast_inputs  # input validation only; the mathematics is independent
@@ -548,8 +550,6 @@ def random_cases(n: int, seed: int = 0) -> list[CheckCase]:
 
 def _root_of_A(gamma: float):
     """The real root x of A(x, gamma) for gamma < -1 (one root), to 200 bits."""
-    import mpmath
-
     with mpmath.workprec(200):
         g = mpmath.mpf(gamma)
         if -g < 1 / mpmath.log(2):
@@ -566,8 +566,6 @@ def _root_of_A(gamma: float):
 
 def _bisect(f, lo, hi):
     """A sign change of f in [lo, hi], refined by findroot (anderson) to full precision."""
-    import mpmath
-
     flo = f(lo)
     for _ in range(60):
         mid = (lo + hi) / 2
@@ -581,8 +579,6 @@ def _bisect(f, lo, hi):
 
 def _approx_value(x: float, t: int, alpha: float, gamma: float) -> float:
     """The unscaled gradient to ~30 digits by the textbook formula (for building targets)."""
-    import mpmath
-
     with mpmath.workprec(200):
         X, g, a = mpmath.mpf(x), mpmath.mpf(gamma), mpmath.mpf(alpha)
         p = 1 / (1 + mpmath.exp(-X))
@@ -748,8 +744,6 @@ def crosscheck(points: int = 10_000, seed: int = 0, formats=tuple(FORMATS), hard
     (NaN); both undecided is counted apart.  The first ``referee``
     disagreements also get a third evaluation (:func:`referee_round`).
     """
-    from precision import oracle as mp_oracle
-
     start = time.perf_counter()
     report = CheckReport(formats=tuple(get_format(f).name for f in formats))
     groups: dict = {}
@@ -766,7 +760,7 @@ def crosscheck(points: int = 10_000, seed: int = 0, formats=tuple(FORMATS), hard
     for dis in report.disagreements[:referee]:
         try:
             dis.referee = referee_round(dis.case, dis.fmt) if abs(dis.case.x) <= 1e5 else None
-        except Exception:  # noqa: BLE001 - a diagnosis aid only
+        except (ArithmeticError, ValueError):  # a textbook evaluation that overflows is no referee
             dis.referee = None
     report.seconds = time.perf_counter() - start
     return report
@@ -780,8 +774,6 @@ def referee_round(case: CheckCase, fmt, bits: int | None = None) -> float:
     cancellation it meets (about |x| / ln 2 bits at gamma = -1 or next to a
     rounding tie, plus the roots of A) is well below ``bits``.
     """
-    import mpmath
-
     if bits is None:
         bits = 4000 + int(min(2 * abs(case.x) / math.log(2), 400_000))
     with mpmath.workprec(bits):

@@ -59,6 +59,8 @@ import numpy as np
 
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.formats import FORMATS, get_format, round_to_format
+from precision.guards import get_variant
+from precision.machine import get_machine
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "pred_values", "study_pred_values",
            "PER_POINT_MODES"]
@@ -439,8 +441,6 @@ def _report_option(reader: _Reader, key: str, kind: str):
 
 
 def _check_registry_names(run: _Reader, variants, models) -> None:
-    from precision.guards import get_variant
-    from precision.machine import get_machine
     for v in variants:
         if v == "all":
             continue

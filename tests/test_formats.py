@@ -131,10 +131,6 @@ class TestUlp:
         assert float(ulp(1.0 + 2.0**-30, FP32)) == 2.0**-23
         assert float(ulp(math.nextafter(1.0, 0), FP32)) == 2.0**-24
 
-    def test_ulp_mpf(self):
-        assert FP32.ulp_mpf(mpmath.mpf(3)) == 2.0**-22
-        assert FP32.ulp_mpf(mpmath.mpf("1e-50")) == 2.0**-149
-
 
 class TestRoundMpf:
     def test_nearest_even_ties(self):

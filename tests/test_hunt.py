@@ -110,11 +110,12 @@ class TestReproducible:
         assert not a.top["pred_hex"].equals(c.top["pred_hex"])
 
     def test_seconds_respected_within_10_percent(self):
+        # 6 s: long enough that starting the worker processes on a loaded machine stays inside the 10 %
         started = time.monotonic()
-        r = hunt("candidate", seconds=3, seed=1, workers=2, top=3)
+        r = hunt("candidate", seconds=6, seed=1, workers=2, top=3)
         wall = time.monotonic() - started
-        assert 2.7 <= wall <= 3.3 and 2.7 <= r.seconds <= 3.3
-        assert r.budget_seconds == 3 and r.budget_points is None and r.points > 0
+        assert 5.4 <= wall <= 6.6 and 5.4 <= r.seconds <= 6.6
+        assert r.budget_seconds == 6 and r.budget_points is None and r.points > 0
         assert r.label.startswith(f"hunted ({r.points:,} points in ")
 
 

@@ -12,28 +12,27 @@ from mpmath import libmp
 
 from precision.errors import ParameterError
 from precision.formats import FP16, FP32, RNA, RNE, RTZ, round_to_format, ulp
-import precision.machine as machine_module
-from precision.machine import (
-    IEEE_F64_MARGIN,
-    MODEL_NAMES,
+from precision.machine import IEEE_F64_MARGIN, MODEL_NAMES, Machine, MachineModel, get_machine
+from precision.machine import fma as fma_module
+from precision.machine import npu as npu_module
+from precision.machine.fma import fma32, fma_round_to_odd
+from precision.machine.ieee import IeeeLibrary
+from precision.machine.npu import (
     POW_EXP_OVERFLOW,
     POW_EXP_UNDERFLOW,
+    POW_EXPONENT_MASK,
     POW_FLT_MIN,
     POW_LN2_HI,
     POW_LN2_LO,
     POW_LOG_POLY,
     POW_SQRT_HALF_BITS,
-    POW_EXPONENT_MASK,
     POW_SUBNORMAL_SCALE,
-    POW_TWO_M23,
-    Machine,
-    MachineModel,
-    _fma32,
-    _fma_round_to_odd,
-    _npu_pow_c,
-    _npu_pow_log,
-    get_machine,
+    power_c,
+    power_log,
 )
+
+#: R3's literal 1.19209290e-7f = 0x34000000 (the emulation computes k exactly without it).
+POW_TWO_M23 = np.float32(2.0**-23)
 
 REF_PREC = 200  # bits of the mpmath references
 
@@ -171,10 +170,10 @@ class TestFma:
         a = np.array([2.0**-12 * (1 + 2.0**-23)], np.float32)
         b = np.array([2.0**-12 * (1 - 2.0**-23)], np.float32)
         c = np.array([1 + 2.0**-23], np.float32)
-        assert bits32(_fma32(a, b, c)) == bits32(f32(1 + 2.0**-23))
+        assert bits32(fma32(a, b, c)) == bits32(f32(1 + 2.0**-23))
         rng = np.random.default_rng(21)
         x, y, z = (random_float32(rng, 5000, -60, 60) for _ in range(3))
-        assert np.array_equal(bits32(_fma32(x, y, z)), bits32(get_machine("ieee").fma(x, y, z)))
+        assert np.array_equal(bits32(fma32(x, y, z)), bits32(get_machine("ieee").fma(x, y, z)))
 
     def test_special_values_and_signed_zero(self):
         m = get_machine("ieee")
@@ -205,12 +204,12 @@ class TestFma:
         A, B, C = (np.concatenate(t) for t in ((a, x, u, ra), (b, y, v, rb), (c, z, w, rc)))
         assert A.size >= 200_000
         with np.errstate(all="ignore"):
-            want = _fma_round_to_odd(A.astype(np.float64), B.astype(np.float64), C.astype(np.float64)).astype(np.float32)
-        assert np.array_equal(bits32(_fma32(A, B, C)), bits32(want))
+            want = fma_round_to_odd(A.astype(np.float64), B.astype(np.float64), C.astype(np.float64)).astype(np.float32)
+        assert np.array_equal(bits32(fma32(A, B, C)), bits32(want))
         assert np.array_equal(bits32(get_machine("npu").fma(A, B, C)), bits32(want))
         # scalars broadcast in every position
-        assert np.array_equal(bits32(_fma32(A[0], B, C)), bits32(_fma32(np.full_like(B, A[0]), B, C)))
-        assert np.array_equal(bits32(_fma32(A, B[1], C[2])), bits32(_fma32(A, np.full_like(A, B[1]), np.full_like(A, C[2]))))
+        assert np.array_equal(bits32(fma32(A[0], B, C)), bits32(fma32(np.full_like(B, A[0]), B, C)))
+        assert np.array_equal(bits32(fma32(A, B[1], C[2])), bits32(fma32(A, np.full_like(A, B[1]), np.full_like(A, C[2]))))
 
     def test_risky_lanes_take_the_slow_path(self, monkeypatch):
         # s = RN64(a*b + c) lands exactly on a float32 midpoint (normal,
@@ -228,14 +227,14 @@ class TestFma:
         assert tiny.sum() > 50  # subnormal-range midpoints (test T2) included
         assert np.isinf(naive[-1]) and float(want[-1]) == FP32.max_finite
         settled = []
-        original = machine_module._fma32_settle
+        original = fma_module._fma32_settle
 
         def spy(a_, b_, c_, out, idx):
             settled.append(idx.size)
             return original(a_, b_, c_, out, idx)
 
-        monkeypatch.setattr(machine_module, "_fma32_settle", spy)
-        got = _fma32(a, b, c)
+        monkeypatch.setattr(fma_module, "_fma32_settle", spy)
+        got = fma32(a, b, c)
         assert np.array_equal(bits32(got), bits32(want))
         assert settled and settled[0] >= wrong.sum()
         # flagged but exact lanes: a*b + c is itself a float32 midpoint (25
@@ -246,7 +245,7 @@ class TestFma:
         a2 = np.ldexp(1 + j * 2.0**-12, e1).astype(np.float32)
         b2 = -np.ldexp(1 + l * 2.0**-12, e2).astype(np.float32)
         c2 = (np.ldexp(1.0, e1 + e2) * rng.integers(-3, 4, 1000)).astype(np.float32)
-        got = _fma32(a2, b2, c2)
+        got = fma32(a2, b2, c2)
         ref = np.array([round_fraction(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)))
                         for x, y, z in zip(a2, b2, c2)]).astype(np.float32)
         assert np.array_equal(bits32(got), bits32(ref))
@@ -254,9 +253,9 @@ class TestFma:
 
     def test_round_to_odd_sets_sticky_bit(self):
         p = np.array([1.0]), np.array([1.0]), np.array([2.0**-80])
-        assert _fma_round_to_odd(*p)[0] == 1.0 + 2.0**-52
+        assert fma_round_to_odd(*p)[0] == 1.0 + 2.0**-52
         q = np.array([1.0]), np.array([1.0]), np.array([-(2.0**-80)])
-        assert _fma_round_to_odd(*q)[0] == 1.0 - 2.0**-53  # truncated to the predecessor, already odd
+        assert fma_round_to_odd(*q)[0] == 1.0 - 2.0**-53  # truncated to the predecessor, already odd
 
 
 # ---------------------------------------------------------------------------
@@ -333,9 +332,9 @@ class TestIeeeTranscendentals:
         mid = float.fromhex("0x1.fa6635p-22")
         wrong = np.array([mid - 2 * math.ulp(mid)])
         assert np.float32(wrong[0]) == f32("0x1.fa6634p-22")
-        m = get_machine("ieee")
+        lib = IeeeLibrary(get_machine("ieee").model, FP32)
         exact = lambda i: (lambda p: libmp.mpf_exp(libmp.from_float(float(x)), p, libmp.round_nearest))
-        assert float(m._ieee_round(wrong, exact, None, wrong.shape)[0]) == float.fromhex("0x1.fa6636p-22")
+        assert float(lib._round_settled(wrong, (np.array([float(x)]),), exact)[0]) == float.fromhex("0x1.fa6636p-22")
 
     @pytest.mark.parametrize(
         "a, b",
@@ -427,7 +426,7 @@ class TestNpuPowerAlgorithmC:
                 (1 + rng.uniform(-0.3, 0.42, 100_000)).astype(np.float32),  # i = 0, both q edges
             ]
         )
-        lhi, llo = _npu_pow_log(x)
+        lhi, llo = power_log(x)
         ln = np.log(x.astype(np.float64))
         nz = ln != 0
         rel = np.abs(lhi.astype(np.float64)[nz] + llo[nz] - ln[nz]) / np.abs(ln[nz])
@@ -487,8 +486,8 @@ class TestNpuPowerAlgorithmC:
         rng = np.random.default_rng(5)
         x = from_bits32(rng.integers(1, 0x00800000, 50_000))
         ln = np.log(x.astype(np.float64))
-        fixed_hi, fixed_lo = _npu_pow_log(x, subnormal_fix=True)
-        bug_hi, bug_lo = _npu_pow_log(x, subnormal_fix=False)
+        fixed_hi, fixed_lo = power_log(x, subnormal_fix=True)
+        bug_hi, bug_lo = power_log(x, subnormal_fix=False)
         rel_fixed = np.abs(fixed_hi.astype(np.float64) + fixed_lo - ln) / np.abs(ln)
         rel_bug = np.abs(bug_hi.astype(np.float64) + bug_lo - ln) / np.abs(ln)
         assert rel_fixed.max() <= 2.0**-29
@@ -516,13 +515,13 @@ def reference_pow_c(a, b, subnormal_fix=True):
     """Literal transcription of npu_math §2 (R0-E5, §2.4) with the round-to-odd fma.
 
     No blocking, no shortcuts (R3 as the fma), the special cases on every
-    lane: the bit reference of the optimized :func:`_npu_pow_c`.
+    lane: the bit reference of the optimized :func:`power_c`.
     """
     F = np.float32
 
     def fma(x, y, z):
         x, y, z = np.broadcast_arrays(*(np.asarray(v, F).astype(np.float64) for v in (x, y, z)))
-        return _fma_round_to_odd(x, y, z).astype(F)
+        return fma_round_to_odd(x, y, z).astype(F)
 
     with np.errstate(all="ignore"):
         x = np.abs(a)
@@ -600,7 +599,7 @@ class TestNpuPowerBits:
         rng = np.random.default_rng(40)
         a, b = self.inputs(rng, 40_000)
         want = reference_pow_c(a, b, fix)
-        assert np.array_equal(bits32(_npu_pow_c(a, b, fix)), bits32(want))
+        assert np.array_equal(bits32(power_c(a, b, fix)), bits32(want))
         spec = "npu" if fix else "npu+release"
         assert np.array_equal(bits32(get_machine(spec).pow(a, b)), bits32(want))
 
@@ -610,8 +609,8 @@ class TestNpuPowerBits:
         a, _ = self.inputs(rng, 20_000)
         b = np.full_like(a, np.float32(k))
         want = reference_pow_c(a, b)
-        assert np.array_equal(bits32(_npu_pow_c(a, np.float32(k))), bits32(want))
-        monkeypatch.setattr(machine_module, "POW_BLOCK", 1000)
+        assert np.array_equal(bits32(power_c(a, np.float32(k))), bits32(want))
+        monkeypatch.setattr(npu_module, "POW_BLOCK", 1000)
         got = get_machine("npu").pow(a.reshape(-1, 1), np.float32(k))  # 2-D, broadcast scalar
         assert got.shape == (a.size, 1)
         assert np.array_equal(bits32(got.reshape(-1)), bits32(want))

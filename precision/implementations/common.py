@@ -120,10 +120,6 @@ class OperatorInputs:
         return int(self.pred.shape[0]) * int(self.pred.shape[1])
 
 
-def _describe(arr) -> str:
-    return f"shape={tuple(np.shape(arr))} dtype={np.asarray(arr).dtype}"
-
-
 def _check_rank2(name: str, arr: np.ndarray) -> None:
     if arr.ndim != 2:
         raise ShapeError(f"{name} has rank {arr.ndim} (shape={arr.shape}); expected a rank-2 [N, C] array")

@@ -71,12 +71,12 @@ def _write_csv(frame, path: Path) -> None:
 def _reproduce(run: dict, study: str) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(run.get("versions", {}).items()))
     return "\n".join([
-        f"precision run {run.get('study_file', f'studies/{study}.toml')} --out out/{study} && "
-        f"precision report {study} --runs out --out out/reports",
+        f"precision run {run.get('study_file', f'studies/{study}.toml')} && precision report {study}",
+        f"(the committed copy: precision report {study} --out reports)",
         f"study file     {run.get('study_file')}",
         f"study sha256   {run.get('study_sha256')}",
         f"seed           {run.get('seed')}",
-        f"models         {', '.join(run.get('models', []))}",
+        f"machines       {', '.join(run.get('models', []))}",
         f"pred sets      {json.dumps(run.get('pred_sets', []), sort_keys=True)}",
         f"oracle version {run.get('oracle_version')}",
         f"code sha256    {run.get('code_sha256')}",
