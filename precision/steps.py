@@ -53,7 +53,7 @@ Conventions
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -65,7 +65,10 @@ __all__ = [
     "Plan",
     "Recipe",
     "RecipeCall",
+    "BoundRecipe",
+    "Trace",
     "patch",
+    "trace",
 ]
 
 #: Step kinds (the attribution's cause hints).  ``exact``: no rounding
@@ -379,4 +382,95 @@ class RecipeCall:
     prepare: Callable
     compute: str | None = None
     fp16_only: str | None = None
-    extra: tuple = field(default=())
+
+
+@dataclass(frozen=True)
+class BoundRecipe:
+    """A recipe ready to run on validated operands: what a variant evaluation needs.
+
+    Attributes
+    ----------
+    variant : str
+        The registry name.
+    call : RecipeCall
+    plan : Plan
+    machine : Machine
+        The machine the recipe runs on (the compute format forced by the
+        variant, if any, applied).
+    constants : object
+        The recipe's constants for these attributes (``call.prepare``).
+    operands : dict
+        The loaded ``x``, ``t``, ``d``, ``w`` (1-D, row-major).
+    shape : tuple of int
+        ``(N, C)``.
+    count : int
+        The mean's element count.
+    """
+
+    variant: str
+    call: RecipeCall
+    plan: Plan
+    machine: object
+    constants: object
+    operands: dict
+    shape: tuple
+    count: int
+
+    def run(self, *, trace: bool = False, memo=None, keep=None):
+        """Evaluate (see :meth:`Recipe.run`); the output is 1-D."""
+        return self.plan.recipe.run(self.plan, self.machine, self.constants, self.operands, trace=trace,
+                                    memo=memo, keep=keep)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Every step's value of one evaluation (:func:`precision.guards.trace_variant`).
+
+    Attributes
+    ----------
+    variant : str
+    recipe : str
+        The recipe's name (``kernel``, ``golden``, ``mmcv``, ``candidate``).
+    names : tuple of str
+        The active steps, in evaluation order.
+    kinds : dict
+        Step name -> kind (:data:`KINDS`).
+    values : dict
+        Step name -> numpy.ndarray shaped ``[N, C]``: compute dtype (the
+        ``out`` step: pred's dtype), bool for decisions; a ``where`` step
+        holds NaN (False) where it did not run.  Values that are scalars on
+        the machine (a host-side op) stay 0-d.
+    evaluated : dict
+        Step name -> bool ``[N, C]``: where the step ran (all True except for
+        ``where`` steps).
+    output : numpy.ndarray
+        The gradient, pred's dtype, ``[N, C]`` (the ``out`` step).
+    """
+
+    variant: str
+    recipe: str
+    names: tuple
+    kinds: dict
+    values: dict
+    evaluated: dict
+    output: np.ndarray
+
+
+def trace(bound: BoundRecipe) -> Trace:
+    """Run a bound recipe keeping every step (see :class:`Trace`)."""
+    out, env = bound.run(trace=True)
+    plan, shape = bound.plan, bound.shape
+    n = int(np.prod(shape))
+    values, evaluated = {}, {}
+    for s in plan.steps:
+        v = env[s.name]
+        mask = env[s.where] if s.where else None
+        if s.where and mask is None:
+            mask = np.zeros(n, bool)
+        if v is None:
+            v = np.zeros(n, bool) if s.fmt == "bool" else np.full(n, np.nan, bound.machine.dtype)
+        v = np.asarray(v)
+        values[s.name] = v.reshape(shape) if v.ndim == 1 and v.size == n else v
+        evaluated[s.name] = (np.asarray(mask, bool) if mask is not None else np.ones(n, bool)).reshape(shape)
+    return Trace(bound.variant, plan.recipe.name, plan.names, {s.name: s.kind for s in plan.steps}, values,
+                 evaluated, np.asarray(out).reshape(shape))
