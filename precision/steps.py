@@ -69,15 +69,17 @@ __all__ = [
     "Trace",
     "patch",
     "trace",
+    "sum_cond",
 ]
 
 #: Step kinds (the attribution's cause hints).  ``exact``: no rounding
 #: (abs, neg, copies of a value); ``alias``: the value of its one input
 #: unchanged (a switched-off guard); ``select``: ``cond ? a : b`` (first input
 #: the condition); ``patch``: a base value with a ``where`` step merged in
-#: (inputs base, sparse, mask); ``selector``: the S7 multiply of a term by its
-#: selector coefficient (the term reaches the output only where the
-#: coefficient is nonzero, or when it is NaN/inf and leaks through 0*inf);
+#: (inputs base, sparse, mask); ``selector``: the S7 multiply of a term (first
+#: input) by its selector coefficient (second input): the term reaches the
+#: output only where the coefficient is nonzero, or when it is NaN/inf and
+#: leaks through 0*inf;
 #: ``clamp``: max/min against a bound (a machine artefact standing for its
 #: input); ``store``: the conversion to the output format; ``bool``: a
 #: decision (guard or branch); ``const``: a value that depends on the host
@@ -123,6 +125,12 @@ class Step:
     fmt : {"compute", "output", "bool"}
         The format of the value: the machine's compute format, pred's dtype
         (the store), or a decision.
+    uses : callable or None
+        ``uses(*computed inputs) -> list`` of per-input bool masks (None =
+        every element): where each input's value can reach this step's
+        value.  None uses the kind's default (a select passes its taken
+        branch, a patch its masked value, a selector multiply its term where
+        the coefficient is nonzero or the term is NaN/inf).
     """
 
     name: str
@@ -136,6 +144,7 @@ class Step:
     where: str | None = None
     cond: Callable | None = None
     fmt: str = "compute"
+    uses: Callable | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -191,6 +200,19 @@ class _ReadOnlyConfig(dict):
 
     def __setitem__(self, key, value):  # pragma: no cover - a programming error
         raise TypeError("a step's configuration view is read-only")
+
+
+def sum_cond(*constants):
+    """Condition number of a sum of the step's inputs and host ``constants``: ``max |term| / |sum|``.
+
+    For ``Step.cond`` of a sum with a constant operand (``e + 1``, ``1 - p``),
+    whose constant the default (the step inputs only) would leave out.
+    """
+    def cond(c, v, *ins):
+        with np.errstate(all="ignore"):
+            terms = [np.abs(np.asarray(a, np.float64)) for a in ins] + [abs(float(k)) for k in constants]
+            return np.maximum.reduce(np.broadcast_arrays(*terms)) / np.abs(v)
+    return cond
 
 
 def patch(base, sparse, mask):

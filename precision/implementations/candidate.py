@@ -100,7 +100,7 @@ from precision.implementations.common import (
     validate_inputs,
     validate_mean_count,
 )
-from precision.steps import Recipe, RecipeCall, Step
+from precision.steps import Recipe, RecipeCall, Step, sum_cond
 
 __all__ = ["candidate", "LOG1P_TAIL_COEFFS", "SHIFT_RANGE", "LN_SCALED_RANGE", "CANDIDATE_RECIPE",
            "candidate_constants", "candidate_call"]
@@ -248,17 +248,18 @@ def _steps() -> list:
         S("rel", ("rel0", "lnk_lo"), _binary("add"), "add", formula="ln(k e_true) - Ln(k e)"),
         S("el_small", ("ax",), lambda m, c, k, a: m.lt(a, c.r_scaled_hi), "bool", formula="|x| < 2.5", fmt="bool"),
         S("el_rel", ("el_small", "rel"), lambda m, c, k, s, r: m.select(s, r, c.zero), "select",
-          formula="|x| < 2.5 ? rel : 0"),
+          formula="|x| < 2.5 ? rel : 0", uses=lambda s, r: [None, s]),
         S("el", ("e", "el_rel"), _binary("mul"), "mul", formula="e * el_rel (e's rounding error)"),
         # 2. z = e / (2 + e) = zh + zl
-        S("e2", ("e",), lambda m, c, k, e: m.add(c.two, e), "add", exact=lambda Q: 2 + Q.e, formula="2 + e"),
+        S("e2", ("e",), lambda m, c, k, e: m.add(c.two, e), "add", exact=lambda Q: 2 + Q.e, formula="2 + e",
+          cond=sum_cond(2.0)),
         S("zh", ("e", "e2"), lambda m, c, k, e, e2: m.div(e, e2, mode="0ulp"), "div", exact=lambda Q: Q.z,
           formula="Div0ulp(e, 2 + e)"),
         S("nzh", ("zh",), lambda m, c, k, z: m.neg(z), "exact", exact=lambda Q: -Q.z, formula="-zh"),
         S("resid0", ("zh", "e"), lambda m, c, k, z, e: m.fma(c.m_two, z, e), "fma", formula="fma(-2, zh, e)"),
         S("resid", ("nzh", "e", "resid0"), _fma, "fma", formula="fma(-zh, e, resid0)"),
         S("omz", ("zh",), lambda m, c, k, z: m.sub(c.one, z), "sub", exact=lambda Q: 1 - Q.z, formula="1 - zh",
-          cond=lambda c, v, z: np.maximum(1.0, np.abs(z)) / np.abs(v)),
+          cond=sum_cond(1.0)),
         S("zl2_0", ("omz", "el", "resid"), _fma, "fma", formula="fma(omz, el, resid)"),
         S("zl2", ("zl2_0", "omz"), _binary("mul"), "mul", formula="2 zl"),
         # 3. L = log1p(e) = lh + ll by the atanh series
@@ -316,7 +317,7 @@ def _steps() -> list:
         # 6. bracket -(1 + g e (ax + L)) = t1 + t2
         S("t1", ("nge", "ssh"), lambda m, c, k, a, b: m.fma(a, b, c.m_one), "fma",
           exact=lambda Q: -(1 + Q.g * Q.e * (Q.ax + Q.L)), formula="fma(nge, ssh, -1)",
-          cond=lambda c, v, a, b: np.maximum(1.0, np.abs(a * b)) / np.abs(v)),
+          cond=lambda c, v, a, b: np.maximum(1.0, np.abs(a * b)) / np.abs(v)),  # fma(a, b, -1)
         S("nge_ssl", ("nge", "ssl"), _binary("mul"), "mul", formula="nge * ssl"),
         S("t2", ("ngel", "ssh", "nge_ssl"), _fma, "fma", formula="fma(ngel, ssh, nge * ssl)"),
         # 7. coefficients, the powers, the sum
@@ -328,7 +329,7 @@ def _steps() -> list:
         S("a_scale", ("scale_n",), lambda m, c, k, s: m.mul(c.a, s), "mul", exact=lambda Q: Q.a * Q.w * Q.d / Q.n,
           formula="a * scale"),
         S("omt", ("t",), lambda m, c, k, t: m.sub(c.one, t), "sub", exact=lambda Q: 1 - Q.t, formula="1 - t",
-          cond=lambda c, v, t: np.maximum(1.0, np.abs(t)) / np.abs(v)),
+          cond=sum_cond(1.0)),
         S("c0", ("a_scale", "omt"), _binary("mul"), "mul", exact=lambda Q: Q.c0, formula="a * scale * (1 - t)"),
         S("noma_scale", ("scale_n",), lambda m, c, k, s: m.mul(c.noma, s), "mul",
           exact=lambda Q: (Q.a - 1) * Q.w * Q.d / Q.n, formula="-(1 - a) * scale"),
@@ -352,7 +353,7 @@ def _steps() -> list:
         S("earg", ("arg",), lambda m, c, k, y: m.exp(y, ftz=False), "exp", formula="Exp(arg)"),
         S("kcs_e", ("kcs", "earg"), _binary("mul"), "mul", exact=lambda Q: Q.vs, formula="kcs * Exp(arg)"),
         S("vs", ("cs_zero", "kcs_e"), lambda m, c, k, s, v: m.select(s, c.zero, v), "select",
-          exact=lambda Q: Q.vs, formula="cs == 0 ? 0 : kcs * Exp(arg)"),
+          exact=lambda Q: Q.vs, formula="cs == 0 ? 0 : kcs * Exp(arg)", uses=lambda s, v: [None, ~s]),
         S("kcb0", ("t1", "nbl", "t2"), _fma, "fma", formula="fma(t1, nbl, t2)"),
         S("cb_kcb0", ("cb", "kcb0"), _binary("mul"), "mul", formula="cb * kcb0"),
         S("kcb", ("cb", "t1", "cb_kcb0"), _fma, "fma", formula="fma(cb, t1, cb * kcb0)"),

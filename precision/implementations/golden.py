@@ -41,7 +41,7 @@ from precision.implementations.common import (
     validate_inputs,
     validate_mean_count,
 )
-from precision.steps import Recipe, RecipeCall, Step
+from precision.steps import Recipe, RecipeCall, Step, sum_cond
 
 __all__ = ["GoldenScalars", "golden_scalars", "golden", "GOLDEN_RECIPE", "golden_constants", "golden_call"]
 
@@ -143,11 +143,12 @@ def _exp(name, arg, exact):
 GOLDEN_RECIPE = Recipe("golden", [
     Step("nx", ("x",), lambda m, c, k, x: m.neg(x), "exact", exact=lambda Q: -Q.x, formula="-x"),
     _exp("ex", "nx", lambda Q: Q.enx),
-    Step("ex1", ("ex",), lambda m, c, k, e: m.add(e, c.one), "add", exact=lambda Q: Q.enx + 1, formula="ex + 1"),
+    Step("ex1", ("ex",), lambda m, c, k, e: m.add(e, c.one), "add", exact=lambda Q: Q.enx + 1, formula="ex + 1",
+         cond=sum_cond(1.0)),
     Step("probs", ("ex1",), lambda m, c, k, e1: m.div(c.one, e1, mode="0ulp"), "div", exact=lambda Q: Q.p,
          formula="Div0ulp(1, Exp(-x) + 1)"),
     Step("nadd", ("probs",), lambda m, c, k, p: m.sub(c.one, p), "sub", exact=lambda Q: Q.q, formula="1 - probs",
-         cond=lambda c, v, p: np.maximum(1.0, np.abs(p)) / np.abs(v)),
+         cond=sum_cond(1.0)),
     Step("pc", ("probs",), lambda m, c, k, p: m.maximum(p, c.min_normal), "clamp", exact=lambda Q: Q.p,
          formula="max(probs, MIN_NORMAL)"),
     Step("lp", ("pc",), lambda m, c, k, b: m.ln(b, ftz=False), "ln", exact=lambda Q: Q.lp, formula="Ln(pc)"),
@@ -176,7 +177,7 @@ GOLDEN_RECIPE = Recipe("golden", [
     Step("dneg", ("dneg_front", "dneg_back"), lambda m, c, k, a, b: m.add(a, b), "add", exact=lambda Q: Q.dneg,
          formula="dneg_front + dneg_back"),
     Step("omt", ("t",), lambda m, c, k, t: m.sub(c.one, t), "sub", exact=lambda Q: 1 - Q.t, formula="1 - t",
-         cond=lambda c, v, t: np.maximum(1.0, np.abs(t)) / np.abs(v)),
+         cond=sum_cond(1.0)),
     Step("dpos_t", ("dpos", "omt"), lambda m, c, k, a, b: m.mul(a, b), "selector",
          exact=lambda Q: Q.dpos * (1 - Q.t), formula="dpos * (1 - t)"),
     Step("dneg_t", ("dneg", "t"), lambda m, c, k, a, b: m.mul(a, b), "selector", exact=lambda Q: Q.dneg * Q.t,

@@ -62,7 +62,7 @@ from precision.implementations.common import (
     validate_inputs,
     validate_mean_count,
 )
-from precision.steps import Recipe, RecipeCall, Step, patch
+from precision.steps import Recipe, RecipeCall, Step, patch, sum_cond
 
 __all__ = [
     "G5_DEFAULT_THRESHOLD",
@@ -238,11 +238,6 @@ def _pow_cond(k_attr):
     return cond
 
 
-def _one_minus_cond(c, v, b):
-    with np.errstate(all="ignore"):
-        return np.maximum(1.0, np.abs(b)) / np.abs(v)
-
-
 def _flagged_tiles(m, base_min, tile, min_normal):
     """S4 detection: per element, whether its tile's minimum base is <= MIN_NORMAL.
 
@@ -342,13 +337,13 @@ def _steps() -> list:
         Step("e", ("nax",), lambda m, c, k, y: m.exp(y, ftz=False), "exp", exact=lambda Q: Q.e,
              formula="Exp(-|x|)", reads=("G1",), when=_on("G1")),
         Step("e1", ("e",), lambda m, c, k, e: m.add(e, c.one), "add", exact=lambda Q: Q.e + 1, formula="e + 1",
-             reads=("G1",), when=_on("G1")),
+             reads=("G1",), when=_on("G1"), cond=sum_cond(1.0)),
         Step("pos", ("e1",), lambda m, c, k, e1: m.div(c.one, e1, mode="0ulp"), "div",
              exact=lambda Q: 1 / (Q.e + 1), formula="Div0ulp(1, e + 1)", reads=("G1",), when=_on("G1")),
         Step("ed", ("ax",), lambda m, c, k, ax: m.exp(ax, ftz=False), "exp", exact=lambda Q: Q.ed,
              formula="Exp(|x|)", reads=("G1",), when=_on("G1")),
         Step("ed1", ("ed",), lambda m, c, k, ed: m.add(ed, c.one), "add", exact=lambda Q: Q.ed + 1,
-             formula="ed + 1", reads=("G1",), when=_on("G1")),
+             formula="ed + 1", reads=("G1",), when=_on("G1"), cond=sum_cond(1.0)),
         Step("neg", ("ed1",), lambda m, c, k, ed1: m.div(c.one, ed1, mode="0ulp"), "div",
              exact=lambda Q: 1 / (Q.ed + 1), formula="Div0ulp(1, ed + 1)", reads=("G1",), when=_on("G1")),
         Step("x_nonneg", ("x",), lambda m, c, k, x: m.ge(x, c.zero), "bool", formula="x >= 0",
@@ -360,11 +355,11 @@ def _steps() -> list:
         Step("ex", ("nx",), lambda m, c, k, y: m.exp(y, ftz=False), "exp", exact=lambda Q: Q.enx,
              formula="Exp(-x)", reads=("G1",), when=_off("G1")),
         Step("ex1", ("ex",), lambda m, c, k, e: m.add(e, c.one), "add", exact=lambda Q: Q.enx + 1,
-             formula="ex + 1", reads=("G1",), when=_off("G1")),
+             formula="ex + 1", reads=("G1",), when=_off("G1"), cond=sum_cond(1.0)),
         Step("p", ("ex1",), lambda m, c, k, e1: m.div(c.one, e1, mode="0ulp"), "div", exact=lambda Q: Q.p,
              formula="Div0ulp(1, Exp(-x) + 1)", reads=("G1",), when=_off("G1")),
         Step("q", ("p",), lambda m, c, k, p: m.sub(c.one, p), "sub", exact=lambda Q: Q.q, formula="1 - p",
-             cond=_one_minus_cond),
+             cond=sum_cond(1.0)),
         # S2 (G2): log clamp
         Step("pF", ("p",), lambda m, c, k, p: m.maximum(p, c.min_normal), "clamp", exact=lambda Q: Q.p,
              formula="max(p, MIN_NORMAL)", reads=("G2",), when=_on("G2")),
@@ -443,7 +438,7 @@ def _steps() -> list:
              formula="lhs_neg + rhs_neg"),
         # S7: selector (NaN/inf of the unselected term leaks through 0 * inf)
         Step("omt", ("t",), lambda m, c, k, t: m.sub(c.one, t), "sub", exact=lambda Q: 1 - Q.t, formula="1 - t",
-             cond=_one_minus_cond),
+             cond=sum_cond(1.0)),
         Step("dpos_t", ("dpos", "omt"), lambda m, c, k, a, b: m.mul(a, b), "selector",
              exact=lambda Q: Q.dpos * (1 - Q.t), formula="dpos * (1 - t)"),
         Step("dneg_t", ("dneg", "t"), lambda m, c, k, a, b: m.mul(a, b), "selector", exact=lambda Q: Q.dneg * Q.t,

@@ -45,7 +45,7 @@ from precision.implementations.common import (
     validate_mean_count,
     with_compute_format,
 )
-from precision.steps import Recipe, RecipeCall, Step
+from precision.steps import Recipe, RecipeCall, Step, sum_cond
 
 __all__ = ["mmcv", "mmcv_fp16", "MMCV_RECIPE", "mmcv_constants", "mmcv_call"]
 
@@ -85,19 +85,20 @@ def _pow_cond(c, v, base):
         return np.maximum(abs(k), np.abs(k * np.log(np.abs(base))))
 
 
-def _mul(name, a, b, exact, formula, kind="mul"):
-    return Step(name, (a, b), lambda m, c, k, u, v: m.mul(u, v), kind, exact=exact, formula=formula)
+def _mul(name, a, b, exact, formula):
+    return Step(name, (a, b), lambda m, c, k, u, v: m.mul(u, v), "mul", exact=exact, formula=formula)
 
 
 #: MMCV's op order (module docstring) as named steps.
 MMCV_RECIPE = Recipe("mmcv", [
     Step("nx", ("x",), lambda m, c, k, x: m.neg(x), "exact", exact=lambda Q: -Q.x, formula="-x"),
     Step("ex", ("nx",), lambda m, c, k, y: m.exp(y, ftz=False), "exp", exact=lambda Q: Q.enx, formula="Exp(-x)"),
-    Step("ex1", ("ex",), lambda m, c, k, e: m.add(c.one, e), "add", exact=lambda Q: 1 + Q.enx, formula="1 + ex"),
+    Step("ex1", ("ex",), lambda m, c, k, e: m.add(c.one, e), "add", exact=lambda Q: 1 + Q.enx, formula="1 + ex",
+         cond=sum_cond(1.0)),
     Step("p", ("ex1",), lambda m, c, k, e1: m.div(c.one, e1, mode="0ulp"), "div", exact=lambda Q: Q.p,
          formula="1 / (1 + Exp(-x))"),
     Step("omp", ("p",), lambda m, c, k, p: m.sub(c.one, p), "sub", exact=lambda Q: Q.q, formula="1 - p",
-         cond=lambda c, v, p: np.maximum(1.0, np.abs(p)) / np.abs(v)),
+         cond=sum_cond(1.0)),
     Step("pow_q", ("omp",), lambda m, c, k, b: m.pow(b, c.g, algo="intrinsic"), "pow", exact=lambda Q: Q.qg,
          formula="pow(1 - p, g)", cond=_pow_cond),
     Step("gp", ("p",), lambda m, c, k, p: m.mul(c.g, p), "mul", exact=lambda Q: Q.g * Q.p, formula="g * p"),
@@ -120,18 +121,20 @@ MMCV_RECIPE = Recipe("mmcv", [
          formula="(g * (1 - p)) * lq - p"),
     _mul("term_n", "pow_p", "bracket_n", lambda Q: Q.A_neg, "pow_p * bracket_n"),
     Step("flag_p", ("t",), lambda m, c, k, t: m.sub(c.one, t), "sub", exact=lambda Q: 1 - Q.t, formula="1 - t",
-         cond=lambda c, v, t: np.maximum(1.0, np.abs(t)) / np.abs(v)),
+         cond=sum_cond(1.0)),
     Step("nflag_p", ("flag_p",), lambda m, c, k, f: m.neg(f), "exact", exact=lambda Q: Q.t - 1, formula="-flag_p"),
     Step("coef_p", ("nflag_p",), lambda m, c, k, f: m.mul(f, c.a), "mul", exact=lambda Q: (Q.t - 1) * Q.a,
          formula="(-flag_p) * a"),
-    _mul("grad_p", "coef_p", "term_p", lambda Q: Q.dpos * (1 - Q.t), "coef_p * term_p", kind="selector"),
+    Step("grad_p", ("term_p", "coef_p"), lambda m, c, k, term, coef: m.mul(coef, term), "selector",
+         exact=lambda Q: Q.dpos * (1 - Q.t), formula="coef_p * term_p"),
     Step("acc_p", ("grad_p",), lambda m, c, k, v: m.add(c.zero, v), "add", exact=lambda Q: Q.dpos * (1 - Q.t),
          formula="0 + grad_p"),
     Step("nflag_n", ("t",), lambda m, c, k, t: m.neg(t), "exact", exact=lambda Q: -Q.t, formula="-flag_n"),
     Step("oma", (), lambda m, c, k: m.sub(c.one, c.a), "sub", exact=lambda Q: 1 - Q.a, formula="1 - a",
          cond=lambda c, v: np.maximum(1.0, abs(float(c.host.a))) / np.abs(v)),
     _mul("coef_n", "nflag_n", "oma", lambda Q: -Q.t * (1 - Q.a), "(-flag_n) * (1 - a)"),
-    _mul("grad_n", "coef_n", "term_n", lambda Q: Q.dneg * Q.t, "coef_n * term_n", kind="selector"),
+    Step("grad_n", ("term_n", "coef_n"), lambda m, c, k, term, coef: m.mul(coef, term), "selector",
+         exact=lambda Q: Q.dneg * Q.t, formula="coef_n * term_n"),
     Step("raw", ("acc_p", "grad_n"), lambda m, c, k, a, b: m.add(a, b), "add", exact=lambda Q: Q.raw,
          formula="acc_p + grad_n"),
     Step("weighted", ("raw", "w"), lambda m, c, k, r, w: r if w is None else m.mul(r, w), "mul",
