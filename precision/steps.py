@@ -46,8 +46,9 @@ Conventions
   KeyError, so a missing declaration cannot silently break sharing), then the
   input values.
 * A ``where`` step is computed on the elements where its mask holds and
-  returned as a full-size array with NaN elsewhere (None when the mask is
-  empty); :func:`patch` merges it into a base value.
+  kept compressed (:class:`Sparse`; None when the mask is empty);
+  :func:`patch` merges it into a base value.  Traces expand it to a
+  full-size array with NaN where it did not run.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ __all__ = [
     "RecipeCall",
     "BoundRecipe",
     "Trace",
+    "Sparse",
+    "full_value",
     "patch",
     "trace",
     "sum_cond",
@@ -215,19 +218,64 @@ def sum_cond(*constants):
     return cond
 
 
+class Sparse:
+    """A ``where`` step's values on the elements where its mask holds (compressed).
+
+    Attributes
+    ----------
+    idx : numpy.ndarray of int
+        The flat indices where the step ran (ascending).
+    values : numpy.ndarray
+        Its values there.
+    size : int
+        The full length (elements of the tensor).
+    """
+
+    __slots__ = ("idx", "values", "size")
+
+    def __init__(self, idx, values, size):
+        self.idx, self.values, self.size = idx, values, size
+
+    def at(self, idx):
+        """The values at ``idx`` (a subset of :attr:`idx`)."""
+        if idx is self.idx:
+            return self.values
+        pos = np.searchsorted(self.idx, idx)
+        if pos.size and (pos[-1] >= self.idx.size or not np.array_equal(self.idx[pos], idx)):
+            raise ValueError("a where step reads another whose mask does not cover its own")
+        return self.values[pos]
+
+    def full(self):
+        """The full-size array: the values where computed, NaN (False) elsewhere."""
+        fill = False if self.values.dtype == bool else np.nan
+        out = np.full(self.size, fill, dtype=self.values.dtype)
+        out[self.idx] = self.values
+        return out
+
+
+def full_value(value):
+    """A step value as stored for traces: a :class:`Sparse` expanded (NaN where not computed)."""
+    return value.full() if isinstance(value, Sparse) else value
+
+
 def patch(base, sparse, mask):
     """``mask ? sparse : base`` where ``sparse`` holds a ``where`` step's values.
 
-    Returns ``base`` itself (no copy) when the mask is empty or ``sparse`` is
-    None, else a copy with the masked elements replaced.
+    ``sparse`` is a :class:`Sparse` (the fast path), a full-size array, or
+    None (nothing computed).  Returns ``base`` itself (no copy) when nothing
+    is replaced, else a copy with the masked elements replaced.
     """
     if sparse is None or mask is None:
         return base
-    idx = np.flatnonzero(mask)
+    if isinstance(sparse, Sparse):
+        idx, values = sparse.idx, sparse.values
+    else:
+        idx = np.flatnonzero(mask)
+        values = sparse[idx]
     if idx.size == 0:
         return base
     out = np.array(base, copy=True)
-    out[idx] = sparse[idx]
+    out[idx] = values
     return out
 
 
@@ -341,6 +389,7 @@ class Recipe:
             The output in pred's dtype (1-D).
         """
         env = dict(operands)
+        idxs: dict = {}
         with np.errstate(all="ignore"):
             for i, s in enumerate(plan.steps):
                 key = plan.keys[i]
@@ -351,7 +400,10 @@ class Recipe:
                     if s.where is None:
                         value = s.op(m, c, plan.views[i], *args)
                     else:
-                        value = _run_where(s, m, c, plan.views[i], env[s.where], args)
+                        if s.where not in idxs:
+                            mask = env[s.where]
+                            idxs[s.where] = (None, 0) if mask is None else (np.flatnonzero(mask), mask.size)
+                        value = _run_where(s, m, c, plan.views[i], *idxs[s.where], args)
                     env[s.name] = value
                     if memo is not None and (keep is None or key in keep):
                         memo[key] = value
@@ -359,23 +411,24 @@ class Recipe:
                     for n in plan.frees[i]:
                         env.pop(n, None)
         out = env[self.output]
-        return (out, env) if trace else out
+        if trace:
+            return out, {k: full_value(v) for k, v in env.items()}
+        return out
 
 
-def _run_where(s: Step, m, c, view, mask, args):
-    """Run a ``where`` step on the masked elements; NaN (or False) elsewhere, None if none."""
-    if mask is None:
+def _run_where(s: Step, m, c, view, idx, n, args):
+    """Run a ``where`` step on the elements ``idx`` of ``n`` (a :class:`Sparse`; None when there are none)."""
+    if idx is None or idx.size == 0:
         return None
-    idx = np.flatnonzero(mask)
-    if idx.size == 0:
-        return None
-    n = mask.size
-    sub = [a[idx] if isinstance(a, np.ndarray) and a.ndim == 1 and a.size == n else a for a in args]
-    values = np.asarray(s.op(m, c, view, *sub))
-    fill = False if values.dtype == bool else np.nan
-    out = np.full(n, fill, dtype=values.dtype)
-    out[idx] = values
-    return out
+    sub = []
+    for a in args:
+        if isinstance(a, Sparse):
+            sub.append(a.at(idx))
+        elif isinstance(a, np.ndarray) and a.ndim == 1 and a.size == n:
+            sub.append(a[idx])
+        else:
+            sub.append(a)
+    return Sparse(idx, np.asarray(s.op(m, c, view, *sub)), n)
 
 
 @dataclass(frozen=True)
