@@ -187,6 +187,14 @@ POINT_COLUMNS = ("point", "variant", "machine", "format", "pred", "target", "alp
 # Exact quantities of one point
 # ---------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=32)
+def _context(prec: int) -> MPContext:
+    """A private mpmath context at ``prec`` bits (never the global ``mpmath.mp``); reused, not mutated."""
+    ctx = MPContext()
+    ctx.prec = prec
+    return ctx
+
+
 class _Quantities:
     """The exact quantities of one point at one working precision (lazy, mpmath local context).
 
@@ -202,8 +210,7 @@ class _Quantities:
     """
 
     def __init__(self, point: tuple, prec: int, fmt):
-        self.ctx = ctx = MPContext()
-        ctx.prec = prec
+        self.ctx = ctx = _context(prec)
         self.prec = prec
         self.fmt = fmt
         xf, t, a, g, w, d, n = point

@@ -33,6 +33,28 @@ gamma < -1 the clamped base ``qF = 2**-126`` (x >= 16.64) gives
 ``qg = inf`` and ``inf * Ln(1) = NaN`` in dpos (likewise pg and dneg for
 very negative x), which leaks through the selector for both t = 0 and t = 1.
 
+The recipe is one table of named steps, :data:`KERNEL_RECIPE`
+(:mod:`precision.steps`); :func:`kernel` is a thin call of it, and the same
+table serves shared evaluation of variants, traces and error attribution.
+The steps, in order (spec section 3 names; ``*`` marks guard rows that exist
+only when the guard is on, ``=`` an alias when it is off):
+
+* S1: ``ax nax e e1 pos ed ed1 neg x_nonneg p`` (G1; without it
+  ``nx ex ex1 p``), ``q``;
+* S2: ``pF qF`` (G2 clamps; ``=`` p, q);
+* S3: ``pg pg1 qg qg1`` (G3 picks the Power algorithm);
+* S4 (G4): ``g4_tile*``, per family ``pF_clamped* pg_need* pg1_need*
+  pfam_need* pF_ln*`` and per power ``pg_lk* pg_fb*`` (computed only where
+  needed) and ``pg_s4`` (the power after the fallback; ``=`` pg), likewise
+  for q;
+* S5: ``lp qg_lp qg_lp_p lhs_pos rhs_pos orig``, G5's ``recon* corr_lp*
+  corr_lp_p* corr_lhs* corr* g5_use*``, ``dpos`` (``=`` orig);
+* S6: ``lq pg_q pg_q_lq lhs_neg rhs_neg dneg``;
+* S7: ``omt dpos_t dneg_t raw``;
+* S8: ``weighted scaled``, G7's ``g7_use* w_recip* d_recip* raw_w*
+  recovered*`` and ``scaled_g7`` (``=`` scaled), ``grad = scaled_g7 * coef``;
+* S9: ``out`` (the store).
+
 Machine ops used (see :mod:`precision.machine`): ``exp(ftz=False)`` is
 ``PRECISION_1ULP_FTZ_FALSE``; ``div(mode="0ulp")`` is
 ``PRECISION_0ULP_FTZ_FALSE``; the S5 reconstruction ``qg1 / q`` uses the
