@@ -633,6 +633,7 @@ def attribute_bound(bound: BoundRecipe, operands_exact: dict | None = None, *, a
         "weight": np.full(n, np.nan) if ws is None else ws, "dout": ds, "count": int(count),
         "computed": out64, "exact_rounded": rounded[name_out], "err_ulp": err, **top,
     })
+    points_df["top_step"] = pd.Series(top["top_step"], dtype=object)  # None (not NaN) where no step
     formulas = {s.name: s.formula for s in plan.steps}
     inputs = {s.name: s.inputs for s in plan.steps}
     exact_values = [{k: v[0] for k, v in pp.items()} for pp in per_point]
@@ -821,7 +822,7 @@ def describe(att: Attribution, point: int = 0) -> str:
     rows = att.steps[att.steps["point"] == point].set_index("step", drop=False)
     top = att.points.loc[point]
     step = top["top_step"]
-    if step is None:
+    if not isinstance(step, str):
         return "every step that reaches the output is correctly rounded from correctly rounded inputs (local error 0)"
     row = rows.loc[step]
     head = f"{step} = {att.formulas[step]}"

@@ -182,7 +182,7 @@ def _cmd_explain(args) -> int:
             "reaches_output": bool(r.reaches_output),
         })
     sentence = describe(att, 0)
-    top = {"step": point["top_step"], "cause": point["top_cause"], "local_ulp": _json_number(point["top_local_ulp"]),
+    top = {"step": point["top_step"] if isinstance(point["top_step"], str) else None, "cause": point["top_cause"], "local_ulp": _json_number(point["top_local_ulp"]),
            "cond": _json_number(point["top_cond"]), "sentence": sentence}
     inputs = {"pred": x.hex(), "target": t, "alpha": alpha.hex(), "gamma": gamma.hex(),
               "weight": None if w is None else w.hex(), "dout": d.hex(), "count": count}
