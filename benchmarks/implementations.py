@@ -3,7 +3,7 @@
 Usage::
 
     python3 benchmarks/implementations.py [--points 1000000] [--repeat 1]
-        [--variants kernel,naive,...] [--models ieee,numpy,npu] [--profile]
+        [--variants kernel,naive,...] [--models ieee,numpy,npu] [--profile] [--shared]
 
 Each line: ``variant model points seconds points_per_s`` for one call of
 :func:`precision.guards.evaluate` on float32 inputs of shape
@@ -12,6 +12,12 @@ weight normal), alpha 0.25, gamma 2.0, reduction "mean".  The best of
 ``--repeat`` runs is reported.  The target of the production recipe is
 ``kernel`` on ``npu`` >= 2e6 points/s on one core.  ``--profile`` prints the
 per-op time of ``kernel`` on ``npu`` (cProfile, top 15 by cumulative time).
+
+``--shared`` adds, per model, the time of every registered variant evaluated
+one by one (:func:`precision.guards.evaluate`) against all of them together
+(:func:`precision.guards.evaluate_variants`, each shared step computed once)
+on the same points, and their ratio (one run each; fp32 inputs, so the
+fp16-only variants are skipped by both).
 """
 
 from __future__ import annotations
@@ -25,9 +31,9 @@ import time
 
 import numpy as np
 
-from precision.guards import evaluate
+from precision.guards import evaluate, evaluate_variants, variant_names
 
-__all__ = ["make_inputs", "time_variant", "main"]
+__all__ = ["make_inputs", "time_variant", "time_shared", "main"]
 
 #: Seed of the benchmark inputs (fixed so runs compare).
 SEED = 20240611
@@ -61,6 +67,21 @@ def time_variant(variant: str, model: str, inputs, repeat: int = 1) -> float:
     return best
 
 
+def time_shared(model: str, inputs) -> tuple:
+    """(seconds one by one, seconds shared) for every registered variant on ``inputs``."""
+    names = variant_names()
+    start = time.perf_counter()
+    for name in names:
+        try:
+            evaluate(name, *inputs, alpha=0.25, gamma=2.0, reduction="mean", machine=model)
+        except Exception:  # fp16-only variants on fp32 inputs  # noqa: BLE001
+            pass
+    alone = time.perf_counter() - start
+    start = time.perf_counter()
+    evaluate_variants(names, *inputs, alpha=0.25, gamma=2.0, reduction="mean", machine=model)
+    return alone, time.perf_counter() - start
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=1_000_000)
@@ -68,6 +89,7 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     parser.add_argument("--models", default=",".join(DEFAULT_MODELS))
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--shared", action="store_true", help="also time evaluate_variants vs one by one")
     args = parser.parse_args(argv)
     inputs = make_inputs(args.points)
     n = inputs[0].size
@@ -85,6 +107,11 @@ def main(argv=None) -> int:
             if variant == "kernel" and model == "npu":
                 flag = "  PASS" if rate >= TARGET_POINTS_PER_S else f"  BELOW target {TARGET_POINTS_PER_S:.0e}"
             print(f"{variant:<14} {model:<6} {n:>9} {seconds:>8.3f} {rate:>13.3e}{flag}")
+    if args.shared:
+        print(f"\n{'all variants':<14} {'model':<6} {'points':>9} {'one_by_one':>10} {'shared':>8} {'ratio':>6}")
+        for model in args.models.split(","):
+            alone, shared = time_shared(model, inputs)
+            print(f"{len(variant_names()):<14} {model:<6} {n:>9} {alone:>10.3f} {shared:>8.3f} {alone / shared:>6.2f}")
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()

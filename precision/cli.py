@@ -34,8 +34,10 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+from mpmath import libmp
 
 from precision import __version__, oracle
+from precision.attribution import attribute, describe
 from precision.cache import TermCache, default_cache_dir
 from precision.errors import ParameterError, PrecisionError
 from precision.formats import FORMATS, round_to_format
@@ -370,6 +372,107 @@ def _cmd_oracle_check(args) -> int:
 # precision variants, run, gate, report, cache
 # ---------------------------------------------------------------------------
 
+
+def _json_number(v):
+    """A float for JSON: None for NaN, "inf"/"-inf" for infinities (JSON has neither)."""
+    v = float(v)
+    if math.isnan(v):
+        return None
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def _cmd_explain(args) -> int:
+    """``precision explain``: one point's error, step by step (precision.attribution)."""
+    dtype = np.dtype(np.float16 if args.format == "fp16" else np.float32)
+    raw = {name: parse_exact_float(getattr(args, name), name) for name in ("pred", "dout")}
+    raw["weight"] = None if args.weight is None else parse_exact_float(args.weight, "weight")
+    t = _parse_int(args.target, "target")
+    count = _parse_int(args.count, "count", positive=True)
+    with np.errstate(over="ignore"):
+        alpha = float(np.float32(parse_exact_float(args.alpha, "alpha")))
+        gamma = float(np.float32(parse_exact_float(args.gamma, "gamma")))
+        values = {k: (None if v is None else dtype.type(v)) for k, v in raw.items()}
+    if not (math.isfinite(alpha) and math.isfinite(gamma)):
+        raise ParameterError("--alpha/--gamma overflow float32; expected finite float32 attribute values")
+    for name, v in values.items():
+        if v is not None and not np.isfinite(v):
+            raise ParameterError(f"--{name}={getattr(args, name)!r} overflows {args.format}; expected a finite value")
+    att = attribute(args.variant, np.array([values["pred"]], dtype), [t], dout=values["dout"],
+                    weight=values["weight"], alpha=alpha, gamma=gamma, reduction="mean", count=count,
+                    machine=args.machine)
+    point = att.points.loc[0]
+    x, d = float(values["pred"]), float(values["dout"])
+    w = None if values["weight"] is None else float(values["weight"])
+    exact = oracle.exact_decimal(x, t, alpha, gamma, 1.0 if w is None else w, d, count, digits=20)
+    rows = att.steps
+    exact_text = att.exact_values[0]
+
+    def hex_of(v, kind):
+        if kind == "bool":
+            return None if np.isnan(v) else bool(v)
+        return None if np.isnan(v) and kind == "skip" else float(v).hex()
+
+    steps = []
+    for r in rows.itertuples(index=False):
+        is_bool = r.format == "bool"
+        mpf = exact_text.get(r.step)
+        steps.append({
+            "step": r.step, "formula": att.formulas[r.step], "kind": r.kind, "format": r.format,
+            "evaluated": bool(r.evaluated),
+            "computed": (None if np.isnan(r.computed) else bool(r.computed)) if is_bool else
+            (float(r.computed).hex() if r.evaluated else None),
+            "exact": (None if np.isnan(r.exact) else bool(r.exact)) if is_bool else
+            (None if mpf is None else libmp.to_str(mpf._mpf_, 17)),
+            "exact_rounded": None if is_bool or np.isnan(r.exact_rounded) else float(r.exact_rounded).hex(),
+            "local": None if is_bool or np.isnan(r.local) else float(r.local).hex(),
+            "local_ulp": _json_number(r.local_ulp), "cause": r.cause, "cond": _json_number(r.cond),
+            "reaches_output": bool(r.reaches_output),
+        })
+    sentence = describe(att, 0)
+    top = {"step": point["top_step"] if isinstance(point["top_step"], str) else None, "cause": point["top_cause"], "local_ulp": _json_number(point["top_local_ulp"]),
+           "cond": _json_number(point["top_cond"]), "sentence": sentence}
+    inputs = {"pred": x.hex(), "target": t, "alpha": alpha.hex(), "gamma": gamma.hex(),
+              "weight": None if w is None else w.hex(), "dout": d.hex(), "count": count}
+    if args.json:
+        print(json.dumps({"variant": args.variant, "machine": args.machine, "format": args.format, "inputs": inputs,
+                          "exact": exact, "exact_rounded": float(point["exact_rounded"]).hex(),
+                          "computed": float(point["computed"]).hex(), "err_ulp": _json_number(point["err_ulp"]),
+                          "steps": steps, "top_cause": top}, indent=1, allow_nan=False))
+        return 0
+    lines = [
+        f"variant  {args.variant} on {args.machine}, {args.format} pred/dout/weight, reduction mean, count {count}",
+        f"pred     {x.hex():<24} {x!r}",
+        f"target   {t}",
+        f"alpha    {alpha.hex():<24} {alpha!r} (float32)",
+        f"gamma    {gamma.hex():<24} {gamma!r} (float32)",
+        f"weight   {'absent' if w is None else f'{w.hex():<24} {w!r}'}",
+        f"dout     {d.hex():<24} {d!r}",
+        f"exact    {exact}",
+        f"{args.format:<8} {float(point['exact_rounded']).hex():<24} {float(point['exact_rounded'])!r} (correctly rounded)",
+        f"computed {float(point['computed']).hex():<24} {float(point['computed'])!r} "
+        f"({_fmt_ulp(point['err_ulp'])} ulp)",
+        "",
+        f"{'step':<11} {'computed':<24} {'exact':<24} {'local_ulp':>9}  {'cause':<15} {'cond':>8}  reaches",
+    ]
+    for st in steps:
+        comp = "-" if st["computed"] is None else str(st["computed"]).lower()
+        ex = "-" if st["exact"] is None else str(st["exact"]).lower()
+        lu = "-" if st["local_ulp"] is None else _fmt_ulp(st["local_ulp"])
+        cond = "-" if st["cond"] is None else f"{float(st['cond']):.3g}"
+        lines.append(f"{st['step']:<11} {comp:<24} {ex:<24} {lu:>9}  {st['cause']:<15} {cond:>8}  "
+                     f"{'yes' if st['reaches_output'] else 'no'}")
+    lines += ["", f"top cause: {sentence}"]
+    print("\n".join(lines))
+    return 0
+
+
+def _fmt_ulp(v) -> str:
+    v = float(v) if not isinstance(v, str) else float(v)
+    return f"{v:.3g}" if math.isfinite(v) else str(v)
+
+
 def _cmd_variants(args) -> int:
     rows = list_variants()
     width = max(len(name) for name, _ in rows)
@@ -583,6 +686,33 @@ def _build_parser() -> argparse.ArgumentParser:
                     "parameterized forms kernel[G5=<tau>] and kernel[tile=<n>]. Study files name variants "
                     "this way.",
         examples=["precision variants", "precision variants | grep kernel"])
+
+    p = _add_command(
+        sub, "explain", func=_cmd_explain,
+        help="attribute one point's error to the named steps of a variant's recipe",
+        description="Evaluate a variant at one point and print the exact gradient, the computed one with its "
+                    "ulp error, and one row per step of the recipe: its computed value (hex), its exact value "
+                    "(decimal), its local error (Herbie's: the step on the correctly rounded exact values of its "
+                    "inputs, in ulps), the cause, the condition number and whether it reaches the output; then "
+                    "the top cause in one sentence (precision.attribution).\n"
+                    "Floats are hex (exact) or decimal; pred, dout and weight are rounded to --format, alpha and "
+                    "gamma to float32. --json prints the same as one object.",
+        examples=["precision explain kernel --pred 10 --target 0    # q = 1 - p cancels at large x",
+                  "precision explain kernel-G7 --pred 0 --target 0 --weight 0x1p-127 --dout 0x1p30 "
+                  "--machine npu+ftz --json"])
+    p.add_argument("variant", help="a recipe variant: kernel, kernel-G5, naive+G2, golden, mmcv, candidate, ...")
+    p.add_argument("--pred", required=True, help="logit x (required)")
+    p.add_argument("--target", required=True, help="raw selector t, 0 the positive and 1 the negative term "
+                                                   "(required)")
+    p.add_argument("--alpha", default="0.25", help="alpha (float32)")
+    p.add_argument("--gamma", default="2.0", help="gamma (float32)")
+    p.add_argument("--weight", default=None, help="element weight (default: absent)")
+    p.add_argument("--dout", default="1.0", help="upstream gradient")
+    p.add_argument("--count", default="1", help="N*C of the mean reduction (coef = 1/count)")
+    p.add_argument("--machine", default="ieee", help="machine spec: ieee, numpy, npu, npu+ftz, ...")
+    p.add_argument("--format", default="fp32", choices=["fp32", "fp16"], help="dtype of pred, dout and weight")
+    p.add_argument("--json", action="store_true", help="print one JSON object (steps, top_cause, ...)")
+
 
     p = _add_command(
         sub, "run", func=_cmd_run,

@@ -42,16 +42,29 @@ from typing import Callable
 
 import numpy as np
 
-from precision.errors import ParameterError
-from precision.implementations.common import ALL_GUARDS, GUARD_IDS, NO_GUARDS
-from precision.implementations.golden import golden
+from precision.errors import ParameterError, PrecisionError
+from precision.implementations.common import (
+    ALL_GUARDS,
+    GUARD_IDS,
+    NO_GUARDS,
+    load_operands,
+    require_fp16_pred,
+    resolve_machine,
+    validate_inputs,
+    validate_mean_count,
+    with_compute_format,
+)
+from precision.implementations.golden import golden, golden_call
 from precision.implementations.kernel import (
     kernel,
+    kernel_call,
     validate_g5_threshold,
     validate_tile,
 )
-from precision.implementations.mmcv import mmcv, mmcv_fp16
-from precision.implementations.naive import naive_fp16
+from precision.implementations.mmcv import mmcv, mmcv_call, mmcv_fp16
+from precision.implementations.naive import naive, naive_fp16
+from precision.steps import BoundRecipe, RecipeCall, Trace
+from precision.steps import trace as _trace
 
 __all__ = [
     "GUARD_IDS",
@@ -64,6 +77,10 @@ __all__ = [
     "variant_names",
     "register_variant",
     "evaluate",
+    "recipe_call",
+    "bind_recipe",
+    "evaluate_variants",
+    "trace_variant",
 ]
 
 #: Long name of each guard (spec section 4).
@@ -385,8 +402,183 @@ def evaluate(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0,
     return row(machine, pred, target, dout, weight, alpha, gamma, reduction, count=count)
 
 
+# ---------------------------------------------------------------------------
+# Variants as recipes: shared evaluation and traces
+# ---------------------------------------------------------------------------
+
+#: Implementation function -> builder of its RecipeCall from the row's params.
+_RECIPE_BUILDERS: dict = {
+    kernel: lambda params: kernel_call(**params),
+    naive: lambda params: kernel_call(NO_GUARDS),
+    naive_fp16: lambda params: kernel_call(NO_GUARDS, compute="fp16", fp16_only="naive-fp16"),
+    golden: lambda params: golden_call(),
+    mmcv: lambda params: mmcv_call(),
+    mmcv_fp16: lambda params: mmcv_call(fp16=True),
+}
+
+
+def recipe_call(variant) -> RecipeCall | None:
+    """How a variant runs as a step table, or None for a function that is not a recipe.
+
+    Parameters
+    ----------
+    variant : str or Variant
+
+    Returns
+    -------
+    RecipeCall or None
+        None for rows registered with a function of their own (they are
+        evaluated one by one).
+
+    Raises
+    ------
+    ParameterError
+        Unknown variant names.
+    """
+    row = get_variant(variant)
+    builder = _RECIPE_BUILDERS.get(row.function)
+    return None if builder is None else builder(dict(row.params))
+
+
+def bind_recipe(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0, reduction="mean",
+                machine="ieee", count=None) -> BoundRecipe:
+    """Validate the inputs and prepare a variant's recipe to run (constants, operands, plan).
+
+    Parameters and errors as :func:`evaluate`; additionally
+
+    Raises
+    ------
+    ParameterError
+        The variant is not a recipe (a registered function of its own).
+    DtypeError
+        An fp16-only variant with a non-fp16 pred.
+    """
+    row = get_variant(variant)
+    call = recipe_call(row)
+    if call is None:
+        raise ParameterError(f"variant={row.name!r} is not a step recipe (a registered function); "
+                             "expected a kernel-family variant, golden, mmcv or candidate")
+    inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
+    if call.fp16_only:
+        require_fp16_pred(call.fp16_only, inputs)
+    m = resolve_machine(machine)
+    if call.compute:
+        m = with_compute_format(m, call.compute)
+    n = validate_mean_count(count, inputs)
+    return BoundRecipe(row.name, call, call.recipe.plan(call.config), m, call.prepare(m, inputs, n),
+                       load_operands(m, inputs), inputs.shape, n)
+
+
+def trace_variant(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0, reduction="mean",
+                  machine="ieee", count=None) -> Trace:
+    """Evaluate a variant keeping every named step (the trace mode).
+
+    Parameters and errors as :func:`bind_recipe`.
+
+    Returns
+    -------
+    precision.steps.Trace
+        ``names`` (the steps in order), ``values`` (each ``[N, C]``),
+        ``evaluated``, ``output`` (bit-identical to :func:`evaluate`).
+
+    Examples
+    --------
+    >>> x = np.array([[10.0]], np.float32); t = np.array([[0]], np.int32)
+    >>> tr = trace_variant("kernel", x, t, np.ones_like(x))
+    >>> float(tr.values["q"][0, 0]).hex()
+    '0x1.7d00000000000p-15'
+    """
+    return _trace(bind_recipe(variant, pred, target, dout, weight, alpha=alpha, gamma=gamma,
+                              reduction=reduction, machine=machine, count=count))
+
+
+def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0, reduction="mean",
+                      machine="ieee", count=None) -> dict:
+    """Evaluate several variants on the same operands, computing each shared step once.
+
+    Variants that are the same recipe with different switches (``kernel``,
+    ``kernel-Gi``, ``naive+Gi``, ``kernel[G5=...]``, ...) share every step
+    whose inputs and configuration keys (its own and its ancestors') agree:
+    ``kernel-G8`` recomputes only the store, ``kernel-G7`` only S8 onwards.
+    Results are bit-identical to :func:`evaluate` of each variant alone.
+
+    Parameters
+    ----------
+    variants : iterable of str or Variant
+    pred, target, dout, weight, alpha, gamma, reduction, machine, count
+        As :func:`evaluate`.
+
+    Returns
+    -------
+    dict
+        Variant name (as given) -> gradient (pred's dtype, ``[N, C]``), or
+        the :class:`~precision.errors.PrecisionError` that evaluating it alone
+        raises (an unknown name, an fp16-only variant on fp32 pred, a broken
+        contract).
+
+    Notes
+    -----
+    Variants are grouped by (recipe, machine after any forced compute
+    format); within a group a step value is kept only while a later variant
+    of the group still reads it.  Registered functions that are not recipes
+    are evaluated one by one.  A machine counting ops counts every shared
+    step once.
+    """
+    names = list(variants)
+    results: dict = {}
+    groups: dict = {}
+    try:
+        inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
+        n = validate_mean_count(count, inputs)
+        base = resolve_machine(machine)
+    except PrecisionError:
+        inputs = None  # every variant raises the same error alone: let each do so
+    for name in names:
+        key = name.name if isinstance(name, Variant) else name
+        try:
+            row = get_variant(name)
+            call = recipe_call(row) if inputs is not None else None
+            if call is not None and call.fp16_only:
+                require_fp16_pred(call.fp16_only, inputs)
+        except PrecisionError as exc:
+            results[key] = exc
+            continue
+        if call is None:
+            try:
+                results[key] = evaluate(row, pred, target, dout, weight, alpha=alpha, gamma=gamma,
+                                        reduction=reduction, machine=machine, count=count)
+            except PrecisionError as exc:
+                results[key] = exc
+            continue
+        m = with_compute_format(base, call.compute) if call.compute else base
+        groups.setdefault((id(call.recipe), m.model), (m, []))[1].append((key, call))
+    for m, members in groups.values():
+        recipe = members[0][1].recipe
+        consts = members[0][1].prepare(m, inputs, n)
+        operands = load_operands(m, inputs)
+        plans = [recipe.plan(call.config) for _, call in members]
+        later = [set() for _ in plans]
+        for i in range(len(plans) - 2, -1, -1):
+            later[i] = later[i + 1] | set(plans[i + 1].keys)
+        memo: dict = {}
+        returned: set = set()
+        for i, (key, _) in enumerate(members):
+            out = recipe.run(plans[i], m, consts, operands, memo=memo, keep=later[i])
+            for k in [k for k in memo if k not in later[i]]:
+                del memo[k]
+            if id(out) in returned or any(out is v for v in memo.values()):
+                out = out.copy()  # never hand out one array twice
+            returned.add(id(out))
+            results[key] = out.reshape(inputs.shape)
+    return {(n.name if isinstance(n, Variant) else n): results[n.name if isinstance(n, Variant) else n]
+            for n in names}
+
+
 # Candidate implementations (issue 6), registered through the public mechanism.
 from precision.implementations.candidate import candidate as _candidate  # noqa: E402
+from precision.implementations.candidate import candidate_call as _candidate_call  # noqa: E402
+
+_RECIPE_BUILDERS[_candidate] = lambda params: _candidate_call()
 
 register_variant(
     "candidate", _candidate,

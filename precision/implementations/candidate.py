@@ -88,17 +88,22 @@ import math
 import mpmath
 import numpy as np
 
+from dataclasses import dataclass
+
 from precision.formats import RNE
 from precision.implementations.common import (
     _int_to_float32,
+    load_operands,
     prepare_host_scalars,
     resolve_machine,
     store_output,
     validate_inputs,
     validate_mean_count,
 )
+from precision.steps import Recipe, RecipeCall, Step, sum_cond
 
-__all__ = ["candidate", "LOG1P_TAIL_COEFFS", "SHIFT_RANGE", "LN_SCALED_RANGE"]
+__all__ = ["candidate", "LOG1P_TAIL_COEFFS", "SHIFT_RANGE", "LN_SCALED_RANGE", "CANDIDATE_RECIPE",
+           "candidate_constants", "candidate_call"]
 
 #: Horner coefficients (highest order first) of T(w) = sum_{k>=1} 2 w^(k-1)/(2k+1), k = 1..7.
 LOG1P_TAIL_COEFFS = tuple(np.float32(2.0 / (2 * k + 1)) for k in range(7, 0, -1))
@@ -123,6 +128,66 @@ def _exponent_cap(g1: float) -> float:
     return math.ldexp(1.0, min(max(k, -149), 127))
 
 
+@dataclass(frozen=True)
+class CandidateConstants:
+    """The candidate's host values on the machine (compute format)."""
+
+    one: np.ndarray
+    two: np.ndarray
+    zero: np.ndarray
+    m_two: np.ndarray
+    m_one: np.ndarray
+    four: np.ndarray
+    ln4_hi: np.ndarray
+    ln4_lo: np.ndarray
+    r_scaled_lo: np.ndarray
+    r_scaled_hi: np.ndarray
+    tail: tuple
+    g: np.ndarray
+    ng: np.ndarray
+    ng_half: np.ndarray
+    g1h: np.ndarray
+    ng1h: np.ndarray
+    ng1l: np.ndarray
+    has_g1l: bool
+    cap: np.ndarray
+    a: np.ndarray
+    noma: np.ndarray
+    shift_lo: np.ndarray
+    shift_hi: np.ndarray
+    count32: np.ndarray | None
+    pred_dtype: np.dtype
+    host: object
+
+
+def candidate_constants(machine, inputs, count: int) -> CandidateConstants:
+    """The candidate's host values for one evaluation (``count``: the mean's N*C)."""
+    m = machine
+    host = prepare_host_scalars(inputs.alpha, inputs.gamma, inputs.reduction, count)
+
+    def scalar(v):
+        return m.asarray(np.float32(v))
+
+    # host: g1 = g + 1 as an unevaluated float32 pair (exact); the low part is
+    # nonzero only for |gamma| < 2^-23-ish or gamma beyond 2^24, and its ops
+    # are emitted only then.
+    g1 = float(host.g) + 1.0                              # exact for |gamma| < 2^53
+    g1h = np.float32(host.g1)
+    g1l = np.float32(g1 - float(g1h))
+    return CandidateConstants(
+        one=scalar(1.0), two=scalar(2.0), zero=scalar(0.0), m_two=scalar(-2.0), m_one=scalar(-1.0),
+        four=scalar(4.0), ln4_hi=scalar(LN4_HI), ln4_lo=scalar(LN4_LO),
+        r_scaled_lo=scalar(LN_SCALED_RANGE[0]), r_scaled_hi=scalar(LN_SCALED_RANGE[1]),
+        tail=tuple(scalar(c) for c in LOG1P_TAIL_COEFFS),
+        g=scalar(host.g), ng=scalar(-host.g), ng_half=scalar(-0.5 * host.g),
+        g1h=scalar(g1h), ng1h=scalar(-g1h), ng1l=scalar(-g1l), has_g1l=bool(g1l != 0),
+        cap=scalar(_exponent_cap(g1)), a=scalar(host.a), noma=scalar(-host.oma),
+        shift_lo=scalar(SHIFT_RANGE[0]), shift_hi=scalar(SHIFT_RANGE[1]),
+        count32=scalar(_int_to_float32(count)) if (inputs.reduction == "mean" and count != 1) else None,
+        pred_dtype=np.dtype(inputs.pred.dtype), host=host,
+    )
+
+
 def _two_sum(m, a, b):
     """Knuth's TwoSum: s + err == a + b exactly (6 ops)."""
     s = m.add(a, b)
@@ -131,105 +196,197 @@ def _two_sum(m, a, b):
     return s, err
 
 
+def _horner(i):
+    """Exact partial Horner value of T (coefficients 2/(2k+1) exactly) after step ``i``."""
+    def exact(Q):
+        acc = Q.ctx.mpf(2) / 15
+        for k in range(6, 6 - i, -1):
+            acc = acc * Q.z ** 2 + Q.ctx.mpf(2) / (2 * k + 1)
+        return acc
+    return exact
+
+
+def _binary(op):
+    return lambda m, c, k, a, b: getattr(m, op)(a, b)
+
+
+def _fma(m, c, k, a, b, d):
+    return m.fma(a, b, d)
+
+
+def _two_sum_rows(prefix, a, b, exact_s, formula):
+    """TwoSum of steps a, b: ``{prefix}`` the sum, ``{prefix}_err`` its exact rounding error (6 ops)."""
+    return [
+        Step(prefix, (a, b), _binary("add"), "add", exact=exact_s, formula=formula),
+        Step(f"{prefix}_bb", (prefix, a), _binary("sub"), "sub", formula=f"{prefix} - {a}"),
+        Step(f"{prefix}_sb", (prefix, f"{prefix}_bb"), _binary("sub"), "sub", formula=f"{prefix} - {prefix}_bb"),
+        Step(f"{prefix}_ea", (a, f"{prefix}_sb"), _binary("sub"), "sub", formula=f"{a} - {prefix}_sb"),
+        Step(f"{prefix}_eb", (b, f"{prefix}_bb"), _binary("sub"), "sub", formula=f"{b} - {prefix}_bb"),
+        Step(f"{prefix}_err", (f"{prefix}_ea", f"{prefix}_eb"), _binary("add"), "add",
+             formula=f"TwoSum error of {formula}"),
+    ]
+
+
+def _steps() -> list:
+    S = Step
+    rows = [
+        # 1. e = Exp(-ax) and its error el
+        S("ax", ("x",), lambda m, c, k, x: m.abs(x), "exact", exact=lambda Q: Q.ax, formula="|x|"),
+        S("nax", ("ax",), lambda m, c, k, a: m.neg(a), "exact", exact=lambda Q: -Q.ax, formula="-|x|"),
+        S("e", ("nax",), lambda m, c, k, y: m.exp(y, ftz=False), "exp", exact=lambda Q: Q.e, formula="Exp(-|x|)"),
+        S("ln_scaled", ("ax",), lambda m, c, k, a: m.ge(a, c.r_scaled_lo), "bool", formula="|x| >= 0.6875",
+          fmt="bool"),
+        S("k", ("ln_scaled",), lambda m, c, k, s: m.select(s, c.four, c.one), "const", formula="scaled ? 4 : 1"),
+        S("lnk_hi", ("ln_scaled",), lambda m, c, k, s: m.select(s, c.ln4_hi, c.zero), "const",
+          formula="scaled ? LN4_HI : 0"),
+        S("lnk_lo", ("ln_scaled",), lambda m, c, k, s: m.select(s, c.ln4_lo, c.zero), "const",
+          formula="scaled ? LN4_LO : 0"),
+        S("nax_lnk", ("nax", "lnk_hi"), _binary("add"), "add", formula="-|x| + ln(k)_hi"),
+        S("ek", ("e", "k"), _binary("mul"), "mul", formula="e * k"),
+        S("ln_ek", ("ek",), lambda m, c, k, v: m.ln(v, ftz=False), "ln", formula="Ln(k * e)"),
+        S("rel0", ("nax_lnk", "ln_ek"), _binary("sub"), "sub", formula="nax_lnk - ln_ek"),
+        S("rel", ("rel0", "lnk_lo"), _binary("add"), "add", formula="ln(k e_true) - Ln(k e)"),
+        S("el_small", ("ax",), lambda m, c, k, a: m.lt(a, c.r_scaled_hi), "bool", formula="|x| < 2.5", fmt="bool"),
+        S("el_rel", ("el_small", "rel"), lambda m, c, k, s, r: m.select(s, r, c.zero), "select",
+          formula="|x| < 2.5 ? rel : 0", uses=lambda s, r: [None, s]),
+        S("el", ("e", "el_rel"), _binary("mul"), "mul", formula="e * el_rel (e's rounding error)"),
+        # 2. z = e / (2 + e) = zh + zl
+        S("e2", ("e",), lambda m, c, k, e: m.add(c.two, e), "add", exact=lambda Q: 2 + Q.e, formula="2 + e",
+          cond=sum_cond(2.0)),
+        S("zh", ("e", "e2"), lambda m, c, k, e, e2: m.div(e, e2, mode="0ulp"), "div", exact=lambda Q: Q.z,
+          formula="Div0ulp(e, 2 + e)"),
+        S("nzh", ("zh",), lambda m, c, k, z: m.neg(z), "exact", exact=lambda Q: -Q.z, formula="-zh"),
+        S("resid0", ("zh", "e"), lambda m, c, k, z, e: m.fma(c.m_two, z, e), "fma", formula="fma(-2, zh, e)"),
+        S("resid", ("nzh", "e", "resid0"), _fma, "fma", formula="fma(-zh, e, resid0)"),
+        S("omz", ("zh",), lambda m, c, k, z: m.sub(c.one, z), "sub", exact=lambda Q: 1 - Q.z, formula="1 - zh",
+          cond=sum_cond(1.0)),
+        S("zl2_0", ("omz", "el", "resid"), _fma, "fma", formula="fma(omz, el, resid)"),
+        S("zl2", ("zl2_0", "omz"), _binary("mul"), "mul", formula="2 zl"),
+        # 3. L = log1p(e) = lh + ll by the atanh series
+        S("zz", ("zh",), lambda m, c, k, z: m.mul(z, z), "mul", exact=lambda Q: Q.z ** 2, formula="zh * zh"),
+        S("tail1", ("zz",), lambda m, c, k, w: m.fma(c.tail[0], w, c.tail[1]), "fma", exact=_horner(1),
+          formula="fma(T7, zz, T6)"),
+    ]
+    for i in range(2, len(LOG1P_TAIL_COEFFS)):
+        rows.append(S(f"tail{i}", (f"tail{i - 1}", "zz"), lambda m, c, k, t, w, i=i: m.fma(t, w, c.tail[i]), "fma",
+                      exact=_horner(i), formula=f"fma(tail{i - 1}, zz, T{7 - i})"))
+    last = f"tail{len(LOG1P_TAIL_COEFFS) - 1}"
+    rows += [
+        S("zw", ("zh", "zz"), _binary("mul"), "mul", exact=lambda Q: Q.z ** 3, formula="zh * zz"),
+        S("small", ("zw", last, "zl2"), _fma, "fma", formula="L - 2 zh"),
+        S("z2", ("zh",), lambda m, c, k, z: m.add(z, z), "add", exact=lambda Q: 2 * Q.z, formula="zh + zh"),
+        S("lh", ("z2", "small"), _binary("add"), "add", exact=lambda Q: Q.L, formula="z2 + small"),
+        S("lh_z2", ("lh", "z2"), _binary("sub"), "sub", formula="lh - z2"),
+        S("ll", ("small", "lh_z2"), _binary("sub"), "sub", formula="small - (lh - z2)"),
+        # 4. D/e
+        S("zz_omz", ("zz", "omz"), _binary("mul"), "mul", exact=lambda Q: Q.z ** 2 * (1 - Q.z), formula="zz * omz"),
+        S("nzl2", ("zl2",), lambda m, c, k, v: m.neg(v), "exact", formula="-zl2"),
+        S("dtail2", ("zz_omz", last, "nzl2"), _fma, "fma", formula="2 (D/e + zh)"),
+        S("q1", ("zh",), lambda m, c, k, z: m.fma(c.g, z, c.ng1h), "fma", formula="g * zh - g1"),
+        # 5. exponents
+        S("bh", ("lh",), lambda m, c, k, v: m.mul(c.g1h, v), "mul", exact=lambda Q: Q.g1 * Q.L, formula="g1 * lh"),
+        S("nbh", ("lh",), lambda m, c, k, v: m.mul(c.ng1h, v), "mul", exact=lambda Q: -Q.g1 * Q.L,
+          formula="-g1 * lh"),
+        S("nbl0", ("lh", "bh"), lambda m, c, k, v, b: m.fma(c.ng1h, v, b), "fma", formula="fma(-g1, lh, bh)"),
+        S("nbl1", ("ll", "nbl0"), lambda m, c, k, v, b: m.fma(c.ng1h, v, b), "fma", formula="fma(-g1, ll, nbl0)"),
+        S("axe", ("ax",), lambda m, c, k, a: m.minimum(a, c.cap), "clamp", exact=lambda Q: Q.ax,
+          formula="min(|x|, cap)"),
+        S("ah", ("axe",), lambda m, c, k, a: m.mul(c.g1h, a), "mul", exact=lambda Q: Q.g1 * Q.ax, formula="g1 * axe"),
+        S("nah", ("axe",), lambda m, c, k, a: m.mul(c.ng1h, a), "mul", exact=lambda Q: -Q.g1 * Q.ax,
+          formula="-g1 * axe"),
+        S("nae0", ("axe", "ah"), lambda m, c, k, a, b: m.fma(c.ng1h, a, b), "fma", formula="fma(-g1, axe, ah)"),
+        S("nae", ("axe", "nae0"), lambda m, c, k, a, b: m.fma(c.ng1l, a, b) if c.has_g1l else b, "fma",
+          formula="fma(-g1_lo, axe, nae0) when g1 has a low part"),
+        S("nbl", ("lh", "nbl1"), lambda m, c, k, a, b: m.fma(c.ng1l, a, b) if c.has_g1l else b, "fma",
+          formula="fma(-g1_lo, lh, nbl1) when g1 has a low part"),
+    ]
+    rows += _two_sum_rows("nsh", "nah", "nbh", lambda Q: -Q.g1 * (Q.ax + Q.L), "nah + nbh")
+    rows += [
+        S("nslo0", ("nae", "nbl"), _binary("add"), "add", formula="nae + nbl"),
+        S("nslo", ("nsh_err", "nslo0"), _binary("add"), "add", formula="low part of -g1 (|x| + L)"),
+        S("eb", ("nbh",), lambda m, c, k, y: m.exp(y, ftz=False), "exp",
+          exact=lambda Q: Q.ctx.exp(Q.rn(-Q.g1 * Q.L)), formula="Exp(nbh)"),
+    ]
+    rows += _two_sum_rows("ssh", "ax", "lh", lambda Q: Q.ax + Q.L, "ax + lh")
+    rows += [
+        S("ssl", ("ssh_err", "ll"), _binary("add"), "add", formula="low part of |x| + L"),
+        S("ge", ("e",), lambda m, c, k, e: m.mul(c.g, e), "mul", exact=lambda Q: Q.g * Q.e, formula="g * e"),
+        S("nge", ("e",), lambda m, c, k, e: m.mul(c.ng, e), "mul", exact=lambda Q: -Q.g * Q.e, formula="-g * e"),
+        S("ngel0", ("e", "ge"), lambda m, c, k, e, b: m.fma(c.ng, e, b), "fma", formula="fma(-g, e, ge)"),
+        S("ngel", ("el", "ngel0"), lambda m, c, k, e, b: m.fma(c.ng, e, b), "fma", formula="fma(-g, el, ngel0)"),
+        # 6. bracket -(1 + g e (ax + L)) = t1 + t2
+        S("t1", ("nge", "ssh"), lambda m, c, k, a, b: m.fma(a, b, c.m_one), "fma",
+          exact=lambda Q: -(1 + Q.g * Q.e * (Q.ax + Q.L)), formula="fma(nge, ssh, -1)",
+          cond=lambda c, v, a, b: np.maximum(1.0, np.abs(a * b)) / np.abs(v)),  # fma(a, b, -1)
+        S("nge_ssl", ("nge", "ssl"), _binary("mul"), "mul", formula="nge * ssl"),
+        S("t2", ("ngel", "ssh", "nge_ssl"), _fma, "fma", formula="fma(ngel, ssh, nge * ssl)"),
+        # 7. coefficients, the powers, the sum
+        S("scale", ("w", "d"), lambda m, c, k, w, d: d if w is None else m.mul(w, d), "mul",
+          exact=lambda Q: Q.w * Q.d, formula="weight * dout"),
+        S("scale_n", ("scale",), lambda m, c, k, s: s if c.count32 is None else m.div(s, c.count32, mode="0ulp"),
+          "div", exact=lambda Q: Q.w * Q.d / Q.n, formula="Div0ulp(scale, float32(count)) (mean)"),
+        S("nonneg", ("x",), lambda m, c, k, x: m.ge(x, c.zero), "bool", formula="x >= 0", fmt="bool"),
+        S("a_scale", ("scale_n",), lambda m, c, k, s: m.mul(c.a, s), "mul", exact=lambda Q: Q.a * Q.w * Q.d / Q.n,
+          formula="a * scale"),
+        S("omt", ("t",), lambda m, c, k, t: m.sub(c.one, t), "sub", exact=lambda Q: 1 - Q.t, formula="1 - t",
+          cond=sum_cond(1.0)),
+        S("c0", ("a_scale", "omt"), _binary("mul"), "mul", exact=lambda Q: Q.c0, formula="a * scale * (1 - t)"),
+        S("noma_scale", ("scale_n",), lambda m, c, k, s: m.mul(c.noma, s), "mul",
+          exact=lambda Q: (Q.a - 1) * Q.w * Q.d / Q.n, formula="-(1 - a) * scale"),
+        S("c1", ("noma_scale", "t"), _binary("mul"), "mul", exact=lambda Q: Q.c1, formula="-(1 - a) * scale * t"),
+        S("cs", ("nonneg", "c0", "c1"), lambda m, c, k, s, a, b: m.select(s, a, b), "select",
+          exact=lambda Q: Q.c0 if Q.x >= 0 else Q.c1, formula="x >= 0 ? c0 : c1"),
+        S("cb", ("nonneg", "c1", "c0"), lambda m, c, k, s, a, b: m.select(s, a, b), "select",
+          exact=lambda Q: Q.c1 if Q.x >= 0 else Q.c0, formula="x >= 0 ? c1 : c0"),
+        S("dtail_h", ("dtail2",), lambda m, c, k, v: m.mul(c.ng_half, v), "mul", formula="-(g/2) * dtail2"),
+        S("inner0", ("q1", "nslo", "dtail_h"), _fma, "fma", formula="fma(q1, nslo, dtail_h)"),
+        S("inner", ("inner0",), lambda m, c, k, v: m.add(v, c.ng1l) if c.has_g1l else v, "add",
+          formula="inner0 - g1_lo"),
+        S("cs_inner", ("cs", "inner"), _binary("mul"), "mul", formula="cs * inner"),
+        S("kcs0", ("cs", "q1", "cs_inner"), _fma, "fma", formula="fma(cs, q1, cs * inner)"),
+        S("arg", ("nsh",), lambda m, c, k, v: m.minimum(m.maximum(v, c.shift_lo), c.shift_hi), "clamp",
+          formula="clamp(nsh, -80, 88)"),
+        S("shift", ("nsh", "arg"), _binary("sub"), "sub", formula="nsh - arg"),
+        S("eshift", ("shift",), lambda m, c, k, y: m.exp(y, ftz=False), "exp", formula="Exp(nsh - arg)"),
+        S("kcs", ("kcs0", "eshift"), _binary("mul"), "mul", formula="kcs0 * Exp(nsh - arg)"),
+        S("cs_zero", ("cs",), lambda m, c, k, v: m.eq(v, c.zero), "bool", formula="cs == 0", fmt="bool"),
+        S("earg", ("arg",), lambda m, c, k, y: m.exp(y, ftz=False), "exp", formula="Exp(arg)"),
+        S("kcs_e", ("kcs", "earg"), _binary("mul"), "mul", exact=lambda Q: Q.vs, formula="kcs * Exp(arg)"),
+        S("vs", ("cs_zero", "kcs_e"), lambda m, c, k, s, v: m.select(s, c.zero, v), "select",
+          exact=lambda Q: Q.vs, formula="cs == 0 ? 0 : kcs * Exp(arg)", uses=lambda s, v: [None, ~s]),
+        S("kcb0", ("t1", "nbl", "t2"), _fma, "fma", formula="fma(t1, nbl, t2)"),
+        S("cb_kcb0", ("cb", "kcb0"), _binary("mul"), "mul", formula="cb * kcb0"),
+        S("kcb", ("cb", "t1", "cb_kcb0"), _fma, "fma", formula="fma(cb, t1, cb * kcb0)"),
+        S("vb", ("kcb", "eb"), _binary("mul"), "mul", exact=lambda Q: Q.vb, formula="kcb * eb"),
+        S("total", ("vs", "vb"), _binary("add"), "add", exact=lambda Q: Q.grad, formula="vs + vb"),
+        S("out", ("total",), lambda m, c, k, v: store_output(m, v, c.pred_dtype, RNE), "store",
+          exact=lambda Q: Q.grad, formula="store RNE", fmt="output"),
+    ]
+    return rows
+
+
+#: The candidate recipe (module docstring) as named steps.  Error-compensation
+#: terms (``el``, ``resid``, ``zl2``, ``ll``, TwoSum errors, low parts) have no
+#: exact counterpart (``exact=None``).
+CANDIDATE_RECIPE = Recipe("candidate", _steps())
+
+
+def candidate_call() -> RecipeCall:
+    """The :class:`~precision.steps.RecipeCall` of ``candidate``."""
+    return RecipeCall(CANDIDATE_RECIPE, CANDIDATE_RECIPE.config(), candidate_constants)
+
+
 def candidate(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, reduction="mean", *,
               count=None):
     """SigmoidFocalLossGrad by the candidate recipe (see the module docstring).
 
     Parameters and return value as :func:`precision.implementations.kernel.kernel`
     (no guard switches).  Computes in fp32 (the machine's compute format).
+    The op order is the step table :data:`CANDIDATE_RECIPE`.
     """
     inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
     n = validate_mean_count(count, inputs)
     m = resolve_machine(machine)
-    host = prepare_host_scalars(inputs.alpha, inputs.gamma, inputs.reduction, n)
-
-    def scalar(v):
-        return m.asarray(np.float32(v))
-
-    one, two, zero = scalar(1.0), scalar(2.0), scalar(0.0)
-    g, ng, ng_half = scalar(host.g), scalar(-host.g), scalar(-0.5 * host.g)
-    # host: g1 = g + 1 as an unevaluated float32 pair (exact); the low part is
-    # nonzero only for |gamma| < 2^-23-ish or gamma beyond 2^24, and its ops
-    # are emitted only then.
-    g1 = float(host.g) + 1.0                              # exact for |gamma| < 2^53
-    g1h = np.float32(host.g1)
-    g1l = np.float32(g1 - float(g1h))
-    has_g1l = bool(g1l != 0)
-    g1h, ng1h, ng1l = scalar(g1h), scalar(-g1h), scalar(-g1l)
-    a, noma = scalar(host.a), scalar(-host.oma)
-
-    x = m.asarray(inputs.pred.reshape(-1))
-    t = m.from_int32(inputs.target.reshape(-1))
-    d_in = m.asarray(inputs.dout.reshape(-1))
-    w_in = m.asarray(inputs.weight.reshape(-1)) if inputs.weight is not None else None
-
-    with np.errstate(all="ignore"):
-        # 1. e = Exp(-ax) and its error el (e_true ~ e + el).
-        ax = m.abs(x)
-        nax = m.neg(ax)
-        e = m.exp(nax, ftz=False)
-        scaled = m.ge(ax, scalar(LN_SCALED_RANGE[0]))
-        k = m.select(scaled, scalar(4.0), one)
-        lnk_hi = m.select(scaled, scalar(LN4_HI), zero)
-        lnk_lo = m.select(scaled, scalar(LN4_LO), zero)
-        rel = m.add(m.sub(m.add(nax, lnk_hi), m.ln(m.mul(e, k), ftz=False)), lnk_lo)
-        el = m.mul(e, m.select(m.lt(ax, scalar(LN_SCALED_RANGE[1])), rel, zero))
-        # 2. z = e/(2+e) = zh + zl.
-        zh = m.div(e, m.add(two, e), mode="0ulp")
-        nzh = m.neg(zh)
-        resid = m.fma(nzh, e, m.fma(scalar(-2.0), zh, e))
-        omz = m.sub(one, zh)                              # 1 - z = 2/(2+e)
-        zl2 = m.mul(m.fma(omz, el, resid), omz)           # 2 zl
-        # 3. L = 2 atanh(z) = lh + ll.
-        w = m.mul(zh, zh)
-        tail = scalar(LOG1P_TAIL_COEFFS[0])
-        for c in LOG1P_TAIL_COEFFS[1:]:
-            tail = m.fma(tail, w, scalar(c))
-        small = m.fma(m.mul(zh, w), tail, zl2)            # L - 2zh
-        z2 = m.add(zh, zh)
-        lh = m.add(z2, small)
-        ll = m.sub(small, m.sub(lh, z2))
-        # 4. 2(D/e + zh) = z^2 T (1-z) - 2zl;  q1 = g*zh - g1 (so -(g1 + g*D/e) = q1 - (g/2)*dtail2).
-        dtail2 = m.fma(m.mul(w, omz), tail, m.neg(zl2))
-        q1 = m.fma(g, zh, ng1h)
-        # 5. Exponents: -g1*L = nbh + nbl, -g1*(ax + L) = nsh + nslo.
-        bh = m.mul(g1h, lh)
-        nbh = m.mul(ng1h, lh)
-        nbl = m.fma(ng1h, ll, m.fma(ng1h, lh, bh))
-        axe = m.minimum(ax, scalar(_exponent_cap(g1)))   # = ax wherever exp(-g1*ax) is not 0 or inf
-        ah = m.mul(g1h, axe)
-        nah = m.mul(ng1h, axe)
-        nae = m.fma(ng1h, axe, ah)
-        if has_g1l:
-            nae = m.fma(ng1l, axe, nae)
-            nbl = m.fma(ng1l, lh, nbl)
-        nsh, nse = _two_sum(m, nah, nbh)
-        nslo = m.add(nse, m.add(nae, nbl))
-        eb = m.exp(nbh, ftz=False)
-        # 6. -(1 + g*e*(ax + L)) = t1 + t2.
-        ssh, ssl = _two_sum(m, ax, lh)
-        ssl = m.add(ssl, ll)
-        ge = m.mul(g, e)
-        nge = m.mul(ng, e)
-        ngel = m.fma(ng, el, m.fma(ng, e, ge))
-        t1 = m.fma(nge, ssh, scalar(-1.0))
-        t2 = m.fma(ngel, ssh, m.mul(nge, ssl))
-        # 7. Coefficients per form (selector and scale), folded into the bracket before the power.
-        scale = m.mul(w_in, d_in) if w_in is not None else d_in
-        if inputs.reduction == "mean" and n != 1:
-            scale = m.div(scale, scalar(_int_to_float32(n)), mode="0ulp")
-        nonneg = m.ge(x, zero)
-        c0 = m.mul(m.mul(a, scale), m.sub(one, t))        # multiplies A(x)
-        c1 = m.mul(m.mul(noma, scale), t)                 # multiplies A(-x)
-        cs = m.select(nonneg, c0, c1)                     # ... of the small-base form
-        cb = m.select(nonneg, c1, c0)                     # ... of the big-base form
-        inner = m.fma(q1, nslo, m.mul(ng_half, dtail2))
-        if has_g1l:
-            inner = m.add(inner, ng1l)
-        kcs = m.fma(cs, q1, m.mul(cs, inner))
-        arg = m.minimum(m.maximum(nsh, scalar(SHIFT_RANGE[0])), scalar(SHIFT_RANGE[1]))
-        kcs = m.mul(kcs, m.exp(m.sub(nsh, arg), ftz=False))
-        vs = m.select(m.eq(cs, zero), zero, m.mul(kcs, m.exp(arg, ftz=False)))
-        kcb = m.fma(cb, t1, m.mul(cb, m.fma(t1, nbl, t2)))
-        out = store_output(m, m.add(vs, m.mul(kcb, eb)), inputs.pred.dtype, RNE)
+    consts = candidate_constants(m, inputs, n)
+    out = CANDIDATE_RECIPE.run(CANDIDATE_RECIPE.plan(), m, consts, load_operands(m, inputs))
     return out.reshape(inputs.shape)

@@ -55,6 +55,7 @@ __all__ = [
     "resolve_machine",
     "with_compute_format",
     "store_output",
+    "load_operands",
 ]
 
 # ---------------------------------------------------------------------------
@@ -442,3 +443,20 @@ def store_output(machine, values, pred_dtype, rounding: str):
     if values.dtype == target_fmt.dtype:
         return values
     return np.asarray(machine.cast(values, target_fmt, rounding=rounding), dtype=target_fmt.dtype)
+
+
+def load_operands(machine, inputs: OperatorInputs) -> dict:
+    """The operands as the device loads them: ``x``, ``t``, ``d``, ``w`` (1-D, row-major).
+
+    pred, dout and weight are converted to the compute format (exactly from
+    narrower formats, RNE from wider ones; not counted as ops); the int32
+    target is converted with RNE (a hardware Cast, counted).  ``w`` is None
+    when weight is absent.
+    """
+    m = machine
+    return {
+        "x": m.asarray(inputs.pred.reshape(-1)),
+        "t": m.from_int32(inputs.target.reshape(-1)),
+        "d": m.asarray(inputs.dout.reshape(-1)),
+        "w": m.asarray(inputs.weight.reshape(-1)) if inputs.weight is not None else None,
+    }

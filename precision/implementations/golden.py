@@ -35,13 +35,15 @@ import numpy as np
 from precision.formats import RNE
 from precision.implementations.common import (
     MIN_NORMAL_FP32,
+    load_operands,
     resolve_machine,
     store_output,
     validate_inputs,
     validate_mean_count,
 )
+from precision.steps import Recipe, RecipeCall, Step, sum_cond
 
-__all__ = ["GoldenScalars", "golden_scalars", "golden"]
+__all__ = ["GoldenScalars", "golden_scalars", "golden", "GOLDEN_RECIPE", "golden_constants", "golden_call"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,114 @@ def golden_scalars(alpha: np.float32, gamma: np.float32, reduction: str, count: 
         )
 
 
+@dataclass(frozen=True)
+class GoldenConstants:
+    """The golden's scalars on the machine (compute format); ``coef`` None when not mean."""
+
+    one: np.ndarray
+    min_normal: np.ndarray
+    neg_a: np.ndarray
+    g: np.ndarray
+    g1: np.ndarray
+    ga: np.ndarray
+    gam1: np.ndarray
+    oma: np.ndarray
+    coef: np.ndarray | None
+    pred_dtype: np.dtype
+    host: GoldenScalars
+
+
+def golden_constants(machine, inputs, count: int) -> GoldenConstants:
+    """Form the golden's scalars for one evaluation on ``machine``."""
+    m = machine
+    s = golden_scalars(inputs.alpha, inputs.gamma, inputs.reduction, count)
+
+    def scalar(v):
+        return m.asarray(np.float32(v))
+
+    return GoldenConstants(
+        one=scalar(1.0), min_normal=m.asarray(MIN_NORMAL_FP32), neg_a=scalar(s.neg_a), g=scalar(s.g),
+        g1=scalar(s.g1), ga=scalar(s.ga), gam1=scalar(s.gam1), oma=scalar(s.oma),
+        coef=None if s.coef is None else scalar(s.coef), pred_dtype=np.dtype(inputs.pred.dtype), host=s,
+    )
+
+
+def _mul(name, a, b, exact, formula):
+    """A product of two steps (or a step and a constant named ``c.<b>``), in the source's operand order."""
+    if b.startswith("c."):
+        const = b[2:]
+        return Step(name, (a,), lambda m, c, k, u: m.mul(u, getattr(c, const)), "mul", exact=exact, formula=formula)
+    if a.startswith("c."):
+        const = a[2:]
+        return Step(name, (b,), lambda m, c, k, u: m.mul(getattr(c, const), u), "mul", exact=exact, formula=formula)
+    return Step(name, (a, b), lambda m, c, k, u, v: m.mul(u, v), "mul", exact=exact, formula=formula)
+
+
+def _exp(name, arg, exact):
+    return Step(name, (arg,), lambda m, c, k, y: m.exp(y, ftz=False), "exp", exact=exact, formula=f"Exp({arg})")
+
+
+#: The golden's op order (spec section 5) as named steps.
+GOLDEN_RECIPE = Recipe("golden", [
+    Step("nx", ("x",), lambda m, c, k, x: m.neg(x), "exact", exact=lambda Q: -Q.x, formula="-x"),
+    _exp("ex", "nx", lambda Q: Q.enx),
+    Step("ex1", ("ex",), lambda m, c, k, e: m.add(e, c.one), "add", exact=lambda Q: Q.enx + 1, formula="ex + 1",
+         cond=sum_cond(1.0)),
+    Step("probs", ("ex1",), lambda m, c, k, e1: m.div(c.one, e1, mode="0ulp"), "div", exact=lambda Q: Q.p,
+         formula="Div0ulp(1, Exp(-x) + 1)"),
+    Step("nadd", ("probs",), lambda m, c, k, p: m.sub(c.one, p), "sub", exact=lambda Q: Q.q, formula="1 - probs",
+         cond=sum_cond(1.0)),
+    Step("pc", ("probs",), lambda m, c, k, p: m.maximum(p, c.min_normal), "clamp", exact=lambda Q: Q.p,
+         formula="max(probs, MIN_NORMAL)"),
+    Step("lp", ("pc",), lambda m, c, k, b: m.ln(b, ftz=False), "ln", exact=lambda Q: Q.lp, formula="Ln(pc)"),
+    Step("qc", ("nadd",), lambda m, c, k, q: m.maximum(q, c.min_normal), "clamp", exact=lambda Q: Q.q,
+         formula="max(nadd, MIN_NORMAL)"),
+    Step("lq", ("qc",), lambda m, c, k, b: m.ln(b, ftz=False), "ln", exact=lambda Q: Q.lq, formula="Ln(qc)"),
+    _mul("g1_lq", "c.g1", "lq", lambda Q: Q.g1 * Q.lq, "g1 * lq"),
+    _exp("pow_y", "g1_lq", lambda Q: Q.qg1),
+    _mul("dpos_front", "c.neg_a", "pow_y", lambda Q: -Q.a * Q.qg1, "(-a) * pow_y"),
+    _mul("g_lq", "c.g", "lq", lambda Q: Q.g * Q.lq, "g * lq"),
+    _exp("pow_v", "g_lq", lambda Q: Q.qg),
+    _mul("pv_lp", "pow_v", "lp", lambda Q: Q.qg * Q.lp, "pow_v * lp"),
+    _mul("pv_lp_p", "pv_lp", "probs", lambda Q: Q.qg * Q.lp * Q.p, "(pow_v * lp) * probs"),
+    _mul("dpos_back", "pv_lp_p", "c.ga", lambda Q: Q.g * Q.a * Q.qg * Q.lp * Q.p, "((pow_v * lp) * probs) * ga"),
+    Step("dpos", ("dpos_front", "dpos_back"), lambda m, c, k, a, b: m.add(a, b), "add", exact=lambda Q: Q.dpos,
+         formula="dpos_front + dpos_back"),
+    _mul("g_lp", "c.g", "lp", lambda Q: Q.g * Q.lp, "g * lp"),
+    _exp("pow_n", "g_lp", lambda Q: Q.pg),
+    _mul("pn_q", "pow_n", "nadd", lambda Q: Q.pg * Q.q, "pow_n * nadd"),
+    _mul("pn_q_lq", "pn_q", "lq", lambda Q: Q.pg * Q.q * Q.lq, "(pow_n * nadd) * lq"),
+    _mul("dneg_front", "pn_q_lq", "c.gam1", lambda Q: Q.g * (Q.a - 1) * Q.pg * Q.q * Q.lq,
+         "((pow_n * nadd) * lq) * gam1"),
+    _mul("g1_lp", "c.g1", "lp", lambda Q: Q.g1 * Q.lp, "g1 * lp"),
+    _exp("pow_q", "g1_lp", lambda Q: Q.pg1),
+    _mul("dneg_back", "c.oma", "pow_q", lambda Q: (1 - Q.a) * Q.pg1, "oma * pow_q"),
+    Step("dneg", ("dneg_front", "dneg_back"), lambda m, c, k, a, b: m.add(a, b), "add", exact=lambda Q: Q.dneg,
+         formula="dneg_front + dneg_back"),
+    Step("omt", ("t",), lambda m, c, k, t: m.sub(c.one, t), "sub", exact=lambda Q: 1 - Q.t, formula="1 - t",
+         cond=sum_cond(1.0)),
+    Step("dpos_t", ("dpos", "omt"), lambda m, c, k, a, b: m.mul(a, b), "selector",
+         exact=lambda Q: Q.dpos * (1 - Q.t), formula="dpos * (1 - t)"),
+    Step("dneg_t", ("dneg", "t"), lambda m, c, k, a, b: m.mul(a, b), "selector", exact=lambda Q: Q.dneg * Q.t,
+         formula="dneg * t"),
+    Step("raw", ("dpos_t", "dneg_t"), lambda m, c, k, a, b: m.add(a, b), "add", exact=lambda Q: Q.raw,
+         formula="dpos * (1 - t) + dneg * t"),
+    Step("weighted", ("raw", "w"), lambda m, c, k, r, w: r if w is None else m.mul(r, w), "mul",
+         exact=lambda Q: Q.weighted, formula="raw * weight (no multiply when absent)"),
+    Step("scaled", ("weighted", "d"), lambda m, c, k, a, d: m.mul(a, d), "mul", exact=lambda Q: Q.scaled,
+         formula="weighted * dout"),
+    Step("grad", ("scaled",), lambda m, c, k, a: a if c.coef is None else m.mul(a, c.coef), "mul",
+         exact=lambda Q: Q.grad, formula="scaled * coef (mean only)"),
+    Step("out", ("grad",), lambda m, c, k, a: store_output(m, a, c.pred_dtype, RNE), "store",
+         exact=lambda Q: Q.grad, formula="cast to pred dtype, RNE", fmt="output"),
+])
+
+
+def golden_call() -> RecipeCall:
+    """The :class:`~precision.steps.RecipeCall` of ``golden``."""
+    return RecipeCall(GOLDEN_RECIPE, GOLDEN_RECIPE.config(), golden_constants)
+
+
 def golden(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, reduction="mean", *, count=None):
     """SigmoidFocalLossGrad by the ops-nn golden's PyTorch op order.
 
@@ -101,37 +211,11 @@ def golden(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, redu
     power is ``exp(k * log(clamped base))``; no correction, recovery or
     fallback; the terms are summed front + back; weight absent means no
     multiply (not ``* 1.0``); coef comes from double arithmetic.  ``count``
-    overrides the mean's ``N*C`` (default: the inputs').
+    overrides the mean's ``N*C`` (default: the inputs').  The op order is the
+    step table :data:`GOLDEN_RECIPE`.
     """
     inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
     m = resolve_machine(machine)
-    s = golden_scalars(inputs.alpha, inputs.gamma, inputs.reduction, validate_mean_count(count, inputs))
-
-    def scalar(v):
-        return m.asarray(np.float32(v))
-
-    one, min_normal = scalar(1.0), m.asarray(MIN_NORMAL_FP32)
-    neg_a, g, g1, ga, gam1, oma = (scalar(v) for v in (s.neg_a, s.g, s.g1, s.ga, s.gam1, s.oma))
-    x = m.asarray(inputs.pred.reshape(-1))
-    t = m.from_int32(inputs.target.reshape(-1))
-    d = m.asarray(inputs.dout.reshape(-1))
-
-    with np.errstate(all="ignore"):
-        probs = m.div(one, m.add(m.exp(m.neg(x), ftz=False), one), mode="0ulp")
-        nadd = m.sub(one, probs)
-        lp = m.ln(m.maximum(probs, min_normal), ftz=False)
-        lq = m.ln(m.maximum(nadd, min_normal), ftz=False)
-        dpos_front = m.mul(neg_a, m.exp(m.mul(g1, lq), ftz=False))
-        dpos_back = m.mul(m.mul(m.mul(m.exp(m.mul(g, lq), ftz=False), lp), probs), ga)
-        dpos = m.add(dpos_front, dpos_back)
-        dneg_front = m.mul(m.mul(m.mul(m.exp(m.mul(g, lp), ftz=False), nadd), lq), gam1)
-        dneg_back = m.mul(oma, m.exp(m.mul(g1, lp), ftz=False))
-        dneg = m.add(dneg_front, dneg_back)
-        raw = m.add(m.mul(dpos, m.sub(one, t)), m.mul(dneg, t))
-        if inputs.weight is not None:
-            raw = m.mul(raw, m.asarray(inputs.weight.reshape(-1)))
-        grad = m.mul(raw, d)
-        if s.coef is not None:
-            grad = m.mul(grad, scalar(s.coef))
-        out = store_output(m, grad, inputs.pred.dtype, RNE)
+    consts = golden_constants(m, inputs, validate_mean_count(count, inputs))
+    out = GOLDEN_RECIPE.run(GOLDEN_RECIPE.plan(), m, consts, load_operands(m, inputs))
     return out.reshape(inputs.shape)
