@@ -1,6 +1,6 @@
 """Primitive-op counts per element of `kernel` and `candidate` (precision.opcount).
 
-Usage: python benchmarks/opcount.py [--model npu] [--gamma 2.0]
+Usage: python benchmarks/opcount.py [--machine npu] [--gamma 2.0]
 
 Input: every finite fp16 pred (as fp32), both selectors, weight present,
 reduction mean (precision.opcount.standard_input).
@@ -15,12 +15,12 @@ from precision.opcount import count_ops
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="npu")
+    ap.add_argument("--machine", default="npu")
     ap.add_argument("--gamma", type=float, default=2.0)
     args = ap.parse_args(argv)
     totals = {}
     for name in ("kernel", "candidate"):
-        total, per = count_ops(name, args.model, args.gamma)
+        total, per = count_ops(name, args.machine, args.gamma)
         totals[name] = total
         print(f"{name:10s} {total:7.2f} ops/element  " + " ".join(f"{k}={v:.2f}" for k, v in per.items()))
     print(f"ratio candidate/kernel = {totals['candidate'] / totals['kernel']:.3f}")

@@ -1,7 +1,7 @@
 """The sweep pipeline against the naive scorer a user would write.
 
 A slice of ``studies/fp16_exhaustive.toml`` (its first 2,000 pred values, with
-all its alphas, gammas, selectors, variants, models and formats) is scored two
+all its alphas, gammas, selectors, variants, machines and formats) is scored two
 ways in this one process:
 
 1. the pipeline (``precision.sweep.run_study``, cold oracle cache, one worker):
@@ -59,7 +59,7 @@ def naive_scorer(study, preds, variants):
     oracle_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     T = len(study.targets)
-    for model in study.models:
+    for machine in study.machines:
         for prof in study.profiles:
             dtype = np.float16 if prof.pred == "fp16" else np.float32
             pred2d = np.repeat(preds.astype(dtype)[:, None], T, axis=1)
@@ -71,7 +71,7 @@ def naive_scorer(study, preds, variants):
                     for v in variants:
                         try:
                             c = evaluate(v, pred2d, tgt, np.ones_like(pred2d), None, alpha=a, gamma=g,
-                                         reduction="none", machine=model)
+                                         reduction="none", machine=machine)
                         except Exception:
                             continue
                         with np.errstate(all="ignore"):
@@ -93,7 +93,7 @@ def main() -> None:
     points = preds.size * len(study.targets) * len(study.alphas) * len(study.gammas)
     print(f"slice: {preds.size} preds x {len(study.targets)} selectors x {len(study.alphas)} alphas x "
           f"{len(study.gammas)} gammas = {points:,} distinct points; {len(variants)} variants x "
-          f"{len(study.models)} models x {len(study.profiles)} formats")
+          f"{len(study.machines)} machines x {len(study.profiles)} formats")
 
     with tempfile.TemporaryDirectory() as tmp:
         # the pipeline's oracle stage alone: focal terms (cold cache) and every derived rounding
@@ -116,7 +116,7 @@ def main() -> None:
     naive_total = naive_oracle + naive_variants
     print(f"pipeline  oracle (terms + certified derivations):  {pipe_oracle:8.2f} s")
     print(f"naive     oracle (200-bit mpmath per point):       {naive_oracle:8.2f} s")
-    print(f"pipeline  end to end (every variant, model, format): {pipe_total:6.2f} s")
+    print(f"pipeline  end to end (every variant, machine, format): {pipe_total:6.2f} s")
     print(f"naive     end to end:                               {naive_total:7.2f} s "
           f"(variants and scoring {naive_variants:.2f} s)")
     r_oracle, r_total = naive_oracle / pipe_oracle, naive_total / pipe_total

@@ -12,7 +12,7 @@ A budgets file (``studies/budgets.toml``)::
     [[budget]]
     variant = "kernel"             # a registry name
     format = "fp32"                # output format
-    model = "npu"                  # machine spec
+    machine = "npu"                  # machine spec
     region = "all"                 # "all" or a region label of the study ("[-8, 0)")
     max_ulp = 1.2e8                # each metric optional; omitted = not checked
     p99_ulp = 2.0e7
@@ -75,7 +75,7 @@ METRICS = {
     "lost_inf": ("lost_inf", "le"),
 }
 _COUNT_METRICS = SPECIAL_CLASSES
-_BUDGET_KEYS = {"variant", "format", "model", "region", "observed", "witness",
+_BUDGET_KEYS = {"variant", "format", "machine", "region", "observed", "witness",
                 *(key for key, _ in METRICS.values())}
 _GATE_KEYS = {"study", "corpus", "tighten_below", "baseline_tolerance", "headroom"}
 
@@ -93,11 +93,11 @@ class GateSettings:
 
 @dataclass(frozen=True)
 class Budget:
-    """One budget: limits for one (variant, format, model, region)."""
+    """One budget: limits for one (variant, format, machine, region)."""
 
     variant: str
     format: str
-    model: str
+    machine: str
     region: str
     limits: tuple  # (metric, limit) pairs, metric names as in METRICS
     observed: tuple = ()
@@ -105,7 +105,7 @@ class Budget:
 
     @property
     def key(self) -> str:
-        return f"{self.variant} {self.format} {self.model} {self.region}"
+        return f"{self.variant} {self.format} {self.machine} {self.region}"
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def load_budgets(path) -> tuple[GateSettings, list]:
         if bad:
             raise _error(path, f"{where}.{bad[0]}", f"unknown key; expected one of {', '.join(sorted(_BUDGET_KEYS))}")
         ids = []
-        for key in ("variant", "format", "model", "region"):
+        for key in ("variant", "format", "machine", "region"):
             v = row.get(key, "all" if key == "region" else None)
             if not isinstance(v, str) or not v:
                 raise _error(path, f"{where}.{key}", f"{v!r}; expected a string")
@@ -210,14 +210,14 @@ def load_budgets(path) -> tuple[GateSettings, list]:
 # ---------------------------------------------------------------------------
 
 def measure(run_dir) -> pd.DataFrame:
-    """Observed metrics per (variant, format, model, region), "all" included, from a run folder.
+    """Observed metrics per (variant, format, machine, region), "all" included, from a run folder.
 
     The statistics are :class:`precision.scoring.GroupStats` merged from the
     run's fine groups (:func:`precision.sweep.load_stats`); the special-class
     counts are floats, like every other metric.
     """
     stats = load_stats(run_dir)
-    keys = ["variant", "format", "model"]
+    keys = ["variant", "format", "machine"]
     by_region = stats.merge(keys + ["region"]).table(keys + ["region"])
     overall = stats.merge(keys).table(keys).assign(region="all")
     table = pd.concat([overall, by_region], ignore_index=True)
@@ -234,10 +234,10 @@ def _witness(row) -> str:
 def check_budgets(budgets, observed: pd.DataFrame) -> list:
     """PASS/FAIL lines for every (budget, metric); a budget with no data fails its every metric."""
     rows = {k: observed.iloc[i] for i, k in enumerate(zip(observed["variant"], observed["format"],
-                                                           observed["model"], observed["region"]))}
+                                                           observed["machine"], observed["region"]))}
     lines = []
     for b in budgets:
-        key = (b.variant, b.format, b.model, b.region)
+        key = (b.variant, b.format, b.machine, b.region)
         row = rows.get(key)
         for metric, limit in b.limits:
             if row is None:
@@ -350,7 +350,7 @@ def _junit(lines, regressions, seconds: float) -> str:
 def _json(lines, regressions, tighten) -> str:
     return json.dumps({
         "lines": [{"status": ln.status, "variant": ln.budget.variant, "format": ln.budget.format,
-                   "model": ln.budget.model, "region": ln.budget.region, "metric": ln.metric,
+                   "machine": ln.budget.machine, "region": ln.budget.region, "metric": ln.metric,
                    "observed": ln.observed if math.isfinite(ln.observed) else str(ln.observed),
                    "limit": ln.limit, "witness": ln.witness} for ln in lines],
         "regressions": regressions, "tighten": tighten,
@@ -361,12 +361,12 @@ def _json(lines, regressions, tighten) -> str:
 def propose_budgets(settings_text: str, observed: pd.DataFrame, headroom: float, variants=None) -> str:
     """A budgets file whose limits are the observed values times ``headroom``."""
     out = [settings_text.rstrip() + "\n"]
-    for r in observed.sort_values(["variant", "format", "model", "region"], kind="stable").itertuples(index=False):
+    for r in observed.sort_values(["variant", "format", "machine", "region"], kind="stable").itertuples(index=False):
         if variants and r.variant not in variants:
             continue
         obs = {m: float(getattr(r, m)) for m in METRICS}
         out.append("\n[[budget]]")
-        out.append(f'variant = "{r.variant}"\nformat = "{r.format}"\nmodel = "{r.model}"\nregion = "{r.region}"')
+        out.append(f'variant = "{r.variant}"\nformat = "{r.format}"\nmodel = "{r.machine}"\nregion = "{r.region}"')
         for metric in ("max_ulp", "p99_ulp", "mean_bits"):
             v = obs[metric]
             out.append(f"{metric} = {_toml_num(_round_up(v * headroom) if v > 0 else 0.0)}")

@@ -26,10 +26,10 @@ def standard_input():
     return x[None], t[None], np.ones_like(x)[None], np.full_like(x, 0.5)[None]
 
 
-def count_ops(variant: str, model: str = "npu", gamma: float = 2.0, alpha: float = 0.25) -> tuple:
+def count_ops(variant: str, machine: str = "npu", gamma: float = 2.0, alpha: float = 0.25) -> tuple:
     """(total ops per element, {op name: ops per element}) of one variant on the standard input."""
     x, t, d, w = standard_input()
-    m = Machine(MachineModel(model), count_ops=True)
+    m = Machine(MachineModel(machine), count_ops=True)
     get_variant(variant)(m, x, t, d, w, alpha, gamma, "mean")
     per = {k: v / x.size for k, v in sorted(m.counts.items())}
     return float(sum(per.values())), per

@@ -32,7 +32,7 @@ A study file (``studies/NAME.toml``)::
 
     [run]
     variants = ["all"]                # registry names, or "all"
-    models = ["ieee", "npu"]          # machine specs ("npu+ftz", ...)
+    machines = ["ieee", "npu"]          # machine specs ("npu+ftz", ...)
     per_point = "all"                 # all | incorrect | over_1ulp | worst | none
     compare = [["candidate", "kernel"]]   # optional: (with, without) pairs compared point by point,
                                       # besides the guard and G5-threshold pairs found from the names
@@ -89,7 +89,7 @@ _POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count
                "bracket_bands"}
 #: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
 DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
-_RUN_KEYS = {"variants", "models", "per_point", "compare"}
+_RUN_KEYS = {"variants", "machines", "per_point", "compare"}
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Study:
     profiles: tuple
     region_edges: tuple
     variants: tuple
-    models: tuple
+    machines: tuple
     per_point: str
     source: str  # the file's text, for the reproduce block and the hash
     path: str
@@ -372,16 +372,16 @@ def parse_study(text: str, path: str = "<study>") -> Study:
     variants = run.array("variants", ["all"])
     if not all(isinstance(v, str) for v in variants):
         raise run.error("variants", "expected an array of variant names")
-    models = run.array("models", ["ieee"])
-    if not all(isinstance(v, str) for v in models):
-        raise run.error("models", "expected an array of machine specs")
+    machines = run.array("machines", ["ieee"])
+    if not all(isinstance(v, str) for v in machines):
+        raise run.error("machines", "expected an array of machine specs")
     per_point = run.string("per_point", PER_POINT_MODES, default="all")
-    _check_registry_names(run, variants, models)
+    _check_registry_names(run, variants, machines)
     compare = _parse_compare(run, variants)
     report = _parse_report(top, data) if "report" in data else None
     return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
-                 tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(models)), per_point, text, path, bands,
+                 tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(machines)), per_point, text, path, bands,
                  compare, report)
 
 
@@ -440,7 +440,7 @@ def _report_option(reader: _Reader, key: str, kind: str):
     return tuple(values)
 
 
-def _check_registry_names(run: _Reader, variants, models) -> None:
+def _check_registry_names(run: _Reader, variants, machines) -> None:
     for v in variants:
         if v == "all":
             continue
@@ -448,11 +448,11 @@ def _check_registry_names(run: _Reader, variants, models) -> None:
             get_variant(v)
         except PrecisionError as exc:
             raise run.error("variants", str(exc)) from None
-    for m in models:
+    for m in machines:
         try:
             get_machine(m)
         except PrecisionError as exc:
-            raise run.error("models", str(exc)) from None
+            raise run.error("machines", str(exc)) from None
 
 
 def load_study(path) -> Study:

@@ -3,7 +3,7 @@
 The pipeline (one direction, as in DESIGN.md)::
 
     study -> pred values -> focal terms A(x, g), A(-x, g) (cache, else computed in chunks)
-          -> tasks, one per (model, profile, alpha, gamma, weight, dout):
+          -> tasks, one per (machine, profile, alpha, gamma, weight, dout):
              the tensor pred[P, T] x target[P, T], every variant evaluated on it,
              the exact values derived from the terms, scored and aggregated
           -> tables (pandas) and per-point rows (Parquet) in the output folder
@@ -19,7 +19,7 @@ Output folder (``precision run`` default: ``out/<study name>``); every
 statistic is :mod:`precision.scoring`'s:
 
 ``summary.csv``
-    One row per (variant, model, format, profile): ``count``, ``max_ulp``
+    One row per (variant, machine, format, profile): ``count``, ``max_ulp``
     (inf when an output is special) with its witness (``witness_pred``,
     ``witness_target``, ``witness_alpha``, ``witness_gamma``,
     ``witness_weight``, ``witness_dout`` in hex; ``witness_computed`` and
@@ -35,7 +35,7 @@ statistic is :mod:`precision.scoring`'s:
     The finest groups (:data:`GROUP_KEYS`, plus ``bracket`` with bracket
     bands), same columns.
 ``by_bracket.csv``
-    With ``bracket_bands`` only: per (variant, model, format, profile, gamma, bracket).
+    With ``bracket_bands`` only: per (variant, machine, format, profile, gamma, bracket).
 ``groups_raw.csv``, ``hist.npz``
     The fine groups' mergeable sums, maxima and witnesses, and their sparse
     ulp histograms (``row``, ``bin``, ``count``): :class:`precision.scoring.GroupStats`
@@ -43,7 +43,7 @@ statistic is :mod:`precision.scoring`'s:
 ``comparisons.csv``
     Every paired comparison of the run (:mod:`precision.comparisons`: guard
     pairs, G5 thresholds against never and against 1/64, declared pairs), per
-    machine model, format and profile, overall (region ``all``) and per region:
+    machine, format and profile, overall (region ``all``) and per region:
     ``changed``, ``better``, ``worse``, ``tied``, ``both_garbage``,
     ``specials_fixed`` (with ``fixed_correct``, ``fixed_le_1ulp``,
     ``fixed_le_2p10``, ``fixed_le_2p20``, ``fixed_more``), ``specials_caused``,
@@ -55,12 +55,12 @@ statistic is :mod:`precision.scoring`'s:
     The fine comparisons (:data:`PAIR_KEYS`), mergeable
     (:class:`precision.scoring.PairedStats`, :func:`load_paired`).
 ``predbins.npz``
-    Max ulp per symmetric-log pred bin, per (variant, model, profile, gamma).
+    Max ulp per symmetric-log pred bin, per (variant, machine, profile, gamma).
 ``points.parquet``
     Per-point scores (selected by the study's ``per_point``), columns:
     ``pred``, ``target``, ``alpha``, ``gamma``, ``weight`` (NaN when absent),
     ``dout``, ``count`` (exact inputs as float64/int), ``variant``,
-    ``model``, ``format``, ``profile``, ``computed``, ``exact`` and
+    ``machine``, ``format``, ``profile``, ``computed``, ``exact`` and
     ``exact_lo`` (the exact value as a double-double), ``rounded`` (the
     correctly rounded value), ``err_ulp``, ``err_bits``, ``class``.
 ``run.json``
@@ -140,7 +140,7 @@ class Task:
     """One tensor evaluation: every variant on pred x target for fixed scalars (picklable)."""
 
     key: str
-    model: str
+    machine: str
     profile: Profile
     alpha: float
     gamma: float
@@ -265,7 +265,7 @@ def run_task(task: Task) -> dict:
         try:
             kwargs = {"count": count} if task.reduction == "mean" else {}
             computed = evaluate(variant, pred2d, target2d, dout2d, weight2d, alpha=task.alpha, gamma=task.gamma,
-                                reduction=task.reduction, machine=task.model, **kwargs)
+                                reduction=task.reduction, machine=task.machine, **kwargs)
         except PrecisionError:
             unsupported.append(vi)  # e.g. an fp16-only variant on an fp32 profile
             continue
@@ -393,7 +393,7 @@ def _build_tasks(study: Study, preds, terms, variants, comparisons) -> list:
     index = {v: i for i, v in enumerate(variants)}
     pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
     tasks = []
-    for model in study.models:
+    for machine in study.machines:
         for profile in study.profiles:
             # a tensor of the profile's pred format holds only the values exact in it
             fmt = get_format(profile.pred)
@@ -406,12 +406,12 @@ def _build_tasks(study: Study, preds, terms, variants, comparisons) -> list:
                 for alpha in study.alphas:
                     for weight in study.weights:
                         for dout in study.douts:
-                            fields = dict(model=model, profile=profile.name, alpha=alpha.hex(), gamma=gamma.hex(),
+                            fields = dict(machine=machine, profile=profile.name, alpha=alpha.hex(), gamma=gamma.hex(),
                                           weight=None if weight is None else weight.hex(), dout=dout.hex(),
                                           variants=variants, targets=study.targets, per_point=study.per_point,
                                           preds=preds_digest, comparisons=pairs)
                             pos, neg = terms[gamma]
-                            tasks.append(Task(_task_key(study, fields), model, profile, alpha, gamma, weight, dout,
+                            tasks.append(Task(_task_key(study, fields), machine, profile, alpha, gamma, weight, dout,
                                               study.reduction, study.count, study.targets, variants,
                                               study.region_edges, study.per_point, preds[exact], pos.take(exact),
                                               neg.take(exact), study.bracket_edges, pairs))
@@ -471,9 +471,9 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
 # ---------------------------------------------------------------------------
 
 #: Key columns of the fine groups of ``groups_raw.csv`` (``bracket`` only with bracket bands).
-GROUP_KEYS = ("variant", "model", "format", "profile", "alpha", "gamma", "weight", "dout", "target", "region")
+GROUP_KEYS = ("variant", "machine", "format", "profile", "alpha", "gamma", "weight", "dout", "target", "region")
 #: Key columns of the fine comparisons of ``paired_raw.csv`` (``bracket`` only with bracket bands).
-PAIR_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "model", "format", "profile",
+PAIR_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "machine", "format", "profile",
              "alpha", "gamma", "weight", "dout", "target", "region")
 _WITNESS_INPUTS = ("pred", "target", "alpha", "gamma", "weight", "dout")
 
@@ -518,15 +518,15 @@ def _decode_groups(gid, task, region_names, band_names) -> dict:
     return keys
 
 
-def sort_table(table: pd.DataFrame, variants, models=None, regions=None, bands=None) -> pd.DataFrame:
-    """Rows in run order: variant (or comparison) as in the study, model as in the study, then the other keys."""
+def sort_table(table: pd.DataFrame, variants, machines=None, regions=None, bands=None) -> pd.DataFrame:
+    """Rows in run order: variant (or comparison) as in the study, machine as in the study, then the other keys."""
     ranks = {"variant": {v: i for i, v in enumerate(variants)},
              "with_variant": {v: i for i, v in enumerate(variants)},
-             "model": {m: i for i, m in enumerate(models or ())},
+             "machine": {m: i for i, m in enumerate(machines or ())},
              "region": {r: i for i, r in enumerate(regions or ())},
              "bracket": {b: i for i, b in enumerate(bands or ())},
              "kind": {"guard": 0, "threshold": 1, "declared": 2}}
-    cols = [c for c in ("kind", "subject", "variant", "with_variant", "without_variant", "model", "format",
+    cols = [c for c in ("kind", "subject", "variant", "with_variant", "without_variant", "machine", "format",
                         "profile", "alpha", "gamma", "weight", "dout", "target", "region", "bracket")
             if c in table.columns]
 
@@ -574,7 +574,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         res = _read_task(task, chunk_dir)
         fallback += res.fallback
         fmt = task.profile.pred
-        base = dict(model=task.model, format=fmt, profile=task.profile.name, alpha=task.alpha, gamma=task.gamma,
+        base = dict(machine=task.machine, format=fmt, profile=task.profile.name, alpha=task.alpha, gamma=task.gamma,
                     weight=np.nan if task.weight is None else task.weight, dout=task.dout)
         f = res.stats.frame
         keys = _decode_groups(f["group"], task, region_names, band_names)
@@ -605,7 +605,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
                 "dout": _exact_input(task.dout, task.profile.dout),
                 "count": task.count if task.reduction == "mean" else 1,
                 "variant": pd.Categorical(names[pts["variant"].to_numpy(np.int64)], categories=variants),
-                "model": task.model, "format": fmt, "profile": task.profile.name,
+                "machine": task.machine, "format": fmt, "profile": task.profile.name,
                 "computed": pts["computed"].to_numpy(), "exact": pts["exact_hi"].to_numpy(),
                 "exact_lo": pts["exact_lo"].to_numpy(), "rounded": pts["rounded"].to_numpy(),
                 "err_ulp": pts["err_ulp"].to_numpy(), "err_bits": pts["err_bits"].to_numpy(),
@@ -613,7 +613,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
                     pts["class"].to_numpy(np.int64)], categories=list(CLASS_NAMES.values()))})
             writer = _append_parquet(writer, points_tmp, frame)
         for vi, v in enumerate(variants):
-            key = (v, task.model, task.profile.name, task.gamma)
+            key = (v, task.machine, task.profile.name, task.gamma)
             cur = res.pred_max[vi]
             predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
     fine_keys = list(GROUP_KEYS) + (["bracket"] if bands else [])
@@ -623,22 +623,22 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     stats = GroupStats(stats.frame[order], stats.hist)
 
     def table(by):
-        return sort_table(stats.merge(by).table(by), variants, study.models, region_names, band_names)
+        return sort_table(stats.merge(by).table(by), variants, study.machines, region_names, band_names)
     tables = {
-        "summary.csv": table(["variant", "model", "format", "profile"]),
-        "by_region.csv": table(["variant", "model", "format", "profile", "region"]),
-        "by_gamma.csv": table(["variant", "model", "format", "profile", "gamma"]),
+        "summary.csv": table(["variant", "machine", "format", "profile"]),
+        "by_region.csv": table(["variant", "machine", "format", "profile", "region"]),
+        "by_gamma.csv": table(["variant", "machine", "format", "profile", "gamma"]),
         "groups.csv": table(fine_keys),
     }
     if bands:
-        tables["by_bracket.csv"] = table(["variant", "model", "format", "profile", "gamma", "bracket"])
+        tables["by_bracket.csv"] = table(["variant", "machine", "format", "profile", "gamma", "bracket"])
     pair_keys = list(PAIR_KEYS) + (["bracket"] if bands else [])
     paired = PairedStats.concat(paired_parts)
     if len(paired):
         paired = PairedStats(paired.frame.drop(columns=["group", "comparison_index"], errors="ignore"), paired.hist)
         order = pair_keys + [c for c in paired.frame.columns if c not in pair_keys]
         paired = PairedStats(paired.frame[order], paired.hist)
-    tables["comparisons.csv"] = comparison_table(paired, variants, study.models, region_names)
+    tables["comparisons.csv"] = comparison_table(paired, variants, study.machines, region_names)
     for name, t in tables.items():
         _atomic_csv(out / name, t)
     # the fine groups' raw sums and histograms, for re-merging by reports and the gate
@@ -650,7 +650,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     keys = sorted(predbins, key=lambda k: (vorder[k[0]], k[1], k[2], k[3]))
     atomic_write_npz(out / "predbins.npz", {
         "edges": PRED_BIN_EDGES,
-        "variant": np.array([k[0] for k in keys], dtype=str), "model": np.array([k[1] for k in keys], dtype=str),
+        "variant": np.array([k[0] for k in keys], dtype=str), "machine": np.array([k[1] for k in keys], dtype=str),
         "profile": np.array([k[2] for k in keys], dtype=str), "gamma": np.array([k[3] for k in keys]),
         "max_ulp": np.stack([predbins[k] for k in keys]) if keys else np.empty((0, PRED_BIN_EDGES.size - 1))})
     if writer is None:
@@ -662,11 +662,11 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
 
 
 #: Key columns of ``comparisons.csv`` (region ``all`` = every region of the run).
-COMPARISON_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "model", "format",
+COMPARISON_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "machine", "format",
                    "profile", "region")
 
 
-def comparison_table(paired: PairedStats, variants, models, regions, by=COMPARISON_KEYS) -> pd.DataFrame:
+def comparison_table(paired: PairedStats, variants, machines, regions, by=COMPARISON_KEYS) -> pd.DataFrame:
     """The paired statistics and verdict per comparison, machine, format and profile: overall (region ``all``) and per region."""
     by = list(by)
     if not len(paired):
@@ -676,7 +676,7 @@ def comparison_table(paired: PairedStats, variants, models, regions, by=COMPARIS
     overall.insert(by.index("region"), "region", "all")
     t = pd.concat([overall, per_region], ignore_index=True)
     order = {c: i for i, c in enumerate(dict.fromkeys(paired.frame["comparison"]))}
-    t = sort_table(t, variants, models, ["all", *regions])
+    t = sort_table(t, variants, machines, ["all", *regions])
     return t.assign(_c=t["comparison"].map(order)).sort_values("_c", kind="stable").drop(columns="_c").reset_index(
         drop=True)
 
@@ -707,7 +707,7 @@ def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
     data = {
         "study": study.name, "study_file": study.path, "study_sha256": study.digest, "seed": study.seed,
         "oracle_version": oracle.ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
-        "versions": versions, "models": list(study.models), "variants": list(_variants_of(study)),
+        "versions": versions, "machines": list(study.machines), "variants": list(_variants_of(study)),
         "region_edges": list(study.region_edges), "regions": region_labels(study.region_edges),
         "bracket_edges": list(study.bracket_edges), "brackets": band_labels(study.bracket_edges),
         "report": None if study.report is None else {

@@ -76,7 +76,7 @@ gamma = [2.0]
 profiles = ["fp32"]
 [run]
 variants = ["kernel", "naive"]
-models = ["ieee"]
+machines = ["ieee"]
 per_point = "none"
 """
 
@@ -275,7 +275,7 @@ dout = [1.0, 0.5, 2.0, 0.25, 4.0, 0.125, 8.0, 3.0]
 profiles = ["fp32"]
 [run]
 variants = ["kernel", "naive", "golden", "mmcv"]
-models = ["ieee", "npu"]
+machines = ["ieee", "npu"]
 per_point = "none"
 """
 

@@ -38,7 +38,7 @@ gamma = [-2.0, 2.0]
 profiles = ["fp16"]
 [run]
 variants = ["naive", "naive+G1", "naive+G2", "kernel", "kernel-G5", "kernel-G8"]
-models = ["ieee"]
+machines = ["ieee"]
 per_point = "all"
 """
 

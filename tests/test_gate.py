@@ -41,14 +41,14 @@ def test_committed_budgets_pass_with_junit_and_json(gate_dir, capsys):
     assert suite.get("failures") == "0" and int(suite.get("tests")) == len(checks)
     data = json.loads((gate_dir / "g.json").read_text())
     assert data["failed"] == 0 and data["passed"] == len(checks)
-    # every line is parseable: status, variant, format, model, region, metric, observed, limit, witness
+    # every line is parseable: status, variant, format, machine, region, metric, observed, limit, witness
     fields = checks[0].split(" ")
     assert len(fields) == 9 and fields[6].startswith("observed=") and fields[8].startswith("witness=pred=")
 
 
 def test_tightened_budget_fails_with_its_line(gate_dir, capsys):
     text = (gate_dir / "budgets.toml").read_text()
-    block = re.search(r'\[\[budget\]\]\nvariant = "kernel"\nformat = "fp32"\nmodel = "npu"\nregion = "\[-8, 0\)"\n'
+    block = re.search(r'\[\[budget\]\]\nvariant = "kernel"\nformat = "fp32"\nmachine = "npu"\nregion = "\[-8, 0\)"\n'
                       r'max_ulp = ([^\n]+)\n', text)
     assert block, "the committed budgets hold a kernel fp32 npu [-8, 0) budget"
     observed = float(re.search(r"observed = \{ max_ulp = ([^,]+),", text[block.end():]).group(1))
@@ -90,7 +90,7 @@ def test_baseline_regression_and_tighten(gate_dir, capsys):
     regressions = [line for line in lines if line.startswith("REGRESSION")]
     assert code == 1 and len(regressions) == 1 and regressions[0].startswith("REGRESSION kernel fp16 ieee all mean_bits")
     # a budget far above its observed value can tighten (exit status unchanged)
-    loose = re.sub(r'(variant = "kernel"\nformat = "fp16"\nmodel = "ieee"\nregion = "\[-8, 0\)"\nmax_ulp = )[^\n]+',
+    loose = re.sub(r'(variant = "kernel"\nformat = "fp16"\nmachine = "ieee"\nregion = "\[-8, 0\)"\nmax_ulp = )[^\n]+',
                    r"\g<1>1000000.0", (gate_dir / "budgets.toml").read_text())
     (gate_dir / "loose.toml").write_text(loose)
     code, lines, _ = gate(capsys, gate_dir, budgets="loose.toml")

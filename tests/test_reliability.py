@@ -29,7 +29,7 @@ alpha = [0.25]
 gamma = [2.0, -1.5]
 [run]
 variants = ["kernel", "naive"]
-models = ["ieee"]
+machines = ["ieee"]
 per_point = "all"
 """
 
@@ -106,7 +106,7 @@ BAD_STUDIES = {
     "wrong type": lambda t: t.replace("num = 97", 'num = "97"'),
     "empty axis": lambda t: t.replace("gamma = [2.0, -1.5]", "gamma = []"),
     "unknown variant": lambda t: t.replace('"naive"]', '"naïve"]'),
-    "unknown model": lambda t: t.replace('models = ["ieee"]', 'models = ["tpu"]'),
+    "unknown machine": lambda t: t.replace('machines = ["ieee"]', 'machines = ["tpu"]'),
     "NaN gamma": lambda t: t.replace("gamma = [2.0, -1.5]", "gamma = [nan]"),
     "inf alpha": lambda t: t.replace("alpha = [0.25]", "alpha = [inf]"),
     "invalid reduction": lambda t: t.replace("[points]", '[points]\nreduction = "avg"'),

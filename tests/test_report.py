@@ -45,7 +45,7 @@ profiles = ["fp32"]
 
 [run]
 variants = ["naive", "naive+G7", "kernel-G7", "kernel", "kernel[G5=never]", "kernel[G5=2^-6]", "kernel[G5=always]"]
-models = ["ieee", "npu+ftz"]
+machines = ["ieee", "npu+ftz"]
 per_point = "all"
 
 [report]
@@ -105,7 +105,7 @@ def _check_findings(folder: Path) -> int:
             mask = np.ones(len(table), dtype=bool)
             for k, v in n["where"].items():
                 col = table[k]
-                if isinstance(v, str) and k not in ("variant", "model", "format", "profile", "region", "guard",
+                if isinstance(v, str) and k not in ("variant", "machine", "format", "profile", "region", "guard",
                                                     "with_variant", "without_variant", "band", "subset",
                                                     "comparison", "subject", "kind", "bracket", "zone"):
                     v = _value(v)
@@ -155,7 +155,7 @@ class TestBuildReport:
     def test_verdicts_table_follows_the_rule(self, tiny_report):
         from precision.scoring import verdicts
         t = pd.read_csv(tiny_report / "tables" / "verdicts.csv", dtype={"region": str})
-        for col in ("subject", "comparison", "model", "format", "region", "changed", "better", "worse", "tied",
+        for col in ("subject", "comparison", "machine", "format", "region", "changed", "better", "worse", "tied",
                     "specials_fixed", "specials_caused", "both_garbage", "p_value", "verdict"):
             assert col in t.columns, col
         assert (t["verdict"].to_numpy() == verdicts(t)).all()
@@ -234,7 +234,7 @@ def test_g7_verdicts_by_band(tiny_report):
     by_w = pd.read_csv(tiny_report / "tables" / "recovery_weight.csv")
     assert by_w.loc[by_w["weight"] == 2.0 ** -140, "recip_overflows"].all()
     assert not by_w.loc[by_w["weight"] == 1.0, "recip_overflows"].any()
-    inf_band = g7[(g7["band"] == "rw < 2^-126, 1/w = inf") & (g7["model"] == "ieee")]
+    inf_band = g7[(g7["band"] == "rw < 2^-126, 1/w = inf") & (g7["machine"] == "ieee")]
     assert (inf_band["zeroed"] > 0).all() and (inf_band["verdict"] == "hurts").all()
 
 
@@ -266,7 +266,7 @@ profiles = ["fp16", "fp32"]
 bracket_bands = [2, 4, 16]
 [run]
 variants = ["candidate", "kernel"]
-models = ["ieee", "npu"]
+machines = ["ieee", "npu"]
 per_point = "worst"
 compare = [["candidate", "kernel"]]
 

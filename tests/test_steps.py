@@ -21,7 +21,7 @@ from precision.implementations.mmcv import MMCV_RECIPE
 from precision.machine import Machine, MachineModel
 from precision.steps import KINDS, Recipe, Step, patch
 
-#: Every machine model and flush switch (bit-identity of shared evaluation is checked on each).
+#: Every machine and flush switch (bit-identity of shared evaluation is checked on each).
 MACHINES = ["ieee", "numpy", "npu", "npu+ftz", "npu+daz", "npu+ftz+daz", "npu+release", "ieee+ftz", "numpy+daz"]
 
 #: The kernel family's names of spec section 3 (issue 13), plus the guard decisions.
@@ -170,7 +170,7 @@ class TestEvaluateVariants:
     @pytest.mark.slow
     @pytest.mark.parametrize("machine", MACHINES)
     def test_bit_identical_fp16_exhaustive(self, machine):
-        """Every registered variant, every machine model, every finite fp16 pred x t in {0, 1, 2}."""
+        """Every registered variant, every machine, every finite fp16 pred x t in {0, 1, 2}."""
         for dtype, weight, alpha, gamma in ((np.float16, False, 0.25, 2.0), (np.float32, True, 0.75, -1.5),
                                             (np.float16, True, 2.0**-30, 0.5)):
             p, t, d, w = tensor(fp16_preds(), dtype, weight, seed=3)

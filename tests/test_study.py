@@ -20,7 +20,7 @@ alpha = [0.25]
 gamma = [2.0, -1.5]
 [run]
 variants = ["kernel", "naive"]
-models = ["ieee"]
+machines = ["ieee"]
 """
 
 
@@ -56,7 +56,7 @@ class TestParse:
         ("gamma = [2.0, -1.5]", "gamma = [1e39]", ["points.gamma", "float32"]),
         ('kind = "list"', 'kind = "spiral"', ["pred.kind", "exhaustive"]),
         ('variants = ["kernel", "naive"]', 'variants = ["kernal"]', ["run.variants", "kernal"]),
-        ('models = ["ieee"]', 'models = ["gpu"]', ["run.models", "gpu"]),
+        ('machines = ["ieee"]', 'machines = ["gpu"]', ["run.machines", "gpu"]),
         ("target = [0, 1]", "target = [0.5]", ["points.target", "int32"]),
         ("[points]", '[points]\nreduction = "avg"', ["points.reduction", "mean"]),
         ("[points]", '[points]\nreduction = "mean"\ncount = 0', ["points.count", "positive"]),

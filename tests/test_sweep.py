@@ -35,7 +35,7 @@ gamma = [2.0, -1.5]
 profiles = ["fp16", "fp32"]
 [run]
 variants = ["kernel", "kernel-G2", "naive", "naive+G2", "golden"]
-models = ["ieee", "npu"]
+machines = ["ieee", "npu"]
 per_point = "all"
 """
 
@@ -70,7 +70,7 @@ class TestPipeline:
         n = pred_values(small_study().pred, 1).size
         assert result.points == n * 2 * 16 and len(pts) == result.points * 5
         for fmt, dtype in (("fp16", np.float16), ("fp32", np.float32)):
-            sel = pts[(pts["format"] == fmt) & (pts["variant"] == "kernel") & (pts["model"] == "npu")]
+            sel = pts[(pts["format"] == fmt) & (pts["variant"] == "kernel") & (pts["machine"] == "npu")]
             direct = oracle.gradient(sel["pred"].to_numpy(), sel["target"].to_numpy(), sel["alpha"].to_numpy(),
                                      sel["gamma"].to_numpy(), fmt=fmt)
             np.testing.assert_array_equal(sel["rounded"].to_numpy().astype(dtype).view(np.uint16 if fmt == "fp16"
@@ -80,7 +80,7 @@ class TestPipeline:
                             (sel["exact"].to_numpy(), sel["exact_lo"].to_numpy()), fmt, sel["rounded"].to_numpy())
             np.testing.assert_array_equal(err, sel["err_ulp"].to_numpy())
         # computed values are what evaluate() returns for that tensor
-        one = pts[(pts["format"] == "fp32") & (pts["variant"] == "naive") & (pts["model"] == "ieee")
+        one = pts[(pts["format"] == "fp32") & (pts["variant"] == "naive") & (pts["machine"] == "ieee")
                   & (pts["alpha"] == 0.25) & (pts["gamma"] == -1.5)].sort_values(["pred", "target"], kind="stable")
         preds = np.unique(one["pred"].to_numpy().view(np.int64)).view(np.float64)
         preds = preds[np.argsort(preds, kind="stable")]
@@ -98,7 +98,7 @@ class TestPipeline:
         out, _ = reference_run
         s = pd.read_csv(out / "summary.csv")
         assert len(s) == 5 * 2 * 2
-        k = s[(s["variant"] == "kernel") & (s["model"] == "ieee") & (s["format"] == "fp16")].iloc[0]
+        k = s[(s["variant"] == "kernel") & (s["machine"] == "ieee") & (s["format"] == "fp16")].iloc[0]
         n = pred_values(small_study().pred, 1).size
         assert k["count"] == n * 2 * 4 and 0 <= k["share_correct"] <= 1
         assert float.fromhex(k["witness_pred"]) == float(np.float16(float.fromhex(k["witness_pred"])))
@@ -118,10 +118,10 @@ class TestPipeline:
         pts = pd.read_parquet(out / "points.parquet")
         pts["variant"] = pts["variant"].astype(str)
         pts["pred_bits"] = pts["pred"].to_numpy().view(np.int64)  # -0.0 and 0.0 are two points
-        keys = ["model", "format", "alpha", "gamma", "target", "pred_bits"]
+        keys = ["machine", "format", "alpha", "gamma", "target", "pred_bits"]
         checked = 0
         for r in allr.itertuples(index=False):
-            sel = pts[(pts["model"] == r.model) & (pts["format"] == r.format)]
+            sel = pts[(pts["machine"] == r.machine) & (pts["format"] == r.format)]
             j = sel[sel["variant"] == r.with_variant].merge(sel[sel["variant"] == r.without_variant], on=keys,
                                                             suffixes=("_w", "_o"))
             cw, co = j["computed_w"].to_numpy(), j["computed_o"].to_numpy()
@@ -178,7 +178,7 @@ gamma = [2.0, 0.5, -1.5, -0.5, 3.0]
 profiles = ["fp32"]
 [run]
 variants = ["kernel", "naive", "golden", "mmcv"]
-models = ["ieee", "npu"]
+machines = ["ieee", "npu"]
 per_point = "none"
 """
 
@@ -254,7 +254,7 @@ def test_per_point_worst_keeps_each_groups_worst(tmp_path):
     groups = pd.read_csv(out / "groups.csv")
     pts["region"] = pd.cut(pts["pred"], [-np.inf, -20, -8, 0, 8, 20, np.inf], right=False,
                            labels=["x < -20", "[-20, -8)", "[-8, 0)", "[0, 8)", "[8, 20)", "x >= 20"]).astype(str)
-    keys = ["variant", "model", "format", "alpha", "gamma", "target", "region"]
+    keys = ["variant", "machine", "format", "alpha", "gamma", "target", "region"]
     sizes = pts.groupby(keys, observed=True).size()
     assert sizes.max() == 8
     worst = pts.groupby(keys, observed=True)["err_ulp"].max().reset_index()
@@ -300,7 +300,7 @@ profiles = ["fp32"]
 bracket_bands = [4, 64]
 [run]
 variants = ["candidate", "kernel"]
-models = ["ieee"]
+machines = ["ieee"]
 per_point = "all"
 """
 
@@ -314,8 +314,8 @@ def test_bracket_bands_split_the_tables(reference_run, tmp_path):
     groups = pd.read_csv(out / "groups.csv")
     assert "bracket" in groups.columns and "bracket" not in summary.columns
     # every point in exactly one band: band counts add up to the summary's
-    sums = by_bracket.groupby(["variant", "model", "format"])["count"].sum()
-    assert (sums.to_numpy() == summary.set_index(["variant", "model", "format"]).loc[sums.index, "count"]).all()
+    sums = by_bracket.groupby(["variant", "machine", "format"])["count"].sum()
+    assert (sums.to_numpy() == summary.set_index(["variant", "machine", "format"]).loc[sums.index, "count"]).all()
     # the band counts equal a direct classification of the points
     x = np.array([float.fromhex(v) for v in ["-0x1.d7c0000000000p-1", "-0x1.8p-1", "0.0", "0x1.8p+0",
                                               "-0x1.cp+1", "0x1.4p+3"]])

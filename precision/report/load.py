@@ -42,7 +42,7 @@ class RunData:
         The run folder.
     run : dict
         ``run.json``: study name, study file and its SHA-256, seed, versions,
-        variants, models, region and bracket edges with their labels.
+        variants, machines, region and bracket edges with their labels.
     summary, by_region, by_gamma, comparisons : pandas.DataFrame
         The CSV tables of the run (columns: :mod:`precision.sweep`).
     stats : precision.scoring.GroupStats
@@ -50,7 +50,7 @@ class RunData:
     paired : precision.scoring.PairedStats
         The fine paired comparisons.
     predbins : dict of numpy.ndarray
-        ``predbins.npz``: ``edges``, ``variant``, ``model``, ``profile``, ``gamma``, ``max_ulp``.
+        ``predbins.npz``: ``edges``, ``variant``, ``machine``, ``profile``, ``gamma``, ``max_ulp``.
     """
 
     folder: Path
@@ -81,9 +81,9 @@ class RunData:
         return list(self.run.get("variants") or dict.fromkeys(self.summary["variant"]))
 
     @property
-    def models(self) -> list:
-        """Machine models in study order."""
-        return list(self.run.get("models", dict.fromkeys(self.summary["model"])))
+    def machines(self) -> list:
+        """Machines in study order."""
+        return list(self.run.get("machines", dict.fromkeys(self.summary["machine"])))
 
     @property
     def regions(self) -> list:
@@ -136,7 +136,7 @@ def load_run(folder) -> RunData:
         raise ParameterError(f"run folder {folder} lacks {', '.join(missing)}; rerun `precision run` into it")
     run = json.loads((folder / "run.json").read_text())
     with np.load(folder / "predbins.npz", allow_pickle=False) as p:
-        predbins = {k: p[k] for k in ("edges", "variant", "model", "profile", "gamma", "max_ulp")}
+        predbins = {k: p[k] for k in ("edges", "variant", "machine", "profile", "gamma", "max_ulp")}
     return RunData(folder, run, _read_csv(folder / "summary.csv"), _read_csv(folder / "by_region.csv"),
                    _read_csv(folder / "by_gamma.csv"), _read_csv(folder / "comparisons.csv"), load_stats(folder),
                    load_paired(folder), predbins)

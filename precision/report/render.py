@@ -76,7 +76,7 @@ def _reproduce(run: dict, study: str) -> str:
         f"study file     {run.get('study_file')}",
         f"study sha256   {run.get('study_sha256')}",
         f"seed           {run.get('seed')}",
-        f"machines       {', '.join(run.get('models', []))}",
+        f"machines       {', '.join(run.get('machines', []))}",
         f"pred sets      {json.dumps(run.get('pred_sets', []), sort_keys=True)}",
         f"oracle version {run.get('oracle_version')}",
         f"code sha256    {run.get('code_sha256')}",

@@ -21,8 +21,8 @@ __all__ = ["stat_table", "paired_table", "ordered", "region_text", "short_hex", 
 
 
 def ordered(frame: pd.DataFrame, run) -> pd.DataFrame:
-    """Rows in run order (variants and models as in the study, regions by x, bracket bands by C)."""
-    return sort_table(frame, run.variants, run.models, ["all", *run.regions], run.brackets)
+    """Rows in run order (variants and machines as in the study, regions by x, bracket bands by C)."""
+    return sort_table(frame, run.variants, run.machines, ["all", *run.regions], run.brackets)
 
 
 def stat_table(run, by) -> pd.DataFrame:
@@ -33,7 +33,7 @@ def stat_table(run, by) -> pd.DataFrame:
 
 def paired_table(run, by=COMPARISON_KEYS) -> pd.DataFrame:
     """The run's paired comparisons merged by ``by`` (must include ``region``; rows ``all`` added)."""
-    return comparison_table(run.paired, run.variants, run.models, run.regions, by)
+    return comparison_table(run.paired, run.variants, run.machines, run.regions, by)
 
 
 def region_text(label: str) -> str:

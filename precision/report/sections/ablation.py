@@ -19,7 +19,7 @@ from precision.report.tables import paired_table
 
 __all__ = ["build", "plot_ablation"]
 
-COLUMNS = ["subject", "comparison", "with_variant", "without_variant", "model", "format", "profile", "region", "count", "changed", "better", "worse",
+COLUMNS = ["subject", "comparison", "with_variant", "without_variant", "machine", "format", "profile", "region", "count", "changed", "better", "worse",
            "tied", "both_garbage", "specials_fixed", "specials_caused", "median_change_bits", "max_gain_bits",
            "max_loss_bits", "p_value", "verdict"]
 _VERDICT_MARK = {"helps": "+", "hurts": "-", "mixed": "±", "inconclusive": "?", "no_effect": ""}
@@ -44,18 +44,18 @@ def plot_ablation(t: pd.DataFrame, folder, fmt: str, regions, stem: str) -> str 
     if t.empty or not (t["changed"] > 0).any():
         return None
     t = t.assign(direction=np.where(t["without_variant"] == "naive", "naive+Gi vs naive", "kernel vs kernel-Gi"))
-    models = list(dict.fromkeys(t["model"]))
+    machines = list(dict.fromkeys(t["machine"]))
     directions = list(dict.fromkeys(t["direction"]))
     regions = [r for r in regions if r in set(t["region"])]
-    fig, axes = plt.subplots(len(models), len(directions), figsize=(6.2 * len(directions) + 1.5, 2.9 * len(models)),
+    fig, axes = plt.subplots(len(machines), len(directions), figsize=(6.2 * len(directions) + 1.5, 2.9 * len(machines)),
                              squeeze=False, constrained_layout=True)
     net = (t["better"] - t["worse"]).to_numpy(np.float64)
     lim = max(1.0, float(np.log10(1 + np.abs(net)).max()))
     im = None
-    for i, model in enumerate(models):
+    for i, machine in enumerate(machines):
         for j, direction in enumerate(directions):
             ax = axes[i, j]
-            sub = t[(t["model"] == model) & (t["direction"] == direction)]
+            sub = t[(t["machine"] == machine) & (t["direction"] == direction)]
             guards = list(dict.fromkeys(sub["subject"]))
             img = np.full((len(guards), len(regions)), np.nan)
             for r in sub.itertuples(index=False):
@@ -67,7 +67,7 @@ def plot_ablation(t: pd.DataFrame, folder, fmt: str, regions, stem: str) -> str 
             im = ax.imshow(img, cmap="coolwarm_r", vmin=-lim, vmax=lim, aspect="auto")
             ax.set_xticks(range(len(regions)), regions, fontsize=6, rotation=30)
             ax.set_yticks(range(len(guards)), guards, fontsize=6)
-            ax.set_title(f"{model}, {fmt}: {direction}", fontsize=7)
+            ax.set_title(f"{machine}, {fmt}: {direction}", fontsize=7)
     fig.colorbar(im, ax=axes, shrink=0.8, label="better - worse outputs (signed log10(1 + |n|); blue = guard helps)")
     return save(fig, folder, stem)
 
@@ -80,10 +80,10 @@ def build(ctx) -> Section:
         return section
     t = paired_table(run)
     t = t[t["kind"] == "guard"][COLUMNS].reset_index(drop=True)
-    by_gamma = paired_table(run, ["kind", "subject", "comparison", "with_variant", "without_variant", "model",
+    by_gamma = paired_table(run, ["kind", "subject", "comparison", "with_variant", "without_variant", "machine",
                                   "format", "profile", "gamma", "region"])
     by_gamma = by_gamma[(by_gamma["kind"] == "guard") & (by_gamma["region"] == "all")]
-    by_gamma = by_gamma[["subject", "comparison", "model", "format", "gamma", "count", "changed", "better", "worse",
+    by_gamma = by_gamma[["subject", "comparison", "machine", "format", "gamma", "count", "changed", "better", "worse",
                          "verdict"]].reset_index(drop=True)
     section.tables.update({"ablation.csv": t, "ablation_gamma.csv": by_gamma})
     plots = [Image(plot_ablation(t, ctx.plot_dir, fmt, run.regions, f"ablation_{fmt}"),
@@ -103,16 +103,16 @@ def build(ctx) -> Section:
         if not (rows["changed"] > 0).any():
             continue
         top = rows.sort_values("changed", ascending=False, kind="stable").iloc[0]
-        w = {k: top[k] for k in ("comparison", "model", "profile", "region")}
+        w = {k: top[k] for k in ("comparison", "machine", "profile", "region")}
         ch = cite("changed", "ablation.csv", t, w, "changed")
         g = by_gamma[by_gamma["comparison"] == comparison].sort_values("changed", ascending=False,
                                                                         kind="stable").iloc[0]
-        wg = {"comparison": comparison, "model": g["model"], "format": g["format"], "gamma": float(g["gamma"])}
+        wg = {"comparison": comparison, "machine": g["machine"], "format": g["format"], "gamma": float(g["gamma"])}
         cg = cite("changed_gamma", "ablation_gamma.csv", by_gamma, wg, "changed")
         findings.append(Finding(
             f"ablation/{comparison}", "ablation",
-            f"{subject} ({comparison}) changes most in region {top['region']} ({ch.text} outputs on {top['model']} "
+            f"{subject} ({comparison}) changes most in region {top['region']} ({ch.text} outputs on {top['machine']} "
             f"{top['format']}, verdict there: {top['verdict']}) and at gamma {g['gamma']:g} ({cg.text} outputs on "
-            f"{g['model']} {g['format']}).", [ch, cg], 70))
+            f"{g['machine']} {g['format']}).", [ch, cg], 70))
     section.findings = findings
     return section

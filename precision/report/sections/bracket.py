@@ -29,10 +29,10 @@ def band_lower_edges(run) -> dict:
 
 
 def bracket_table(run) -> pd.DataFrame:
-    """Stats per (variant, model, format, gamma, bracket band) with ``c_lo``; empty without bracket bands."""
+    """Stats per (variant, machine, format, gamma, bracket band) with ``c_lo``; empty without bracket bands."""
     if "bracket" not in run.stats.frame.columns:
         return pd.DataFrame()
-    t = stat_table(run, ["variant", "model", "format", "gamma", "bracket"])
+    t = stat_table(run, ["variant", "machine", "format", "gamma", "bracket"])
     t.insert(5, "c_lo", t["bracket"].map(band_lower_edges(run)))
     return t
 
@@ -43,10 +43,10 @@ def neighbourhood_table(gammas, c_threshold: float) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["gamma", "c_threshold", "s_lo", "s_hi"])
 
 
-def plot_bracket(bracket: pd.DataFrame, folder, fmt: str, model: str, threshold: float,
+def plot_bracket(bracket: pd.DataFrame, folder, fmt: str, machine: str, threshold: float,
                  stem: str = "error_vs_cancellation") -> str | None:
     """Max finite ulp per band of C, one panel per gamma < -1, a line per variant; the neighbourhood's edge marked."""
-    b = bracket[(bracket["format"] == fmt) & (bracket["model"] == model) & (bracket["gamma"] < -1)]
+    b = bracket[(bracket["format"] == fmt) & (bracket["machine"] == machine) & (bracket["gamma"] < -1)]
     gammas = sorted(dict.fromkeys(b["gamma"]))
     if not gammas:
         return None
@@ -67,7 +67,7 @@ def plot_bracket(bracket: pd.DataFrame, folder, fmt: str, model: str, threshold:
             ax.axvline(pos[threshold] - 0.5, color="r", lw=0.9, ls=":")
         error_axis(ax, level, "max finite ulp error" if j == 0 else "")
         ax.set_xticks(range(len(bands)), labels, fontsize=6, rotation=30)
-        ax.set_title(f"gamma {gamma:g}, {model}, {fmt} (red: C = {threshold:g})", fontsize=8)
+        ax.set_title(f"gamma {gamma:g}, {machine}, {fmt} (red: C = {threshold:g})", fontsize=8)
         ax.set_xlabel("cancellation factor C of the bracket", fontsize=7)
         ax.tick_params(labelsize=6)
     legend_outside(axes[0, -1])
@@ -83,14 +83,14 @@ def build(ctx) -> Section:
         return section
     hood = neighbourhood_table(run.by_gamma["gamma"].unique(), ROOT_NEIGHBOURHOOD_C)
     section.tables.update({"bracket.csv": t, "neighbourhood.csv": hood})
-    shown = t[t["gamma"] < 0][["variant", "model", "format", "gamma", "bracket", "count", "max_finite_ulp",
+    shown = t[t["gamma"] < 0][["variant", "machine", "format", "gamma", "bracket", "count", "max_finite_ulp",
                                "mean_bits", "share_correct", *SPECIAL_CLASSES]]
     fmts = list(dict.fromkeys(t["format"]))
     section.body = [
         Para(f"The root neighbourhood (gamma < -1 and C >= {ROOT_NEIGHBOURHOOD_C:g}) as intervals of the argument "
              "s of A (s = pred for selector 0, -pred for selector 1):"),
         Table(hood, "neighbourhood.csv"),
-        Image(plot_bracket(t, ctx.plot_dir, "fp32" if "fp32" in fmts else fmts[0], run.models[-1],
+        Image(plot_bracket(t, ctx.plot_dir, "fp32" if "fp32" in fmts else fmts[0], run.machines[-1],
                            ROOT_NEIGHBOURHOOD_C),
               "Max finite ulp error per band of the cancellation factor C (special outputs counted in the legend)"),
         Details("Errors per band of C (gamma < 0; bracket.csv has every gamma)", [Table(shown, "bracket.csv")]),

@@ -32,13 +32,13 @@ FIRST_SCREEN_LINES = 8
 def dominant_table(run, variants) -> pd.DataFrame:
     """Per variant, format, selector and region (over 1 ulp or special): the worst machine's max finite error.
 
-    Columns: variant, format, target, region, model (of the max), count
+    Columns: variant, format, target, region, machine (of the max), count
     (over every machine), max_finite_ulp with its finite_witness_* columns,
     kind, the special-class counts (over every machine) and ``special``
     (their sum).
     """
     keys = ["variant", "format", "target", "region"]
-    per_model = stat_table(run, keys + ["model"])
+    per_model = stat_table(run, keys + ["machine"])
     per_model = per_model[per_model["variant"].isin(variants)]
     if per_model.empty:
         return pd.DataFrame()
@@ -48,7 +48,7 @@ def dominant_table(run, variants) -> pd.DataFrame:
              .sort_values(keys + ["_m"], ascending=[True] * len(keys) + [False], kind="stable")
              .drop_duplicates(keys).drop(columns="_m").set_index(keys))
     t = pd.DataFrame(index=worst.index)
-    t["model"] = worst["model"]
+    t["machine"] = worst["machine"]
     t["count"] = totals["count"]
     t["max_finite_ulp"] = worst["max_finite_ulp"]
     for col in (c for c in worst.columns if c.startswith("finite_witness_")):
@@ -77,7 +77,7 @@ def _line(t: pd.DataFrame, i: int) -> tuple[str, list]:
     if np.isnan(r["max_finite_ulp"]):
         return f"{head}: no finite output; {bad} of {cnt.text}.", nums
     nums.append(mx)
-    text = (f"{head}: {mx.text} ulp on {r['model']} at {inputs_text(r, 'finite_witness_')}: "
+    text = (f"{head}: {mx.text} ulp on {r['machine']} at {inputs_text(r, 'finite_witness_')}: "
             + describe_error(r["max_finite_ulp"], r["finite_witness_computed"], r["finite_witness_exact"],
                              r["format"]))
     return text + (f"; {bad} of {cnt.text} outputs." if bad else f"; no special output of {cnt.text}."), nums
@@ -98,10 +98,10 @@ def build(ctx) -> Section:
                      Bullets([text for text, _ in lines[:FIRST_SCREEN_LINES]])]
     shown = t.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in t.iterrows()])
     section.body = [Para("Every group over 1 ulp or with special outputs; max_finite_ulp is over the machines (the "
-                         "machine of the max in `model`), counts are over every machine; `kind` is what the error is at "
+                         "machine of the max in `machine`), counts are over every machine; `kind` is what the error is at "
                          "its witness: special, lost_to_zero, spurious (the exact value rounds to zero or is subnormal, "
                          "the output is not), off_by_factor (relative error >= 1), inaccurate, rounding."),
-                    Table(shown[["variant", "format", "target", "region", "model", "count", "max_finite_ulp", "kind",
+                    Table(shown[["variant", "format", "target", "region", "machine", "count", "max_finite_ulp", "kind",
                                  "inputs", *SPECIAL_CLASSES]], T)]
     section.findings = [Finding(f"dominant/{i}", "dominant", text, nums, 25 + i, shown=True)
                         for i, (text, nums) in enumerate(lines[:FIRST_SCREEN_LINES])]

@@ -81,19 +81,19 @@ def _hole_side(pred, target) -> np.ndarray:
 def onset_table(run) -> pd.DataFrame:
     """Per variant, machine, format, selector and gamma: the onsets of each error level on the hole's side.
 
-    Columns: variant, model, format, target, gamma, count (points on the
+    Columns: variant, machine, format, target, gamma, count (points on the
     side), max_finite_ulp, x_at_max (the pred), special (special outputs),
     then ``first_<level>`` and ``from_<level>`` for each of
     :data:`ONSET_LEVELS` (|x|; NaN: never exceeded / not open at the last point).
     """
-    pts = run.points(["pred", "target", "gamma", "variant", "model", "format", "err_ulp", "class"])
+    pts = run.points(["pred", "target", "gamma", "variant", "machine", "format", "err_ulp", "class"])
     if pts.empty:
         return pd.DataFrame()
     pts = pts[_hole_side(pts["pred"], pts["target"])].copy()
     err = pts["err_ulp"].to_numpy(np.float64)
     pts["err"] = np.where((pts["class"] != "ok").to_numpy() | np.isnan(err), np.inf, err)
     pts["ax"] = np.abs(pts["pred"].to_numpy())
-    keys = ["variant", "model", "format", "target", "gamma"]
+    keys = ["variant", "machine", "format", "target", "gamma"]
     pts = pts.sort_values(keys + ["ax"], kind="stable")
     rows = []
     for key, g in pts.groupby(keys, sort=False):
@@ -115,8 +115,8 @@ def onset_table(run) -> pd.DataFrame:
         rows.append(row)
     t = pd.DataFrame(rows)
     vkey = {v: i for i, v in enumerate(run.variants)}
-    mkey = {m: i for i, m in enumerate(run.models)}
-    return t.assign(_v=t["variant"].map(vkey), _m=t["model"].map(mkey)).sort_values(
+    mkey = {m: i for i, m in enumerate(run.machines)}
+    return t.assign(_v=t["variant"].map(vkey), _m=t["machine"].map(mkey)).sort_values(
         ["_v", "_m", "format", "target", "gamma"], kind="stable").drop(columns=["_v", "_m"]).reset_index(drop=True)
 
 
@@ -126,25 +126,25 @@ def plot_onset(points: pd.DataFrame, onset: pd.DataFrame, folder, gamma: float, 
     p = points[points["gamma"] == gamma]
     if p.empty:
         return None
-    models = list(dict.fromkeys(p["model"]))
+    machines = list(dict.fromkeys(p["machine"]))
     targets = sorted(p["target"].unique())
-    fig, axes = plt.subplots(len(models), len(targets), figsize=(5.2 * len(targets), 2.8 * len(models)),
+    fig, axes = plt.subplots(len(machines), len(targets), figsize=(5.2 * len(targets), 2.8 * len(machines)),
                              squeeze=False, sharex=True, sharey=True)
-    for i, model in enumerate(models):
+    for i, machine in enumerate(machines):
         for j, t in enumerate(targets):
             ax = axes[i, j]
-            for v, sub in p[(p["model"] == model) & (p["target"] == t)].groupby("variant", sort=False):
+            for v, sub in p[(p["machine"] == machine) & (p["target"] == t)].groupby("variant", sort=False):
                 sub = sub.sort_values("pred")
                 err = np.where(sub["class"].to_numpy() != "ok", np.inf, sub["err_ulp"].to_numpy())
                 line, = ax.plot(sub["pred"], clip_errors(err), lw=0.7, label=v)
-                o = onset[(onset["variant"] == v) & (onset["model"] == model) & (onset["target"] == t)
+                o = onset[(onset["variant"] == v) & (onset["machine"] == machine) & (onset["target"] == t)
                           & (onset["gamma"] == gamma)]
                 if len(o) and np.isfinite(o["from_2p20ulp"].iloc[0]):
                     x0 = o["from_2p20ulp"].iloc[0] * (1 if t == 0 else -1)
                     ax.axvline(x0, color=line.get_color(), lw=0.6, ls=":")
             ax.set_yscale("log")
             ax.axhline(1.0, color="k", lw=0.4, ls=":")
-            ax.set_title(f"{model}, selector t={t}, gamma {gamma:g}", fontsize=8)
+            ax.set_title(f"{machine}, selector t={t}, gamma {gamma:g}", fontsize=8)
             ax.set_xlabel("x = pred", fontsize=7)
             ax.set_ylabel("ulp error (special at top)", fontsize=7)
             ax.tick_params(labelsize=6)
@@ -157,10 +157,10 @@ def _onset_findings(onset: pd.DataFrame, gamma: float) -> list:
     out = []
     T = "onset.csv"
     sub = onset[onset["gamma"] == gamma]
-    for (model, fmt, t), grp in sub.groupby(["model", "format", "target"], sort=False):
+    for (machine, fmt, t), grp in sub.groupby(["machine", "format", "target"], sort=False):
         nums, parts = [], []
         for _, r in grp.iterrows():
-            w = {"variant": r["variant"], "model": model, "format": fmt, "target": int(t), "gamma": gamma}
+            w = {"variant": r["variant"], "machine": machine, "format": fmt, "target": int(t), "gamma": gamma}
             cells = []
             for name in ("1e3ulp", "2p20ulp"):
                 c = cite(f"from_{name}_{r['variant']}", T, onset, w, f"from_{name}")
@@ -171,8 +171,8 @@ def _onset_findings(onset: pd.DataFrame, gamma: float) -> list:
                     cells.append(f"over {name.replace('ulp', '').replace('2p20', '2^20')} ulp from |x| = {c.text}")
             parts.append(f"{r['variant']} " + ", ".join(cells))
         side = "x > 0" if t == 0 else "x < 0" if t == 1 else "both signs"
-        out.append(Finding(f"q/onset/{model}/{fmt}/{t}", "q",
-                           f"On {model} {fmt}, selector t={int(t)} ({side}), gamma {fmt_num(gamma)}: "
+        out.append(Finding(f"q/onset/{machine}/{fmt}/{t}", "q",
+                           f"On {machine} {fmt}, selector t={int(t)} ({side}), gamma {fmt_num(gamma)}: "
                            + "; ".join(parts) + ".", nums, 12))
     return out
 
@@ -186,7 +186,7 @@ def build(ctx) -> Section:
     gamma = float(ctx.option("q", "gamma"))
     qt = q_table(ctx.option("q", "x"), gamma, ctx.option("q", "machine"))
     section.tables.update({"onset.csv": onset, "q_table.csv": qt})
-    points = run.points(["pred", "target", "gamma", "variant", "model", "err_ulp", "class"])
+    points = run.points(["pred", "target", "gamma", "variant", "machine", "err_ulp", "class"])
     shown = onset[onset["gamma"] == gamma]
     section.body = [
         Para("Per variant, machine, selector and gamma, on the selector's hole side: the smallest |x| where the "

@@ -31,7 +31,7 @@ G7_PAIRS = (("kernel", "kernel-G7"), ("naive+G7", "naive"))
 G7_BANDS = ("rw >= 2^-126", "rw < 2^-126, 1/w finite", "rw < 2^-126, 1/w = inf")
 MIN_NORMAL_FP32 = 2.0 ** -126
 _CODES = {name: code for code, name in CLASS_NAMES.items()}
-_KEYS = ["model", "format", "alpha", "gamma", "weight", "dout", "target", "pred_bits"]  # -0.0 and 0.0 differ
+_KEYS = ["machine", "format", "alpha", "gamma", "weight", "dout", "target", "pred_bits"]  # -0.0 and 0.0 differ
 
 
 def _recip_overflows(weight) -> np.ndarray:
@@ -43,7 +43,7 @@ def _recip_overflows(weight) -> np.ndarray:
 
 def recovery_points(run) -> pd.DataFrame:
     """Weighted per-point rows with ``rw`` (exact |raw*weight|), ``band`` and ``log2_rw``."""
-    pts = run.points(["pred", "target", "alpha", "gamma", "weight", "dout", "variant", "model", "format",
+    pts = run.points(["pred", "target", "alpha", "gamma", "weight", "dout", "variant", "machine", "format",
                       "computed", "exact", "rounded", "err_ulp", "err_bits", "class"])
     pts = pts[pts["weight"].notna()].reset_index(drop=True)
     if pts.empty:
@@ -86,9 +86,9 @@ def paired_by(pts: pd.DataFrame, by) -> pd.DataFrame:
 
 
 def _binade_table(pts: pd.DataFrame) -> pd.DataFrame:
-    """Error statistics per (model, variant, binade of rw)."""
+    """Error statistics per (machine, variant, binade of rw)."""
     p = pts[np.isfinite(pts["log2_rw"])]
-    by = ["model", "variant", "format", "log2_rw"]
+    by = ["machine", "variant", "format", "log2_rw"]
     codes = p.groupby(by, sort=True).ngroup().to_numpy()
     grouping = Grouping(codes, int(codes.max()) + 1)
     keys = p.iloc[grouping.perm[grouping.starts]][by].reset_index(drop=True)
@@ -103,12 +103,12 @@ def plot_recovery(binades: pd.DataFrame, folder, stem: str = "recovery") -> str 
     """Max finite ulp and outputs lost to zero per binade of |raw*weight|, one panel column per machine."""
     if binades.empty:
         return None
-    models = list(dict.fromkeys(binades["model"]))
-    fig, axes = plt.subplots(2, len(models), figsize=(3.8 * len(models), 5.4), squeeze=False, sharey="row",
+    machines = list(dict.fromkeys(binades["machine"]))
+    fig, axes = plt.subplots(2, len(machines), figsize=(3.8 * len(machines), 5.4), squeeze=False, sharey="row",
                              sharex=True)
-    for j, model in enumerate(models):
+    for j, machine in enumerate(machines):
         ax, bx = axes[0, j], axes[1, j]
-        for v, sub in binades[binades["model"] == model].groupby("variant", sort=False):
+        for v, sub in binades[binades["machine"] == machine].groupby("variant", sort=False):
             line, = ax.plot(sub["log2_rw"], clip_errors(sub["max_finite_ulp"]), marker=".", ms=3, lw=0.9, label=v)
             bx.plot(sub["log2_rw"], sub["lost"], lw=0.9, color=line.get_color(), label=v)
         for a in (ax, bx):
@@ -117,8 +117,8 @@ def plot_recovery(binades: pd.DataFrame, folder, stem: str = "recovery") -> str 
             a.tick_params(labelsize=6)
         ax.set_yscale("log")
         bx.set_xlabel("log2 |raw*weight| (binade; dotted: 2^-126, 2^-149)", fontsize=7)
-        ax.set_title(f"{model}: max finite error", fontsize=8)
-        bx.set_title(f"{model}: outputs lost to zero", fontsize=8)
+        ax.set_title(f"{machine}: max finite error", fontsize=8)
+        bx.set_title(f"{machine}: outputs lost to zero", fontsize=8)
     axes[0, 0].set_ylabel("ulp (log)", fontsize=7)
     axes[1, 0].set_ylabel("outputs", fontsize=7)
     axes[0, -1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
@@ -132,19 +132,19 @@ def build(ctx) -> Section:
     pts = recovery_points(run)
     if pts.empty or not set(pts["variant"]) & {v for pair in G7_PAIRS for v in pair}:
         return section
-    bands = paired_by(pts, ["model", "band"])
-    weights = paired_by(pts, ["model", "weight"])
+    bands = paired_by(pts, ["machine", "band"])
+    weights = paired_by(pts, ["machine", "weight"])
     binades = _binade_table(pts)
     if bands.empty:
         return section
     bkey = {b: i for i, b in enumerate(G7_BANDS)}
-    mkey = {m: i for i, m in enumerate(run.models)}
-    bands = bands.assign(_m=bands["model"].map(mkey), _b=bands["band"].map(bkey)).sort_values(
+    mkey = {m: i for i, m in enumerate(run.machines)}
+    bands = bands.assign(_m=bands["machine"].map(mkey), _b=bands["band"].map(bkey)).sort_values(
         ["_m", "_b"], kind="stable").drop(columns=["_m", "_b"]).reset_index(drop=True)
     weights = weights.assign(log2_weight=np.log2(np.abs(weights["weight"].to_numpy(np.float64))),
                              recip_overflows=_recip_overflows(weights["weight"]))
     section.tables.update({"recovery_g7.csv": bands, "recovery_weight.csv": weights, "recovery.csv": binades})
-    cols = ["comparison", "model", "band", "count", "changed", "better", "worse", "rescued", "zeroed",
+    cols = ["comparison", "machine", "band", "count", "changed", "better", "worse", "rescued", "zeroed",
             "specials_fixed", "specials_caused", "p_value", "verdict"]
     section.body = [
         Para("Per machine and band of the exact |raw*weight| (rw = |exact| / |dout|): G7's comparisons paired on "
@@ -153,16 +153,16 @@ def build(ctx) -> Section:
         Table(bands[cols], "recovery_g7.csv"),
         Image(plot_recovery(binades, ctx.plot_dir), "Max finite ulp error and outputs lost to zero per binade of "
                                                     "|raw*weight|, per variant"),
-        Details("Per weight", [Table(weights[["comparison", "model", "weight", "log2_weight", "recip_overflows",
+        Details("Per weight", [Table(weights[["comparison", "machine", "weight", "log2_weight", "recip_overflows",
                                               "count", "changed", "better", "worse", "rescued", "zeroed",
                                               "verdict"]], "recovery_weight.csv")]),
     ]
     findings = []
     T = "recovery_g7.csv"
-    for (comparison, model), rows in bands.groupby(["comparison", "model"], sort=False):
+    for (comparison, machine), rows in bands.groupby(["comparison", "machine"], sort=False):
         nums, parts = [], []
         for _, r in rows.iterrows():
-            w = {"comparison": comparison, "model": model, "band": r["band"]}
+            w = {"comparison": comparison, "machine": machine, "band": r["band"]}
             cnt, b, wo, rs, z = (cite(f"{c}_{bkey[r['band']]}", T, bands, w, c) for c in
                                  ("count", "better", "worse", "rescued", "zeroed"))
             nums += [cnt, b, wo, rs, z]
@@ -170,7 +170,7 @@ def build(ctx) -> Section:
                          f"{rs.text} rescued from zero, {z.text} zeroed")
         verdicts = set(rows["verdict"]) - {"no_effect"}
         rank = 8 if verdicts & {"helps", "hurts", "mixed"} else 35
-        findings.append(Finding(f"recovery/{comparison}/{model}", "recovery",
-                                f"G7 on {model} ({comparison}): " + "; ".join(parts) + ".", nums, rank))
+        findings.append(Finding(f"recovery/{comparison}/{machine}", "recovery",
+                                f"G7 on {machine} ({comparison}): " + "; ".join(parts) + ".", nums, rank))
     section.findings = findings
     return section

@@ -13,11 +13,11 @@ T = "by_selector.csv"
 
 def build(ctx) -> Section:
     run = ctx.run
-    t = stat_table(run, ["variant", "model", "format", "profile", "target", "region"])
+    t = stat_table(run, ["variant", "machine", "format", "profile", "target", "region"])
     section = Section("selector", "Per selector and region")
     section.tables[T] = t
     shown = t.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in t.iterrows()])
-    shown = shown[["variant", "model", "format", "target", "region", "count", "max_finite_ulp", "inputs", "mean_bits",
+    shown = shown[["variant", "machine", "format", "target", "region", "count", "max_finite_ulp", "inputs", "mean_bits",
                    "share_correct", "over_1ulp", *SPECIAL_CLASSES]]
     section.body = [Para(f"{len(t):,} rows: every statistic per variant, machine, format, selector and pred region "
                          f"(by_selector.csv also has the max over every output with its witness, and quantiles)."),

@@ -32,7 +32,7 @@ MAX_LINES = 6
 
 T = "summary.csv"
 #: Columns of the summary table shown in the page (the CSV has every statistic and both witnesses).
-SHOWN = ["variant", "format", "model", "count", "max_finite_ulp", "inputs", "mean_bits", "share_correct",
+SHOWN = ["variant", "format", "machine", "count", "max_finite_ulp", "inputs", "mean_bits", "share_correct",
          "over_1ulp", *SPECIAL_CLASSES]
 
 
@@ -67,7 +67,7 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
         return None
     edges = predbins["edges"]
     centers = np.where(np.abs(edges[:-1]) < np.abs(edges[1:]), edges[1:], edges[:-1])
-    cols = list(dict.fromkeys(zip(predbins["model"][sel], predbins["profile"][sel])))
+    cols = list(dict.fromkeys(zip(predbins["machine"][sel], predbins["profile"][sel])))
     used = np.flatnonzero(~np.isnan(predbins["max_ulp"][sel]).all(axis=0))
     xlo, xhi = (float(edges[used.min()]), float(edges[used.max() + 1])) if used.size else (-1.0, 1.0)
     level = special_level(predbins["max_ulp"][sel], points["err_ulp"] if not points.empty else [])
@@ -75,16 +75,16 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
     nrow = -(-len(cols) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol + 1.6, 2.7 * nrow), squeeze=False, sharex=True,
                              sharey=True)
-    for k, (model, profile) in enumerate(cols):
+    for k, (machine, profile) in enumerate(cols):
         ax = axes[k // ncol, k % ncol]
         if not points.empty:
-            pp = points[(points["model"] == model) & (points["profile"] == profile)
+            pp = points[(points["machine"] == machine) & (points["profile"] == profile)
                         & points["variant"].isin(list(variants))]
             if len(pp) > 20000:
                 pp = pp.iloc[np.linspace(0, len(pp) - 1, 20000).astype(int)]
             ax.scatter(pp["pred"], clip_errors(pp["err_ulp"], level), s=1, c="0.75", rasterized=True, lw=0)
         for v in variants:
-            rows = np.flatnonzero(sel & (predbins["variant"] == v) & (predbins["model"] == model)
+            rows = np.flatnonzero(sel & (predbins["variant"] == v) & (predbins["machine"] == machine)
                                   & (predbins["profile"] == profile))
             if not rows.size:
                 continue
@@ -96,7 +96,7 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
         ax.set_xlim(xlo, xhi)
         error_axis(ax, level, "max error (ulp)" if k % ncol == 0 else "")
         ax.axhline(1.0, color="k", lw=0.4, ls=":")
-        ax.set_title(f"{model} | {profile}", fontsize=8)
+        ax.set_title(f"{machine} | {profile}", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.set_xlabel("pred (symlog, linear within 1e-4)", fontsize=7)
     for k in range(len(cols), nrow * ncol):
@@ -114,24 +114,24 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
     if not want or gammas.size < 1:
         return None
     edges = predbins["edges"]
-    cols = list(dict.fromkeys(zip(predbins["model"], predbins["profile"])))
+    cols = list(dict.fromkeys(zip(predbins["machine"], predbins["profile"])))
     data = predbins["max_ulp"]
     used = np.flatnonzero((~np.isnan(data)).any(axis=0))
     lo, hi = used.min(), used.max() + 1
     finite = data[np.isfinite(data)]
     vmax = np.log10(max(float(finite.max()) if finite.size else 1.0, 1.0))
-    panels = [(v, model, profile) for v in want for model, profile in cols]
+    panels = [(v, machine, profile) for v in want for machine, profile in cols]
     ncol = min(3, len(panels))
     nrow = -(-len(panels) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.8 * ncol + 1.2, 2.6 * nrow), squeeze=False,
                              constrained_layout=True)
     im = None
-    for k, (v, model, profile) in enumerate(panels):
+    for k, (v, machine, profile) in enumerate(panels):
         ax = axes[k // ncol, k % ncol]
         img = np.full((gammas.size, hi - lo), np.nan)
         bad = np.full(img.shape, np.nan)
         for gi, g in enumerate(gammas):
-            rows = np.flatnonzero((predbins["variant"] == v) & (predbins["model"] == model)
+            rows = np.flatnonzero((predbins["variant"] == v) & (predbins["machine"] == machine)
                                   & (predbins["profile"] == profile) & (predbins["gamma"] == g))
             if rows.size:
                 row = data[rows[0], lo:hi]
@@ -143,7 +143,7 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
         ticks = np.linspace(0, hi - lo - 1, 5).astype(int)
         ax.set_xticks(ticks, [f"{edges[lo + t]:.2g}" for t in ticks], fontsize=6, rotation=30)
         ax.set_yticks(range(gammas.size), [f"{g:g}" for g in gammas], fontsize=6)
-        ax.set_title(f"{v} | {model} | {profile}", fontsize=8)
+        ax.set_title(f"{v} | {machine} | {profile}", fontsize=8)
         ax.set_xlabel("pred bin (lower edge)", fontsize=7)
         ax.set_ylabel("gamma", fontsize=7)
     for k in range(len(panels), nrow * ncol):
@@ -208,14 +208,14 @@ def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str) -> tuple[str,
         return "", []
     mx = rows["max_finite_ulp"].fillna(-np.inf)
     top = rows.loc[mx.idxmax()]
-    w = {"variant": variant, "format": fmt, "model": top["model"], "profile": top["profile"]}
+    w = {"variant": variant, "format": fmt, "machine": top["machine"], "profile": top["profile"]}
     nums = [cite("max_finite_ulp", T, s, w, "max_finite_ulp"), cite("count", T, s, w, "count")]
     specials = [cite(c, T, s, w, c) for c in SPECIAL_CLASSES]
     nums += specials
     if np.isnan(top["max_finite_ulp"]):
-        text = f"{fmt} output, {variant} on {top['model']}: no finite output"
+        text = f"{fmt} output, {variant} on {top['machine']}: no finite output"
     else:
-        text = (f"{fmt} output, {variant}: max finite error {nums[0].text} ulp on {top['model']} "
+        text = (f"{fmt} output, {variant}: max finite error {nums[0].text} ulp on {top['machine']} "
                 f"({label}) at {inputs_text(top, 'finite_witness_')}: "
                 + describe_error(top["max_finite_ulp"], top["finite_witness_computed"], top["finite_witness_exact"],
                                  fmt))
@@ -228,7 +228,7 @@ def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str) -> tuple[str,
 def build(ctx) -> Section:
     """Headline maxima (first screen), the summary table, plots and one finding per format and machine."""
     run = ctx.run
-    s = stat_table(run, ["variant", "model", "format", "profile"])
+    s = stat_table(run, ["variant", "machine", "format", "profile"])
     section = Section("summary", "Accuracy summary")
     section.tables[T] = s
     lines, findings = [], []
@@ -240,19 +240,19 @@ def build(ctx) -> Section:
                 findings.append(Finding(f"summary/headline/{fmt}/{v}", "summary", text, nums, 15, shown=True))
     if lines:
         section.first = [Heading("Headline maxima", 2, "headline"), Bullets(lines)]
-    for (fmt, model), sub in s.groupby(["format", "model"], sort=False):
+    for (fmt, machine), sub in s.groupby(["format", "machine"], sort=False):
         m = sub["max_finite_ulp"].fillna(np.inf)
         best = sub.loc[m.idxmin()]
-        w = {"variant": best["variant"], "format": fmt, "model": model, "profile": best["profile"]}
+        w = {"variant": best["variant"], "format": fmt, "machine": machine, "profile": best["profile"]}
         bm, bs = cite("best_max_finite_ulp", T, s, w, "max_finite_ulp"), cite("best_share", T, s, w, "share_correct")
         ties = int((m == m.min()).sum())
-        text = (f"On {model}, {fmt} output: the lowest max finite error is {bm.text} ulp ({best['variant']}"
+        text = (f"On {machine}, {fmt} output: the lowest max finite error is {bm.text} ulp ({best['variant']}"
                 + (f", tied by {fmt_num(ties - 1)} more" if ties > 1 else "")
                 + f"; correctly rounded on a share {bs.text} of its outputs).")
-        findings.append(Finding(f"summary/best/{fmt}/{model}", "summary", text, [bm, bs], 60))
+        findings.append(Finding(f"summary/best/{fmt}/{machine}", "summary", text, [bm, bs], 60))
     section.findings = findings
     shown = s.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in s.iterrows()])[SHOWN]
-    points = run.points(["pred", "variant", "model", "profile", "err_ulp"])
+    points = run.points(["pred", "variant", "machine", "profile", "err_ulp"])
     section.body = [
         Para(f"Per variant, output format and machine: the max finite ulp error and its inputs (hex floats; "
              + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in dict.fromkeys(s["format"])) + "), Herbie's mean bits of error, the share correctly rounded, outputs over 1 ulp, and the "

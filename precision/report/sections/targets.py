@@ -28,7 +28,7 @@ T = "targets.csv"
 
 
 def targets_table(run, c_threshold: float) -> pd.DataFrame:
-    """Per (variant, model, format): errors outside and inside the root neighbourhood, specials, correct share.
+    """Per (variant, machine, format): errors outside and inside the root neighbourhood, specials, correct share.
 
     Empty without bracket bands, or when no band edge is ``c_threshold``
     (the points of a band straddling it could not be placed).
@@ -39,7 +39,7 @@ def targets_table(run, c_threshold: float) -> pd.DataFrame:
     f = run.stats.frame
     zone = np.where((f["bracket"].map(lo) >= c_threshold) & (f["gamma"] < -1), "inside", "outside")
     stats = run.stats.with_columns(zone=zone)
-    keys = ["variant", "model", "format"]
+    keys = ["variant", "machine", "format"]
     allz = stats.merge(keys).table(keys).set_index(keys)
     zoned = stats.merge(keys + ["zone"]).table(keys + ["zone"])
     out = zoned[zoned["zone"] == "outside"].set_index(keys)
@@ -87,8 +87,8 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
         return labels.get(fmt, "") if isinstance(labels, dict) else labels
     cells, findings = {}, []
     for _, r in t[t["variant"] == candidate].iterrows():
-        w = {"variant": candidate, "model": r["model"], "format": r["format"]}
-        col = f"{r['model']} {r['format']}"
+        w = {"variant": candidate, "machine": r["machine"], "format": r["format"]}
+        col = f"{r['machine']} {r['format']}"
         special, count = cite("special", T, t, w, "special"), cite("count", T, t, w, "count")
         ok_special = special.value <= K["nan_inf"]
         cells[("no special output (NaN, inf, wrong sign, lost inf)", col)] = (
@@ -98,11 +98,11 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
             ok = mx.value <= K["fp32_max_ulp"]
             cells[(f"fp32 max error <= {fmt_num(K['fp32_max_ulp'])} ulp outside the root neighbourhood",
                    col)] = (f"{_verdict(ok)} {mx.text}", "met" if ok else "missed")
-            text = (f"On {r['model']}, fp32 output, outside the root neighbourhood: {candidate} max error {mx.text} "
+            text = (f"On {r['machine']}, fp32 output, outside the root neighbourhood: {candidate} max error {mx.text} "
                     f"ulp ({label('fp32')}) at {inputs_text(r, 'witness_', '_outside')} (target <= "
                     f"{fmt_num(K['fp32_max_ulp'])}: {_verdict(ok)}); {special.text} special outputs of "
                     f"{count.text}.")
-            findings.append(Finding(f"targets/{r['model']}/fp32", "targets", text, [mx, special, count], 3))
+            findings.append(Finding(f"targets/{r['machine']}/fp32", "targets", text, [mx, special, count], 3))
         else:
             wrong = cite("not_correct", T, t, w, "not_correct")
             mx = cite("max_ulp", T, t, w, "max_ulp")
@@ -112,11 +112,11 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
                 f"{_verdict(ok_share)} {100 * (1 - wrong.value / count.value):.4f} %", "met" if ok_share else "missed")
             cells[(f"{r['format']} max error <= {fmt_num(K['fp16_max_ulp'])} ulp", col)] = (
                 f"{_verdict(ok_max)} {mx.text}", "met" if ok_max else "missed")
-            text = (f"On {r['model']}, {r['format']} output ({count.text} outputs, the neighbourhood included): "
+            text = (f"On {r['machine']}, {r['format']} output ({count.text} outputs, the neighbourhood included): "
                     f"{candidate} is not correctly rounded on {wrong.text} (target share >= "
                     f"{fmt_num(K['fp16_share_correct'])}: {_verdict(ok_share)}), max error {mx.text} ulp ({label(r['format'])}; "
                     f"target <= {fmt_num(K['fp16_max_ulp'])}: {_verdict(ok_max)}).")
-            findings.append(Finding(f"targets/{r['model']}/{r['format']}", "targets", text, [wrong, count, mx], 3))
+            findings.append(Finding(f"targets/{r['machine']}/{r['format']}", "targets", text, [wrong, count, mx], 3))
     if "kernel" in set(ops["variant"]) and candidate in set(ops["variant"]):
         ratio = cite("ratio", "opcount.csv", ops, {"variant": candidate}, "ratio_to_kernel")
         ok = ratio.value <= K["ops_ratio"]
@@ -155,7 +155,7 @@ def build(ctx) -> Section:
                           + f". Root neighbourhood: gamma < -1 and the bracket's cancellation factor "
                           f"C >= {ROOT_NEIGHBOURHOOD_C:g}.", "note")]
     shown = t.assign(inputs=[inputs_text(r, "witness_", "_outside") for _, r in t.iterrows()])
-    section.body = [Table(shown[["variant", "model", "format", "count", "outside", "max_ulp_outside", "inputs",
+    section.body = [Table(shown[["variant", "machine", "format", "count", "outside", "max_ulp_outside", "inputs",
                                  "inside", "max_ulp_inside", "special", "share_correct", "not_correct"]], T),
                     Para("Primitive ops per element (precision.opcount: every finite fp16 pred, both selectors, "
                          "weight present, reduction mean, gamma 2, npu machine; a library exp/ln/pow/div counts "

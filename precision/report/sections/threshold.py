@@ -33,14 +33,14 @@ _PAIRED = ("changed", "better", "worse", "specials_fixed", "specials_caused", "p
 
 
 def threshold_table(run) -> pd.DataFrame:
-    """One row per (model, format, profile, threshold variant); empty without threshold comparisons."""
+    """One row per (machine, format, profile, threshold variant); empty without threshold comparisons."""
     comps = run.comparisons
     comps = comps[(comps["kind"] == "threshold") & (comps["region"] == "all")] if not comps.empty else comps
     taus = {v: g5_threshold(v) for v in run.variants}
     taus = {v: t for v, t in taus.items() if t is not None}
     if comps.empty or len(taus) < 2:
         return pd.DataFrame()
-    s = stat_table(run, ["variant", "model", "format", "profile"])
+    s = stat_table(run, ["variant", "machine", "format", "profile"])
     s = s[s["variant"].isin(list(taus))].copy()
     s["tau"] = s["variant"].map(taus)
     with np.errstate(divide="ignore"):
@@ -48,14 +48,14 @@ def threshold_table(run) -> pd.DataFrame:
     s["k"] = np.where(np.isfinite(k), k, np.nan)
     s["threshold"] = s["tau"].map(threshold_name)
     base = {v: g5_threshold(v) for v in comps["without_variant"].unique()}
-    keys = ["variant", "model", "format", "profile"]
+    keys = ["variant", "machine", "format", "profile"]
     for label, is_base in (("never", lambda t: t == 0.0), ("production", lambda t: t == PRODUCTION_THRESHOLD)):
         c = comps[comps["without_variant"].map(base).map(is_base)]
         c = c.rename(columns={"with_variant": "variant", **{p: f"{p}_vs_{label}" for p in _PAIRED}})
         s = s.merge(c[keys + [f"{p}_vs_{label}" for p in _PAIRED]], on=keys, how="left")
-    mkey = {m: i for i, m in enumerate(run.models)}
-    s = s.assign(_m=s["model"].map(mkey), _t=-s["tau"]).sort_values(["_m", "format", "_t"], kind="stable")
-    cols = ["model", "format", "profile", "threshold", "k", "tau", "variant", "count", "max_finite_ulp", "mean_bits",
+    mkey = {m: i for i, m in enumerate(run.machines)}
+    s = s.assign(_m=s["machine"].map(mkey), _t=-s["tau"]).sort_values(["_m", "format", "_t"], kind="stable")
+    cols = ["machine", "format", "profile", "threshold", "k", "tau", "variant", "count", "max_finite_ulp", "mean_bits",
             "share_correct", *SPECIAL_CLASSES] + [f"{p}_vs_{b}" for b in ("never", "production") for p in _PAIRED]
     return s[cols].reset_index(drop=True)
 
@@ -140,11 +140,11 @@ def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | No
     """Per machine and format: outputs better / worse than never and than 1/64 per threshold; verdicts marked."""
     if t.empty:
         return None
-    cells = list(dict.fromkeys(zip(t["model"], t["format"])))
+    cells = list(dict.fromkeys(zip(t["machine"], t["format"])))
     fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.4), squeeze=False, sharey=True)
-    for j, (model, fmt) in enumerate(cells):
+    for j, (machine, fmt) in enumerate(cells):
         ax = axes[0, j]
-        sub = t[(t["model"] == model) & (t["format"] == fmt)].reset_index(drop=True)
+        sub = t[(t["machine"] == machine) & (t["format"] == fmt)].reset_index(drop=True)
         x = np.arange(len(sub))
         for base, marker, ls in (("never", "o", "-"), ("production", "s", "--")):
             b, w = sub[f"better_vs_{base}"].fillna(0), sub[f"worse_vs_{base}"].fillna(0)
@@ -155,7 +155,7 @@ def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | No
             ax.axvline(prod[0], color="k", lw=0.8, ls=":", label="1/64 (production)")
         ax.set_yscale("symlog", linthresh=1)
         ax.set_xticks(x, sub["threshold"], fontsize=6, rotation=60)
-        ax.set_title(f"{model}, {fmt}", fontsize=8)
+        ax.set_title(f"{machine}, {fmt}", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.set_xlabel("G5 threshold tau", fontsize=7)
     axes[0, 0].set_ylabel("changed outputs (symlog)", fontsize=7)
@@ -171,15 +171,15 @@ def _names(rows) -> str:
 def _threshold_findings(t: pd.DataFrame) -> list:
     """Per machine and format: is 1/64 right? The verdicts against never and against 1/64, with their evidence."""
     out = []
-    for (model, fmt), sub in t.groupby(["model", "format"], sort=False):
+    for (machine, fmt), sub in t.groupby(["machine", "format"], sort=False):
         prod = sub[sub["tau"] == PRODUCTION_THRESHOLD]
         others = sub[(sub["tau"] != PRODUCTION_THRESHOLD)]
         if prod.empty:
             continue
-        w = {"model": model, "format": fmt, "variant": prod.iloc[0]["variant"]}
+        w = {"machine": machine, "format": fmt, "variant": prod.iloc[0]["variant"]}
         nums = [cite(f"prod_{c}", T, t, w, f"{c}_vs_never") for c in ("better", "worse")]
         v_never = prod.iloc[0]["verdict_vs_never"]
-        text = (f"On {model} {fmt}: against no correction, 1/64 {v_never} ({nums[0].text} better, {nums[1].text} "
+        text = (f"On {machine} {fmt}: against no correction, 1/64 {v_never} ({nums[0].text} better, {nums[1].text} "
                 f"worse)")
         helps_never = others[(others["verdict_vs_never"] == "helps") & (others["tau"] > 0)]
         text += f"; thresholds that help against no correction: {_names(helps_never)}"
@@ -194,7 +194,7 @@ def _threshold_findings(t: pd.DataFrame) -> list:
         if len(better):
             best = better.assign(_n=better["better_vs_production"] - better["worse_vs_production"]).sort_values(
                 "_n", ascending=False, kind="stable").iloc[0]
-            wb = {"model": model, "format": fmt, "variant": best["variant"]}
+            wb = {"machine": machine, "format": fmt, "variant": best["variant"]}
             b, wo, p = (cite(f"best_{c}", T, t, wb, f"{c}_vs_production") for c in ("better", "worse", "p_value"))
             nums += [b, wo, p]
             text += (f". The data do not single out 1/64: {best['threshold']} is better ({b.text} better, "
@@ -205,7 +205,7 @@ def _threshold_findings(t: pd.DataFrame) -> list:
             text += (". No threshold is significantly better than 1/64; "
                      + ("it is not distinguishable from " + _names(same) if len(same) else "")
                      + ": a tie is not support for 1/64 over them")
-        out.append(Finding(f"threshold/{model}/{fmt}", "threshold", text + ".", nums, 5))
+        out.append(Finding(f"threshold/{machine}/{fmt}", "threshold", text + ".", nums, 5))
     return out
 
 
@@ -221,7 +221,7 @@ def build(ctx) -> Section:
         pd.DataFrame()
     if not window.empty:
         section.tables["cancellation_window.csv"] = window
-    shown = ["model", "format", "threshold", "max_finite_ulp", "mean_bits", "nan", "changed_vs_never",
+    shown = ["machine", "format", "threshold", "max_finite_ulp", "mean_bits", "nan", "changed_vs_never",
              "better_vs_never", "worse_vs_never", "verdict_vs_never", "changed_vs_production",
              "better_vs_production", "worse_vs_production", "p_value_vs_production", "verdict_vs_production"]
     section.body = [

@@ -23,7 +23,7 @@ from precision.scoring import VERDICT_RULE
 __all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS"]
 
 #: Columns of verdicts.csv (the comparisons table of the run, in this order).
-VERDICT_COLUMNS = ["subject", "comparison", "kind", "with_variant", "without_variant", "model", "format", "profile",
+VERDICT_COLUMNS = ["subject", "comparison", "kind", "with_variant", "without_variant", "machine", "format", "profile",
                    "region", "count", "changed", "better", "worse", "tied", "both_garbage", "specials_fixed",
                    "fixed_correct", "fixed_le_1ulp", "fixed_le_2p10", "fixed_le_2p20", "fixed_more",
                    "specials_caused", "finite_better", "finite_worse", "p_value", "p_specials", "p_finite",
@@ -45,11 +45,11 @@ def against_production(t: pd.DataFrame) -> np.ndarray:
     return ((t["kind"] == "threshold") & t["without_variant"].map(base).eq(PRODUCTION_THRESHOLD)).to_numpy()
 
 
-def verdict_grid(t: pd.DataFrame, models) -> tuple[pd.DataFrame, pd.DataFrame]:
+def verdict_grid(t: pd.DataFrame, machines) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(cells, CSS classes): one row per comparison, one column per (machine, profile)."""
-    t = t.assign(cell=[f"{m} {p}" for m, p in zip(t["model"], t["profile"])])
-    cols = sorted(dict.fromkeys(t["cell"]), key=lambda c: (models.index(c.split(" ")[0])
-                                                         if c.split(" ")[0] in models else 99, c))
+    t = t.assign(cell=[f"{m} {p}" for m, p in zip(t["machine"], t["profile"])])
+    cols = sorted(dict.fromkeys(t["cell"]), key=lambda c: (machines.index(c.split(" ")[0])
+                                                         if c.split(" ")[0] in machines else 99, c))
     rows = list(dict.fromkeys(zip(t["subject"], t["comparison"])))
     text = pd.DataFrame("", index=range(len(rows)), columns=["subject", "comparison"] + cols)
     style = pd.DataFrame("", index=text.index, columns=text.columns)
@@ -65,7 +65,7 @@ def verdict_grid(t: pd.DataFrame, models) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _cell_name(row) -> str:
-    return f"{row['model']} {row['profile']}"
+    return f"{row['machine']} {row['profile']}"
 
 
 def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
@@ -86,8 +86,8 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
                 parts.append(f"no_effect on {cells}")
                 continue
             top = vrows.sort_values("changed", ascending=False, kind="stable").iloc[0]
-            w = {"comparison": comparison, "model": top["model"], "profile": top["profile"], "region": "all"}
-            tag = f"{top['model']}_{top['profile']}"
+            w = {"comparison": comparison, "machine": top["machine"], "profile": top["profile"], "region": "all"}
+            tag = f"{top['machine']}_{top['profile']}"
             ch, b, wo, cnt = (cite(f"{c}_{tag}", T, t, w, c) for c in ("changed", "better", "worse", "count"))
             nums += [ch, b, wo, cnt]
             text = (f"{verdict} on {cells} (on {_cell_name(top)}: {b.text} better, {wo.text} worse of {ch.text} "
@@ -129,7 +129,7 @@ def build(ctx) -> Section:
     t = t[[c for c in VERDICT_COLUMNS if c in t.columns]].reset_index(drop=True)
     section.tables[T] = t
     grid = t[(t["region"] == "all").to_numpy() & ~against_production(t)]
-    text, style = verdict_grid(grid, run.models)
+    text, style = verdict_grid(grid, run.machines)
     section.first = [
         Heading("Verdicts", 2, "verdict-grid"),
         Table(text, T, " (every region, every count and test; thresholds against 1/64 in the threshold section)",
@@ -143,7 +143,7 @@ def build(ctx) -> Section:
     section.body = [
         Para(VERDICT_RULE),
         Details("Verdicts per region (changed, better/worse, verdict)", [Table(
-            per_region[["comparison", "model", "profile", "region", "count", "changed", "better", "worse", "tied",
+            per_region[["comparison", "machine", "profile", "region", "count", "changed", "better", "worse", "tied",
                         "both_garbage", "specials_fixed", "specials_caused", "p_value", "verdict"]],
             T)]),
     ]
