@@ -127,6 +127,7 @@ from mpmath.ctx_mp import MPContext
 
 from precision import oracle
 from precision.formats import get_format, ordinal_distance
+from precision.guards import bind_recipe
 from precision.machine import Machine
 from precision.scoring import ulp_error
 from precision.steps import RECIPE_INPUTS, BoundRecipe
@@ -784,7 +785,6 @@ def attribute(variant, pred, target, dout=1.0, weight=None, *, alpha=0.25, gamma
     >>> a.points.loc[0, ["top_step", "top_cause"]].tolist()
     ['q', 'cancellation']
     """
-    from precision.guards import bind_recipe
 
     x = np.asarray(pred)
     dtype = x.dtype if x.dtype in (np.float16, np.float32) else np.dtype(np.float32)

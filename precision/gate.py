@@ -56,9 +56,10 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 import pandas as pd
 
-from precision.errors import PrecisionError, StudyFileError
+from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.scoring import SPECIAL_CLASSES
-from precision.sweep import load_stats
+from precision.study import load_study
+from precision.sweep import load_stats, run_study
 
 __all__ = ["Budget", "GateSettings", "GateLine", "load_budgets", "measure", "check_budgets", "run_gate",
            "propose_budgets", "append_to_corpus", "METRICS"]
@@ -118,6 +119,7 @@ class GateLine:
     observed: float
     limit: float
     witness: str
+    witness_pred: float | None = None  # the witness's pred (exact), for the worst-case corpus
 
     def text(self) -> str:
         return (f"{self.status} {self.budget.key} {self.metric} observed={_num(self.observed)} "
@@ -245,7 +247,9 @@ def check_budgets(budgets, observed: pd.DataFrame) -> list:
                 continue
             value = float(row[metric])
             ok = value <= limit if METRICS[metric][1] == "le" else value >= limit
-            lines.append(GateLine("PASS" if ok else "FAIL", b, metric, value, limit, _witness(row)))
+            pred = row["witness_pred"]
+            lines.append(GateLine("PASS" if ok else "FAIL", b, metric, value, limit, _witness(row),
+                                  float.fromhex(pred) if isinstance(pred, str) else None))
     return lines
 
 
@@ -405,9 +409,9 @@ def run_gate(budgets_path, *, study_path=None, out_dir=None, baseline=None, upda
              json_path=None, cache_dir=None, use_cache=True, workers=None, scheduler=None,
              propose=None) -> GateResult:
     """Run the gate study, check the budgets, write the requested files; see the module docstring."""
-    from precision.study import load_study
-    from precision.sweep import run_study
     started = time.perf_counter()
+    if update_baseline and not baseline:
+        raise ParameterError("update_baseline needs a baseline file to write (--baseline FILE)")
     settings, budgets = load_budgets(budgets_path)
     study = load_study(study_path or settings.study)
     baseline_data = None
@@ -425,11 +429,10 @@ def run_gate(budgets_path, *, study_path=None, out_dir=None, baseline=None, upda
     regressions = _baseline_lines(lines, baseline_data, settings.baseline_tolerance) if baseline_data else []
     tighten = _tighten_lines(lines, settings)
     if settings.corpus is not None:
-        witnesses = [float.fromhex(w.split(",")[0].split("=")[1]) for w in
-                     {line.witness for line in lines if line.witness.startswith("pred=")}]
+        witnesses = {line.witness_pred for line in lines if line.witness_pred is not None}
         append_to_corpus(settings.corpus, sorted(witnesses), f"gate witness, {study.name}")
     if update_baseline:
-        target = Path(baseline or "gate_baseline.json")
+        target = Path(baseline)
         _atomic_text(target, json.dumps({f"{ln.budget.key} {ln.metric}": ln.observed for ln in lines
                                          if math.isfinite(ln.observed)}, indent=2, sort_keys=True) + "\n")
     if propose:

@@ -54,6 +54,8 @@ from precision.implementations.common import (
     validate_mean_count,
     with_compute_format,
 )
+from precision.implementations.candidate import candidate as _candidate
+from precision.implementations.candidate import candidate_call as _candidate_call
 from precision.implementations.golden import golden, golden_call
 from precision.implementations.kernel import (
     kernel,
@@ -575,9 +577,6 @@ def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, 
 
 
 # Candidate implementations (issue 6), registered through the public mechanism.
-from precision.implementations.candidate import candidate as _candidate  # noqa: E402
-from precision.implementations.candidate import candidate_call as _candidate_call  # noqa: E402
-
 _RECIPE_BUILDERS[_candidate] = lambda params: _candidate_call()
 
 register_variant(

@@ -59,6 +59,7 @@ import numpy as np
 
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.formats import FORMATS, get_format, round_to_format
+from precision.report.sections import SECTION_OPTIONS  # names only: the renderer is not imported
 from precision.guards import get_variant
 from precision.machine import get_machine
 
@@ -405,7 +406,6 @@ def _parse_compare(run: _Reader, variants) -> tuple:
 
 def _parse_report(top: _Reader, data: dict) -> ReportSpec:
     """``[report]``: known section names, and for each ``[report.<section>]`` only that section's options."""
-    from precision.report.sections import SECTION_OPTIONS  # light module (names only): no renderer import
     table = data["report"]
     if not isinstance(table, dict):
         raise top.error("report", "expected a table [report]")

@@ -74,6 +74,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import importlib.metadata as md
 import json
 import os
 import platform
@@ -86,6 +87,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
 
 from precision import oracle
 from precision.bracket import band_labels, bracket_band
@@ -332,7 +336,6 @@ def _task_key(study: Study, fields: dict) -> str:
 
 
 def _progress(total: int, desc: str):
-    from tqdm import tqdm
     return tqdm(total=total, desc=desc, unit="chunk", disable=not sys.stderr.isatty(), leave=False)
 
 
@@ -683,8 +686,6 @@ def comparison_table(paired: PairedStats, variants, machines, regions, by=COMPAR
 
 def _append_parquet(writer, path: Path, frame: pd.DataFrame):
     """Append a frame to a Parquet file being written (opened on the first frame)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     table = pa.Table.from_pandas(frame, preserve_index=False)
     if writer is None:
         writer = pq.ParquetWriter(path, table.schema)
@@ -699,7 +700,6 @@ def _atomic_csv(path: Path, frame: pd.DataFrame) -> None:
 
 
 def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
-    import importlib.metadata as md
     versions = {}
     for pkg in ("precision", "numpy", "mpmath", "gmpy2", "pandas", "ml_dtypes"):
         with contextlib.suppress(md.PackageNotFoundError):

@@ -34,6 +34,7 @@ import numpy as np
 
 from precision.errors import DtypeError, ParameterError, ShapeError
 from precision.formats import FP16, FP32
+from precision.machine import Machine, get_machine
 
 __all__ = [
     "GUARD_IDS",
@@ -402,7 +403,6 @@ def parse_guard_set(guards) -> frozenset:
 
 def resolve_machine(machine):
     """Return a :class:`precision.machine.Machine` for a spec string, model or machine."""
-    from precision.machine import Machine, get_machine
 
     if isinstance(machine, Machine):
         return machine
@@ -415,7 +415,6 @@ def with_compute_format(machine, fmt_name: str):
     A fresh machine is built from ``dataclasses.replace(model, compute=fmt_name)``;
     when the machine already computes in that format it is returned as is.
     """
-    from precision.machine import get_machine
 
     m = resolve_machine(machine)
     if m.fmt.name == fmt_name:

@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import tempfile
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +88,6 @@ def _reproduce(run: dict, study: str) -> str:
 
 def _study_text(run: dict) -> tuple:
     """The study's name and description as written in its file (shown escaped)."""
-    import tomllib
     path = Path(run.get("study_file", ""))
     try:
         data = tomllib.loads(path.read_text())

@@ -26,6 +26,8 @@ section         what it shows
 
 from __future__ import annotations
 
+import importlib
+
 __all__ = ["SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_module"]
 
 #: section -> {option: (kind, default)}; kinds: number, string, numbers, strings.
@@ -52,5 +54,4 @@ DEFAULT_SECTIONS = ("verdicts", "dominant", "summary", "selector")
 
 def section_module(name: str):
     """The module implementing a section (imported on first use)."""
-    import importlib
     return importlib.import_module(f"precision.report.sections.{name}")
