@@ -68,8 +68,14 @@ def _digest(arrays: dict) -> np.ndarray:
     return np.frombuffer(h.digest(), dtype=np.uint8)
 
 
-def atomic_write_npz(path: Path, arrays: dict) -> None:
-    """Write arrays plus their SHA-256 ``digest`` to ``path`` atomically."""
+def atomic_write_npz(path: Path, arrays: dict, durable: bool = True) -> None:
+    """Write arrays plus their SHA-256 ``digest`` to ``path`` atomically.
+
+    ``durable`` syncs the file to disk before the rename (the oracle's
+    shards, run tables); a result that is cheap to recompute skips it (a
+    crash can then lose it, never corrupt it unnoticed: the digest catches a
+    torn file).
+    """
     path = Path(path)
     arrays = dict(arrays)
     arrays["digest"] = _digest(arrays)
@@ -77,8 +83,9 @@ def atomic_write_npz(path: Path, arrays: dict) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -250,7 +257,7 @@ class ResultCache:
             return
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_npz(path, arrays)
+        atomic_write_npz(path, arrays, durable=False)
 
     def _files(self) -> list:
         return sorted(self.root.glob("results-v*/*/*.npz")) if self.root is not None and self.root.is_dir() else []

@@ -850,5 +850,20 @@ def main(argv=None) -> int:
         return 130
 
 
+def console(argv=None) -> None:
+    """The ``precision`` command's entry point: :func:`main`, then exit with its status.
+
+    After Ctrl-C the process leaves at once (``os._exit``, output flushed):
+    a worker pool's management thread can otherwise hold the interpreter's
+    exit waiting on workers that were stopped mid-message.
+    """
+    code = main(argv)
+    if code == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console()

@@ -65,6 +65,9 @@ class LocalExecutor:
     def close(self):
         if isinstance(sys.exc_info()[1], KeyboardInterrupt):  # called while Ctrl-C unwinds
             self._terminate_workers()
+            # never wait on stopped workers: one stopped mid-message can leave the pool's reader waiting forever
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            return
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _terminate_workers(self) -> None:

@@ -48,11 +48,11 @@ import numpy as np
 import pandas as pd
 from scipy.special import bdtr
 
-from precision.formats import get_format, ordinal_distance, round_to_format, ulp
+from precision.formats import NAN_ORDINAL, get_format, round_to_format, to_ordinal, ulp
 
 __all__ = [
     "CLASS_OK", "CLASS_NAN", "CLASS_INF", "CLASS_WRONG_SIGN", "CLASS_LOST_INF", "CLASS_NAMES",
-    "SPECIAL_CLASSES", "ulp_error", "bits_error", "error_bits", "classify",
+    "SPECIAL_CLASSES", "ulp_error", "bits_error", "error_bits", "classify", "Scorer",
     "HIST_SUBBINS", "HIST_BINS", "histogram_bins", "bin_upper_edge", "quantile_upper_bound",
     "histogram_quantiles",
     "Grouping", "GroupStats", "STAT_SUMS", "STAT_COLUMNS",
@@ -113,16 +113,20 @@ def ulp_error(computed, exact, fmt, rounded=None) -> np.ndarray:
     """
     fmt = get_format(fmt)
     hi, lo = _exact_parts(exact)
-    c = np.asarray(computed, dtype=np.float64)
     if rounded is None:
         rounded = round_to_format(hi, fmt)
-    r = np.asarray(rounded, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return _ulp_error(computed, hi, lo, ulp(hi, fmt), np.asarray(rounded, dtype=np.float64))
+
+
+def _ulp_error(computed, hi, lo, ulp_hi, r64) -> np.ndarray:
+    """The ulp error given the exact side's pieces (see :func:`ulp_error`)."""
+    c = np.asarray(computed, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
-        err = np.abs((c - hi) - lo) / ulp(hi, fmt)
-        special_exact = np.isinf(r)
-        err = np.where(special_exact, np.where(c == r, 0.0, np.inf), err)
-        err = np.where(~np.isfinite(c) & ~special_exact, np.inf, err)
-    return err
+        err = np.abs((c - hi) - lo) / ulp_hi
+        special_exact = np.isinf(r64)
+        err = np.where(special_exact, np.where(c == r64, 0.0, np.inf), err)
+        return np.where(~np.isfinite(c) & ~special_exact, np.inf, err)
 
 
 def bits_error(computed, rounded, fmt) -> np.ndarray:
@@ -132,7 +136,14 @@ def bits_error(computed, rounded, fmt) -> np.ndarray:
     format's width in bits, the maximum.
     """
     fmt = get_format(fmt)
-    d = ordinal_distance(np.asarray(computed, dtype=fmt.dtype), np.asarray(rounded, dtype=fmt.dtype), fmt)
+    return _bits_error(to_ordinal(np.asarray(computed, dtype=fmt.dtype), fmt),
+                       to_ordinal(np.asarray(rounded, dtype=fmt.dtype), fmt), fmt)
+
+
+def _bits_error(ordinal_computed, ordinal_rounded, fmt) -> np.ndarray:
+    """Herbie's bits from the ordinals of the computed and correctly rounded values (see :func:`bits_error`)."""
+    nan = (ordinal_computed == NAN_ORDINAL) | (ordinal_rounded == NAN_ORDINAL)
+    d = np.where(nan, -1, np.abs(ordinal_computed - ordinal_rounded))
     bits = np.log2(1.0 + np.maximum(d, 0).astype(np.float64))
     return np.where(d < 0, float(fmt.width), np.minimum(bits, float(fmt.width)))
 
@@ -141,6 +152,47 @@ def error_bits(err_ulp) -> np.ndarray:
     """``log2(1 + ulp error)``: the error as bits, the unit of paired comparisons (inf stays inf)."""
     err = np.asarray(err_ulp, dtype=np.float64)
     return np.log2(1.0 + np.where(np.isnan(err), np.inf, err))
+
+
+class Scorer:
+    """:func:`ulp_error`, :func:`bits_error` and :func:`classify` of many computed arrays against one exact side.
+
+    The exact side (the ulp of each exact value, the correctly rounded
+    values and their ordinals) is computed once; :meth:`score` gives the
+    three per-point scores of one computed array, equal to the three
+    functions called on it (they share their cores).
+
+    Parameters
+    ----------
+    exact : array_like or tuple of two array_like
+        The exact values (float64 or a double-double ``(hi, lo)``).
+    rounded : array_like
+        The correctly rounded exact values in ``fmt``.
+    fmt : str or Format
+        The output format.
+    """
+
+    def __init__(self, exact, rounded, fmt):
+        self.fmt = get_format(fmt)
+        self.hi, self.lo = _exact_parts(exact)
+        self.rounded = np.asarray(rounded, dtype=self.fmt.dtype)
+        self.r64 = self.rounded.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            self.ulp = ulp(self.hi, self.fmt)
+        self.r_ordinal = to_ordinal(self.rounded, self.fmt)
+
+    def ulp_error(self, computed) -> np.ndarray:
+        return _ulp_error(computed, self.hi, self.lo, self.ulp, self.r64)
+
+    def bits_error(self, computed) -> np.ndarray:
+        return _bits_error(to_ordinal(np.asarray(computed, dtype=self.fmt.dtype), self.fmt), self.r_ordinal, self.fmt)
+
+    def classify(self, computed) -> np.ndarray:
+        return classify(computed, self.r64)
+
+    def score(self, computed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ulp error, bits of error, class) of each computed value."""
+        return self.ulp_error(computed), self.bits_error(computed), self.classify(computed)
 
 
 def classify(computed, rounded) -> np.ndarray:
@@ -279,6 +331,52 @@ class Grouping:
         """Per nonempty group: how many points have ``mask`` true (int64)."""
         return np.bincount(self.group, np.asarray(mask).ravel(), self.n_groups)[self.ids].astype(np.int64)
 
+    def tally(self, masks: dict, codes: dict | None = None) -> dict:
+        """Several counts per nonempty group in one pass over the points.
+
+        ``masks``: name -> boolean array (count where true); ``codes``: name
+        -> (small int array, {value: count name}) (count each value).  The
+        masks and codes are packed into one integer per point and counted
+        with a single :func:`numpy.bincount`; equal to :meth:`count` of each.
+        """
+        codes = codes or {}
+        packed = np.zeros(self.group.size, dtype=np.int64)
+        shift, fields = 0, []
+        for name, mask in masks.items():
+            packed |= np.asarray(mask, dtype=np.int64).ravel() << shift
+            fields.append((shift, 1, {1: name}))
+            shift += 1
+        for name, (values, names) in codes.items():
+            width = max(1, int(max(names)).bit_length())
+            packed |= np.asarray(values, dtype=np.int64).ravel() << shift
+            fields.append((shift, width, names))
+            shift += width
+        table = np.bincount(self.group << shift | packed, minlength=self.n_groups << shift)
+        table = table.reshape(self.n_groups, 1 << shift)[self.ids]
+        patterns = np.arange(1 << shift)
+        out = {}
+        for start, width, names in fields:
+            field = (patterns >> start) & ((1 << width) - 1)
+            for value, name in names.items():
+                out[name] = table[:, field == value].sum(axis=1).astype(np.int64)
+        return out
+
+    def top_k(self, values, k: int) -> np.ndarray:
+        """Indices of the ``k`` largest ``values`` (NaN largest) of each group, ties to the first, ascending."""
+        v = np.asarray(values, dtype=np.float64).ravel()
+        v = np.where(np.isnan(v), np.inf, v)
+        keep = []
+        for start, n in zip(self.starts, self.counts):
+            members = self.perm[start:start + n]  # element order within the group
+            if n <= k:
+                keep.append(members)
+                continue
+            kth = -np.partition(-v[members], k - 1)[k - 1]  # the k-th largest value
+            above = members[v[members] > kth]
+            at = members[v[members] == kth][:k - above.size]  # ties: the first in element order
+            keep.append(np.concatenate([above, at]))
+        return np.sort(np.concatenate(keep)) if keep else np.empty(0, dtype=np.int64)
+
     def argmax(self, values) -> tuple[np.ndarray, np.ndarray]:
         """Per nonempty group: the max of ``values`` (NaN = -inf) and the index of its first point."""
         v = np.asarray(values, dtype=np.float64).ravel()
@@ -303,11 +401,23 @@ class Grouping:
         return keys // n_bins, keys % n_bins, counts.astype(np.int64)
 
 
+#: Up to this many (coarse group, bin) cells a merged histogram is counted densely, else by sorting.
+_DENSE_CELLS = 1 << 24
+
+
 def _merge_sparse(key, rows, bins, counts, n_bins: int):
-    """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed."""
-    codes = np.asarray(key, dtype=np.int64)[np.asarray(rows, dtype=np.int64)] * n_bins + np.asarray(bins)
-    merged, inverse = np.unique(codes, return_inverse=True)
-    total = np.bincount(inverse.ravel(), weights=np.asarray(counts, dtype=np.float64), minlength=merged.size)
+    """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed, sorted."""
+    key = np.asarray(key, dtype=np.int64)
+    codes = key[np.asarray(rows, dtype=np.int64)] * n_bins + np.asarray(bins)
+    weights = np.asarray(counts, dtype=np.int64)
+    cells = (int(key.max()) + 1 if key.size else 0) * n_bins
+    if cells <= _DENSE_CELLS:
+        dense = np.bincount(codes, weights, minlength=cells)
+        merged = np.flatnonzero(dense)
+        total = dense[merged]
+    else:
+        merged, inverse = np.unique(codes, return_inverse=True)
+        total = np.bincount(inverse.ravel(), weights=weights, minlength=merged.size)
     return merged // n_bins, merged % n_bins, total.astype(np.int64)
 
 
@@ -439,7 +549,7 @@ class GroupStats(_Mergeable):
     BINS = HIST_BINS
 
     @classmethod
-    def reduce(cls, grouping: Grouping, err_ulp, err_bits, classes, witness=None) -> "GroupStats":
+    def reduce(cls, grouping: Grouping, err_ulp, err_bits, classes, witness=None, counts=None) -> "GroupStats":
         """Statistics of each nonempty group of ``grouping`` from per-point scores.
 
         Parameters
@@ -450,6 +560,9 @@ class GroupStats(_Mergeable):
         witness : dict of str to array_like, optional
             Per-point values recorded for the witness of each maximum, as
             ``witness_<name>`` and ``finite_witness_<name>``.
+        counts : dict of str to array_like of bool, optional
+            Further per-group counts, named with a :attr:`SUM_PREFIXES`
+            prefix (``fired_g5``: where a guard's decision held).
 
         Returns
         -------
@@ -461,21 +574,22 @@ class GroupStats(_Mergeable):
         finite = np.isfinite(err)
         top, at = grouping.argmax(np.where(np.isnan(err), np.inf, err))
         ftop, fat = grouping.argmax(np.where(finite, err, -np.inf))
-        frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64),
-                 "n_finite": grouping.count(finite), "sum_ulp": grouping.sum(np.where(finite, err, 0.0)),
-                 "sum_bits": grouping.sum(err_bits), "n_correct": grouping.count(np.asarray(err_bits).ravel() == 0),
-                 "over_1ulp": grouping.count(~(err <= 1.0))}
-        for code, name in CLASS_NAMES.items():
-            if code != CLASS_OK:
-                frame[name] = grouping.count(cls_ == code)
+        tallied = grouping.tally({"n_finite": finite, "n_correct": np.asarray(err_bits).ravel() == 0,
+                                  "over_1ulp": ~(err <= 1.0), **(counts or {})},
+                                 {"class": (cls_, {c: n for c, n in CLASS_NAMES.items() if c != CLASS_OK})})
+        frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64), "n_finite": tallied["n_finite"],
+                 "sum_ulp": grouping.sum(np.where(finite, err, 0.0)), "sum_bits": grouping.sum(err_bits),
+                 "n_correct": tallied["n_correct"], "over_1ulp": tallied["over_1ulp"],
+                 **{name: tallied[name] for name in SPECIAL_CLASSES}}
         frame["max_ulp"] = top
         frame["max_finite_ulp"] = np.where(ftop == -np.inf, np.nan, ftop)
         for name, values in (witness or {}).items():
             v = np.asarray(values).ravel()
             frame[f"witness_{name}"] = v[at]
             frame[f"finite_witness_{name}"] = _blank(v[fat], ftop == -np.inf)
-        rows, bins, counts = grouping.histogram(histogram_bins(err), HIST_BINS)
-        return cls(pd.DataFrame(frame), pd.DataFrame({"row": rows, "bin": bins, "count": counts}))
+        frame.update({name: tallied[name] for name in (counts or {})})
+        rows, bins, n = grouping.histogram(histogram_bins(err), HIST_BINS)
+        return cls(pd.DataFrame(frame), pd.DataFrame({"row": rows, "bin": bins, "count": n}))
 
     def table(self, keys=None) -> pd.DataFrame:
         """The reported statistics per group: the key columns, :data:`STAT_COLUMNS`, the witnesses.
@@ -660,36 +774,66 @@ class PairedStats(_Mergeable):
     BINS = DELTA_BINS
 
     @classmethod
+    @classmethod
     def reduce(cls, grouping: Grouping, outcome, fix, delta_bits, changed, witness=None) -> "PairedStats":
-        """Paired counts of each nonempty group from :func:`compare_points`'s per-point outcomes."""
-        o = np.asarray(outcome).ravel()
-        fx = np.asarray(fix).ravel()
-        d = np.asarray(delta_bits, dtype=np.float64).ravel()
+        """Paired counts of each nonempty group from :func:`compare_points`'s per-point outcomes (every point)."""
+        at = np.flatnonzero(np.asarray(changed, dtype=bool).ravel())
+        return cls._reduce_changed(grouping, at, np.asarray(outcome).ravel()[at], np.asarray(fix).ravel()[at],
+                                   np.asarray(delta_bits, dtype=np.float64).ravel()[at], witness)
+
+    @classmethod
+    def compare(cls, grouping: Grouping, err_with, cls_with, err_without, cls_without, changed,
+                witness=None) -> "PairedStats":
+        """Paired counts of each nonempty group straight from two variants' scores on the same points.
+
+        The same as :func:`compare_points` then :meth:`reduce`, computed on
+        the changed points only (most outputs of a guard pair do not change).
+        """
+        at = np.flatnonzero(np.asarray(changed, dtype=bool).ravel())
+        outcome, fix, delta = compare_points(np.asarray(err_with).ravel()[at], np.asarray(cls_with).ravel()[at],
+                                             np.asarray(err_without).ravel()[at],
+                                             np.asarray(cls_without).ravel()[at], np.ones(at.size, dtype=bool))
+        return cls._reduce_changed(grouping, at, outcome, fix, delta, witness)
+
+    @classmethod
+    def _reduce_changed(cls, grouping: Grouping, at, o, fx, d, witness) -> "PairedStats":
+        """The counts of :meth:`reduce` from the changed points ``at`` (indices) and their outcomes."""
+        n = grouping.ids.size
+        zeros = np.zeros(n, dtype=np.int64)
+        frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64)}
         finite_d = np.isfinite(d)
-        frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64),
-                 "changed": grouping.count(np.asarray(changed, dtype=bool)),
-                 "better": grouping.count(o == _BETTER), "worse": grouping.count(o == _WORSE),
-                 "tied": grouping.count(o == _TIED), "both_garbage": grouping.count(o == _GARBAGE),
-                 "finite_better": grouping.count(finite_d & (d > 0)), "finite_worse": grouping.count(finite_d & (d < 0)),
-                 "specials_caused": grouping.count(d == -np.inf)}
-        for code, name in FIX_QUALITIES.items():
-            frame[name] = grouping.count(fx == code)
-        gain, at_gain = grouping.argmax(np.where(finite_d & (d > 0), d, -np.inf))
-        loss, at_loss = grouping.argmax(np.where(finite_d & (d < 0), -d, -np.inf))
-        frame["max_gain_bits"] = np.where(gain == -np.inf, np.nan, gain)
-        frame["max_loss_bits"] = np.where(loss == -np.inf, np.nan, loss)
+        sub = Grouping(grouping.group[at], grouping.n_groups)
+        rows = np.searchsorted(grouping.ids, sub.ids)  # rows of `sub` -> rows of this reduction
+        tallied = sub.tally({"finite_better": finite_d & (d > 0), "finite_worse": finite_d & (d < 0),
+                             "specials_caused": d == -np.inf},
+                            {"outcome": (o, {_BETTER: "better", _WORSE: "worse", _TIED: "tied",
+                                             _GARBAGE: "both_garbage"}),
+                             "fix": (fx, dict(FIX_QUALITIES))})
+        counts = {"changed": sub.counts.astype(np.int64), **tallied}
+        for name in ("changed", "better", "worse", "tied", "both_garbage", "finite_better", "finite_worse",
+                     "specials_caused", *FIX_QUALITIES.values()):
+            full = zeros.copy()
+            full[rows] = counts[name]
+            frame[name] = full
+        gain, at_gain = sub.argmax(np.where(finite_d & (d > 0), d, -np.inf))
+        loss, at_loss = sub.argmax(np.where(finite_d & (d < 0), -d, -np.inf))
+        for name, value in (("max_gain_bits", gain), ("max_loss_bits", loss)):
+            full = np.full(n, np.nan)
+            full[rows] = np.where(value == -np.inf, np.nan, value)
+            frame[name] = full
         for name, values in (witness or {}).items():
             v = np.asarray(values).ravel()
-            frame[f"gain_witness_{name}"] = _blank(v[at_gain], gain == -np.inf)
-            frame[f"loss_witness_{name}"] = _blank(v[at_loss], loss == -np.inf)
+            for prefix, idx, top in (("gain_witness_", at_gain, gain), ("loss_witness_", at_loss, loss)):
+                full = np.full(n, np.nan) if v.dtype.kind in "fiu" else np.full(n, None, dtype=object)
+                full[rows] = _blank(v[at[idx]], top == -np.inf) if idx.size else full[rows]
+                frame[f"{prefix}{name}"] = full
         ev = ~np.isnan(d)
-        rows, bins, counts = (np.empty(0, np.int64),) * 3
+        hist_rows, bins, hist_counts = (np.empty(0, np.int64),) * 3
         if ev.any():
-            sub = Grouping(grouping.group[ev], grouping.n_groups)
-            rows, bins, counts = sub.histogram(_delta_bins(d[ev]), DELTA_BINS)
-            rows = np.searchsorted(grouping.ids, sub.ids)[rows]  # rows of `sub` -> rows of this reduction
-        hist = pd.DataFrame({"row": rows, "bin": bins, "count": counts})
-        return cls(pd.DataFrame(frame), hist)
+            evs = Grouping(sub.group[ev], grouping.n_groups)
+            hist_rows, bins, hist_counts = evs.histogram(_delta_bins(d[ev]), DELTA_BINS)
+            hist_rows = np.searchsorted(grouping.ids, evs.ids)[hist_rows]
+        return cls(pd.DataFrame(frame), pd.DataFrame({"row": hist_rows, "bin": bins, "count": hist_counts}))
 
     def table(self, keys=None) -> pd.DataFrame:
         """The reported comparison per group: keys, counts, tests, change in bits, verdict.

@@ -36,7 +36,7 @@ statistic is :mod:`precision.scoring`'s:
     bands), same columns.
 ``by_bracket.csv``
     With ``bracket_bands`` only: per (variant, machine, format, profile, gamma, bracket).
-``groups_raw.csv``, ``hist.npz``
+``groups_raw.parquet``, ``hist.npz``
     The fine groups' mergeable sums, maxima and witnesses, and their sparse
     ulp histograms (``row``, ``bin``, ``count``): :class:`precision.scoring.GroupStats`
     (:func:`load_stats`).
@@ -51,7 +51,7 @@ statistic is :mod:`precision.scoring`'s:
     ``p_finite`` (exact sign tests), ``median_change_bits``,
     ``max_gain_bits``, ``max_loss_bits`` with witnesses, and ``verdict``
     (rule: :data:`precision.scoring.VERDICT_RULE`).
-``paired_raw.csv``, ``paired_hist.npz``
+``paired_raw.parquet``, ``paired_hist.npz``
     The fine comparisons (:data:`PAIR_KEYS`), mergeable
     (:class:`precision.scoring.PairedStats`, :func:`load_paired`).
 ``predbins.npz``
@@ -271,10 +271,15 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         # finished tasks live on disk only (memory stays bounded by one task's results);
         # their integrity is checked when the tables are assembled
         todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.npz").exists()]
+        # workers on this machine write their chunk themselves; a remote Dask cluster returns it
+        local = scheduler is None or scheduler == "local"
+        work = [dataclasses.replace(tasks[i], chunk_file=str(chunk_dir / f"{tasks[i].key}.npz")) if local
+                else tasks[i] for i in todo]
         results_reused = results_computed = 0
         with _progress(len(todo), study.name) as bar:
-            for j, res in executor.map_unordered(run_task, [tasks[i] for i in todo]):
-                atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.npz", res)
+            for j, res in executor.map_unordered(run_task, work):
+                if work[j].chunk_file is None:
+                    atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.npz", res)
                 results_reused += int(res["reused"])
                 results_computed += int(res["computed_pieces"])
                 bar.update(1)
@@ -303,9 +308,9 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
 # Tables
 # ---------------------------------------------------------------------------
 
-#: Key columns of the fine groups of ``groups_raw.csv`` (``bracket`` only with bracket bands).
+#: Key columns of the fine groups of ``groups_raw.parquet`` (``bracket`` only with bracket bands).
 GROUP_KEYS = ("variant", "machine", "format", "profile", "alpha", "gamma", "weight", "dout", "target", "region")
-#: Key columns of the fine comparisons of ``paired_raw.csv`` (``bracket`` only with bracket bands).
+#: Key columns of the fine comparisons of ``paired_raw.parquet`` (``bracket`` only with bracket bands).
 PAIR_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "machine", "format", "profile",
              "alpha", "gamma", "weight", "dout", "target", "region")
 _WITNESS_INPUTS = ("pred", "target", "alpha", "gamma", "weight", "dout")
@@ -372,22 +377,22 @@ def sort_table(table: pd.DataFrame, variants, machines=None, regions=None, bands
 
 
 def load_stats(run_dir) -> GroupStats:
-    """The fine group statistics of a run folder (``groups_raw.csv`` and ``hist.npz``)."""
+    """The fine group statistics of a run folder (``groups_raw.parquet`` and ``hist.npz``)."""
     run_dir = Path(run_dir)
     arrays = read_checked_npz(run_dir / "hist.npz")
     if arrays is None:
         raise PrecisionError(f"{run_dir}/hist.npz is missing or corrupt; run the study again")
-    frame = pd.read_csv(run_dir / "groups_raw.csv", dtype={"region": str, "bracket": str})
+    frame = _read_raw(run_dir / "groups_raw.parquet")
     return GroupStats(frame, pd.DataFrame({c: arrays[c] for c in ("row", "bin", "count")}))
 
 
 def load_paired(run_dir) -> PairedStats:
-    """The fine paired comparisons of a run folder (``paired_raw.csv`` and ``paired_hist.npz``)."""
+    """The fine paired comparisons of a run folder (``paired_raw.parquet`` and ``paired_hist.npz``)."""
     run_dir = Path(run_dir)
     arrays = read_checked_npz(run_dir / "paired_hist.npz")
     if arrays is None:
         raise PrecisionError(f"{run_dir}/paired_hist.npz is missing or corrupt; run the study again")
-    frame = pd.read_csv(run_dir / "paired_raw.csv", dtype={"region": str, "bracket": str})
+    frame = _read_raw(run_dir / "paired_raw.parquet")
     return PairedStats(frame, pd.DataFrame({c: arrays[c] for c in ("row", "bin", "count")}))
 
 
@@ -476,9 +481,9 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         _atomic_csv(out / name, t)
     # the fine groups' raw sums and histograms, for re-merging by reports and the gate
     atomic_write_npz(out / "hist.npz", {c: stats.hist[c].to_numpy() for c in ("row", "bin", "count")})
-    _atomic_csv(out / "groups_raw.csv", stats.frame)
+    _atomic_parquet(out / "groups_raw.parquet", stats.frame)
     atomic_write_npz(out / "paired_hist.npz", {c: paired.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")})
-    _atomic_csv(out / "paired_raw.csv", paired.frame if len(paired) else pd.DataFrame(columns=pair_keys))
+    _atomic_parquet(out / "paired_raw.parquet", paired.frame if len(paired) else pd.DataFrame(columns=pair_keys))
     vorder = {v: i for i, v in enumerate(variants)}
     keys = sorted(predbins, key=lambda k: (vorder[k[0]], k[1], k[2], k[3]))
     atomic_write_npz(out / "predbins.npz", {
@@ -521,6 +526,24 @@ def _append_parquet(writer, path: Path, frame: pd.DataFrame):
         writer = pq.ParquetWriter(path, table.schema)
     writer.write_table(table.cast(writer.schema))
     return writer
+
+
+def _read_raw(path: Path) -> pd.DataFrame:
+    """A raw (mergeable) table of a run folder, missing file as a one-line error."""
+    if not path.is_file():
+        raise PrecisionError(f"{path} is missing; run the study again")
+    frame = pd.read_parquet(path)
+    for col in frame.columns:  # text columns as plain Python strings (None where empty), not Arrow strings
+        if frame[col].dtype == object or str(frame[col].dtype).startswith(("string", "large_string")):
+            frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
+    return frame
+
+
+def _atomic_parquet(path: Path, frame: pd.DataFrame) -> None:
+    """A raw table as Parquet (exact float64, typed, fast), written atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    frame.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
 
 
 def _atomic_csv(path: Path, frame: pd.DataFrame) -> None:

@@ -42,13 +42,12 @@ import numpy as np
 import pandas as pd
 
 from precision.bracket import bracket_band
-from precision.cache import RESULTS_VERSION, ResultCache
+from precision.cache import RESULTS_VERSION, ResultCache, atomic_write_npz
 from precision.errors import PrecisionError
 from precision.formats import get_format, round_to_format
 from precision.guards import evaluate_variants, get_variant
 from precision.oracle import ORACLE_VERSION
-from precision.scoring import (GroupStats, Grouping, PairedStats, bits_error, classify, compare_points,
-                               ulp_error)
+from precision.scoring import GroupStats, Grouping, PairedStats, Scorer
 from precision.study import WORST_PER_GROUP, Profile
 from precision.terms import TermTable, derive_gradient
 
@@ -154,7 +153,10 @@ class Task:
     """One tensor evaluation: every variant on pred x target for fixed scalars (picklable).
 
     ``comparisons`` holds (with, without) index pairs into ``variants``;
-    ``result_cache`` is the cache folder of the pieces (None: no cache).
+    ``result_cache`` is the cache folder of the pieces (None: no cache);
+    ``chunk_file``, when set, is where :func:`run_task` writes the task's
+    result itself (a worker sharing the run folder's file system) instead of
+    returning it.
     """
 
     key: str
@@ -176,6 +178,7 @@ class Task:
     bracket_edges: tuple = ()
     comparisons: tuple = ()
     result_cache: str | None = None
+    chunk_file: str | None = None
 
 
 def task_digest(task: Task) -> str:
@@ -255,9 +258,7 @@ def _kept_points(per_point: str, err, bits, grouping: Grouping) -> np.ndarray:
         return np.flatnonzero(~(err <= 1.0))
     if per_point == "worst":
         # the WORST_PER_GROUP largest errors of each group (ties: first in element order)
-        order = np.lexsort((-np.where(np.isnan(err), np.inf, err), grouping.group))
-        rank = np.arange(order.size) - np.repeat(grouping.starts, grouping.counts)
-        return np.sort(order[rank < WORST_PER_GROUP])
+        return grouping.top_k(err, WORST_PER_GROUP)
     return np.empty(0, dtype=np.int64)
 
 
@@ -294,6 +295,7 @@ class _Tensor:
             self.fallback += d.fallback
         self.exact = (exact_hi.ravel(), exact_lo.ravel())
         self.rounded = rounded.ravel()
+        self.scorer = Scorer(self.exact, self.rounded, fmt)
         # group id per element: (target, region, bracket band), target-major; one band without bracket_edges
         R, B = len(task.region_edges) + 1, len(task.bracket_edges) + 1
         regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
@@ -303,50 +305,72 @@ class _Tensor:
                                          task.bracket_edges)
         self.grouping = Grouping(group.ravel(), T * R * B)
         self.flat_preds = np.repeat(task.preds, T)
-        self.pred_bin = np.clip(np.searchsorted(PRED_BIN_EDGES, task.preds, side="right") - 1, 0,
-                                PRED_BIN_EDGES.size - 2)
+        # the pred-bin segments of the (ascending) preds, for the per-bin maxima
+        pred_bin = np.clip(np.searchsorted(PRED_BIN_EDGES, task.preds, side="right") - 1, 0, PRED_BIN_EDGES.size - 2)
+        order = np.argsort(pred_bin, kind="stable")
+        self.bin_order = order
+        self.bin_ids, self.bin_starts = np.unique(pred_bin[order], return_index=True)
 
 
-def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, decisions: dict) -> tuple[dict, tuple]:
-    """(the stored arrays of one variant's piece, its per-point scores for comparisons)."""
+def _fired(tensor: _Tensor, decisions: dict) -> dict:
+    """The per-point masks of the counted guard decisions (all false for a decision the variant lacks)."""
+    return {column: np.asarray(decisions[step]).ravel() == 1 if step in decisions
+            else np.zeros(tensor.P * tensor.T, dtype=bool) for step, column in DECISIONS.items()}
+
+
+def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, decisions: dict,
+                   seen: dict) -> tuple[dict, tuple]:
+    """(the stored arrays of one variant's piece, its per-point scores for comparisons).
+
+    ``seen`` maps the bytes' digest of outputs already scored in this task to
+    their (piece, scores): a variant whose outputs equal another's bit for
+    bit (``naive+G1`` and ``naive``, most guards where they do not engage)
+    reuses them, only its decision counts computed afresh.
+    """
     fmt, grouping = tensor.fmt, tensor.grouping
     computed = np.asarray(computed, dtype=fmt.dtype).ravel()
-    err = ulp_error(computed, tensor.exact, fmt, tensor.rounded)
-    bits = bits_error(computed, tensor.rounded, fmt)
-    cls = classify(computed, tensor.rounded)
+    fired = _fired(tensor, decisions)
+    same = hashlib.sha1(computed.view(fmt.uint_dtype).tobytes()).digest()
+    if same in seen:
+        piece, scores = seen[same]
+        counts = grouping.tally(fired)
+        return {**piece, **{f"stats.{column}": counts[column] for column in fired}}, scores
+    err, bits, cls = tensor.scorer.score(computed)
     c64 = computed.astype(np.float64)
-    stats = GroupStats.reduce(grouping, err, bits, cls,
+    stats = GroupStats.reduce(grouping, err, bits, cls, counts=fired,
                               witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]})
-    stats = stats.with_columns(**{column: grouping.count(np.asarray(decisions[step]).ravel() == 1)
-                                  if step in decisions else np.zeros(len(stats), dtype=np.int64)
-                                  for step, column in DECISIONS.items()})
-    mx = np.full(PRED_BIN_EDGES.size - 1, -np.inf)
-    np.maximum.at(mx, tensor.pred_bin, np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T).max(axis=1))
+    per_pred = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T).max(axis=1)
+    pred_max = np.full(PRED_BIN_EDGES.size - 1, np.nan, dtype=np.float32)
     with np.errstate(over="ignore"):
-        pred_max = np.where(mx == -np.inf, np.nan, mx).astype(np.float32)
+        pred_max[tensor.bin_ids] = np.maximum.reduceat(per_pred[tensor.bin_order], tensor.bin_starts)
     idx = _kept_points(task.per_point, err, bits, grouping)
     points = {"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
               "class": cls[idx], "exact_hi": tensor.exact[0][idx], "exact_lo": tensor.exact[1][idx],
               "rounded": tensor.rounded[idx].astype(np.float64)}
     piece = {**stats.to_arrays("stats"), **{f"points.{k}": v for k, v in points.items()}, "pred_max": pred_max,
              "unsupported": np.array(0)}
-    return piece, (computed.view(fmt.uint_dtype), np.isnan(computed), err, cls)
+    seen[same] = piece, (computed.view(fmt.uint_dtype), np.isnan(computed), err, cls)
+    return seen[same]
 
 
 def _pair_piece(tensor: _Tensor, with_scores, without_scores) -> dict:
     bits_w, nan_w, err_w, cls_w = with_scores
     bits_o, nan_o, err_o, cls_o = without_scores
     changed = (bits_w != bits_o) & ~(nan_w & nan_o)
-    outcome, fix, delta = compare_points(err_w, cls_w, err_o, cls_o, changed)
-    return PairedStats.reduce(tensor.grouping, outcome, fix, delta, changed,
-                              witness={"pred": tensor.flat_preds}).to_arrays("paired")
+    return PairedStats.compare(tensor.grouping, err_w, cls_w, err_o, cls_o, changed,
+                               witness={"pred": tensor.flat_preds}).to_arrays("paired")
 
 
 _UNSUPPORTED = {"unsupported": np.array(1)}
 
 
 def run_task(task: Task) -> dict:
-    """Evaluate, score and aggregate one task, reusing stored pieces; the npz-storable arrays of its :class:`TaskResult`."""
+    """Evaluate, score and aggregate one task, reusing stored pieces.
+
+    Returns the npz-storable arrays of its :class:`TaskResult`, or, when the
+    task names a ``chunk_file``, writes them there (atomically) and returns
+    only the counts ``reused`` and ``computed_pieces``.
+    """
     cache = ResultCache(task.result_cache, create=False)
     base = task_digest(task)
     digests = [variant_digest(v) for v in task.variants]
@@ -370,13 +394,13 @@ def run_task(task: Task) -> dict:
         outputs, decided = evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
                                              alpha=task.alpha, gamma=task.gamma, reduction=task.reduction,
                                              machine=task.machine, keep_steps=tuple(DECISIONS), **kwargs)
-        scores = {}
+        scores, seen = {}, {}
         for i in sorted(need):
             out = outputs[task.variants[i]]
             if isinstance(out, PrecisionError):  # e.g. an fp16-only variant on an fp32 profile
                 piece = _UNSUPPORTED
             else:
-                piece, scores[i] = _variant_piece(task, tensor, out, decided[task.variants[i]])
+                piece, scores[i] = _variant_piece(task, tensor, out, decided[task.variants[i]], seen)
             if pieces[i] is None:
                 pieces[i] = piece
                 cache.put(vkeys[i], piece)
@@ -386,7 +410,11 @@ def run_task(task: Task) -> dict:
                 pairs[ci] = _pair_piece(tensor, scores[w], scores[o])
                 cache.put(pkeys[ci], pairs[ci])
                 computed_pieces += 1
-    return _assemble(task, pieces, pairs, fallback, reused, computed_pieces).to_arrays()
+    arrays = _assemble(task, pieces, pairs, fallback, reused, computed_pieces).to_arrays()
+    if task.chunk_file is None:
+        return arrays
+    atomic_write_npz(Path(task.chunk_file), arrays, durable=False)
+    return {"reused": arrays["reused"], "computed_pieces": arrays["computed_pieces"]}
 
 
 def _assemble(task: Task, pieces: dict, pairs: dict, fallback: int, reused: int, computed: int) -> TaskResult:

@@ -19,7 +19,7 @@ from precision.scoring import ulp_error
 from precision.study import parse_study, pred_values
 from precision.sweep import run_study
 
-TABLES = ("summary.csv", "by_region.csv", "by_gamma.csv", "groups.csv", "comparisons.csv", "paired_raw.csv")
+TABLES = ("summary.csv", "by_region.csv", "by_gamma.csv", "groups.csv", "comparisons.csv")
 
 SMALL = """
 name = "small"
@@ -48,11 +48,13 @@ def small_study(n=120, seed=0):
 
 
 def read_tables(out):
-    return {name: pd.read_csv(Path(out) / name) for name in TABLES}
+    tables = {name: pd.read_csv(Path(out) / name) for name in TABLES}
+    tables.update({name: pd.read_parquet(Path(out) / name) for name in ("groups_raw.parquet", "paired_raw.parquet")})
+    return tables
 
 
 def assert_same_tables(a, b):
-    for name in TABLES:
+    for name in a:
         pd.testing.assert_frame_equal(a[name], b[name], check_exact=True, obj=name)
 
 

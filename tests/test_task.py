@@ -39,7 +39,7 @@ machines = ["ieee", "npu"]
 per_point = "worst"
 compare = [["candidate", "golden"]]
 """
-TABLES = ("summary.csv", "groups.csv", "comparisons.csv", "paired_raw.csv")
+TABLES = ("summary.csv", "groups.csv", "comparisons.csv")
 #: 2 machines x 2 profiles x 2 gammas = 8 tasks; each 6 variants and 3 comparisons (2 guard pairs, 1 declared).
 TASKS, VARIANTS, PAIRS = 8, 6, 3
 
@@ -54,6 +54,8 @@ def _run(tmp_path, folder, cache="cache", **kw):
 def _same_tables(a: Path, b: Path):
     for name in TABLES:
         pd.testing.assert_frame_equal(pd.read_csv(a / name), pd.read_csv(b / name), check_exact=True, obj=name)
+    for name in ("groups_raw.parquet", "paired_raw.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(a / name), pd.read_parquet(b / name), check_exact=True, obj=name)
 
 
 @pytest.fixture
@@ -135,7 +137,7 @@ def test_shared_evaluation_gives_the_tables_of_one_by_one(tmp_path, monkeypatch)
 def test_decisions_are_counted_per_group(tmp_path):
     """fired_g5 counts the outputs where G5's condition held (the recipe's g5_use step), per fine group."""
     _, out = _run(tmp_path, "a", use_cache=False)
-    g = pd.read_csv(out / "groups_raw.csv")
+    g = pd.read_parquet(out / "groups_raw.parquet")
     assert {"fired_g4", "fired_g5", "fired_g7"} <= set(g.columns)
     kernel = g[(g["variant"] == "kernel") & (g["gamma"] == -1.0)]
     assert kernel["fired_g5"].sum() > 0 and (kernel["fired_g5"] <= kernel["count"]).all()

@@ -24,8 +24,8 @@ from precision.sweep import load_paired, load_stats
 __all__ = ["RunData", "load_run", "REQUIRED_FILES"]
 
 #: Files a run folder must hold for a report (see :mod:`precision.sweep`).
-REQUIRED_FILES = ("run.json", "summary.csv", "by_region.csv", "by_gamma.csv", "groups_raw.csv", "hist.npz",
-                  "comparisons.csv", "paired_raw.csv", "paired_hist.npz", "predbins.npz", "points.parquet")
+REQUIRED_FILES = ("run.json", "summary.csv", "by_region.csv", "by_gamma.csv", "groups_raw.parquet", "hist.npz",
+                  "comparisons.csv", "paired_raw.parquet", "paired_hist.npz", "predbins.npz", "points.parquet")
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
