@@ -65,8 +65,8 @@ from precision.report.sections import SECTION_OPTIONS  # names only: the rendere
 from precision.guards import get_variant, recipe_call
 from precision.machine import get_machine
 
-__all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "AttributionSpec", "load_study", "parse_study", "pred_values",
-           "study_pred_values", "PER_POINT_MODES"]
+__all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "pred_values", "study_pred_values",
+           "PER_POINT_MODES", "AttributionSpec"]
 
 PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real")
 #: Which distribution each pred kind samples (uniform over floats and over reals weigh errors differently).
