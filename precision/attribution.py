@@ -126,6 +126,7 @@ from mpmath import libmp
 from mpmath.ctx_mp import MPContext
 
 from precision import oracle
+from precision.errors import ParameterError
 from precision.formats import get_format, ordinal_distance
 from precision.guards import bind_recipe
 from precision.machine import Machine
@@ -498,18 +499,34 @@ class Attribution:
     exact_values: list
 
 
-def attribute_bound(bound: BoundRecipe, *, attributes: dict) -> Attribution:
+def _g4_override(plan, g4_tile, n: int) -> dict | None:
+    """A shared-evaluation memo that makes the ``g4_tile`` step return ``g4_tile`` (None: no override)."""
+    if g4_tile is None:
+        return None
+    if "g4_tile" not in plan.names:
+        raise ParameterError(f"g4_tile={g4_tile!r} given, but this recipe has no G4 tile decision (G4 is off)")
+    flags = np.broadcast_to(np.asarray(g4_tile, dtype=bool), (n,)).copy()
+    return {plan.keys[plan.names.index("g4_tile")]: flags}
+
+
+def attribute_bound(bound: BoundRecipe, *, attributes: dict, g4_tile=None, exact_cache: dict | None = None
+                    ) -> Attribution:
     """Attribute a bound recipe's evaluation (see :func:`attribute`); ``attributes`` names the batch.
 
     ``attributes`` holds ``alpha``, ``gamma``, ``count`` (Python scalars),
     ``machine`` (spec string) and optionally ``target`` (the int32 selectors,
     flattened; default: the loaded float values) for the exact values and the
-    points table.
+    points table.  ``g4_tile`` (bool, or bool per point) replaces the G4 tile
+    decision the batch would take (:func:`attribute`).  ``exact_cache`` (a
+    dict the caller keeps between calls) reuses the exact values of a point
+    already attributed with the same recipe configuration and formats (the
+    exact values do not depend on the machine).
     """
     plan, m, c = bound.plan, bound.machine, bound.constants
     n = int(np.prod(bound.shape))
     ops = bound.operands
-    out, env = bound.run(trace=True)
+    override = _g4_override(plan, g4_tile, n)
+    out, env = bound.run(trace=True, memo=override, keep=set())
     compute_fmt = m.fmt
     out_fmt = get_format("fp16" if np.dtype(getattr(c, "pred_dtype", np.float32)) == np.float16 else "fp32")
     fmts = {s.name: (out_fmt if s.fmt == "output" else compute_fmt) for s in plan.steps}
@@ -522,7 +539,8 @@ def attribute_bound(bound: BoundRecipe, *, attributes: dict) -> Attribution:
     # exact values per distinct point
     keys = [(float(xs[i]), int(ts[i]), float(alpha), float(gamma), None if ws is None else float(ws[i]),
              float(ds[i]), int(count)) for i in range(n)]
-    cache: dict = {}
+    context = (plan.recipe.name, plan.config, compute_fmt.name, out_fmt.name)
+    cache: dict = {} if exact_cache is None else exact_cache.setdefault(context, {})
     per_point = []
     for key in keys:
         if key not in cache:
@@ -553,6 +571,8 @@ def attribute_bound(bound: BoundRecipe, *, attributes: dict) -> Attribution:
                 else:  # decisions, constants, untracked: the machine's own values
                     args.append(env[name])
             value = s.op(lm, c, plan.views[i], *args)
+            if override is not None and s.name == "g4_tile":  # a tile's decision, not the point's
+                value = env[s.name]
             local[s.name] = value
             if s.fmt == "bool":
                 continue
@@ -748,7 +768,7 @@ def top_causes(steps_df: pd.DataFrame, plan, env, n: int, exact_out, out64) -> d
 
 
 def attribute(variant, pred, target, dout=1.0, weight=None, *, alpha=0.25, gamma=2.0, reduction="mean",
-              count=None, machine="ieee") -> Attribution:
+              count=None, machine="ieee", g4_tile=None) -> Attribution:
     """Attribute the error of a variant at a batch of points to the steps of its recipe.
 
     Parameters
@@ -765,6 +785,11 @@ def attribute(variant, pred, target, dout=1.0, weight=None, *, alpha=0.25, gamma
     alpha, gamma, reduction, count, machine
         As :func:`precision.guards.evaluate` (count: the mean's N*C;
         default the batch size).
+    g4_tile : bool or array_like of bool, optional
+        The G4 tile decision to use instead of the batch's own (broadcast to
+        the points): the decision the tensor the points came from took, e.g.
+        a sweep task's (:mod:`precision.attribution_table`).  Default None:
+        the batch decides.  A variant without G4 rejects it.
 
     Returns
     -------
@@ -775,7 +800,10 @@ def attribute(variant, pred, target, dout=1.0, weight=None, *, alpha=0.25, gamma
     -----
     The points are evaluated as one ``[1, n]`` tensor, so tile-level
     decisions (G4 with the default one tile) see the whole batch, as a
-    sweep's task does; use ``kernel[tile=1]`` to decide per point.  Cost:
+    sweep's task does; use ``kernel[tile=1]`` to decide per point, or
+    ``g4_tile`` to impose the decision of a larger tensor the points were
+    taken from (a point whose power is subnormal gets the fallback only in a
+    flagged tile, so a subset can compute other bits than its task did).  Cost:
     one exact evaluation per distinct point in Python (about 1 ms of CPU for
     the kernel: 10,000 points in 10 s), the rest vectorized.
 
@@ -800,7 +828,7 @@ def attribute(variant, pred, target, dout=1.0, weight=None, *, alpha=0.25, gamma
     n_mean = bound.count if reduction == "mean" else 1
     spec = machine if isinstance(machine, str) else bound.machine.model.spec
     return attribute_bound(bound, attributes={"alpha": a32, "gamma": g32, "count": n_mean, "machine": spec,
-                                              "target": t.reshape(-1)})
+                                              "target": t.reshape(-1)}, g4_tile=g4_tile)
 
 
 # ---------------------------------------------------------------------------

@@ -36,6 +36,8 @@ A study file (``studies/NAME.toml``)::
     per_point = "all"                 # all | incorrect | over_1ulp | worst | none
     compare = [["candidate", "kernel"]]   # optional: (with, without) pairs compared point by point,
                                       # besides the guard and G5-threshold pairs found from the names
+    attribution = { variants = ["kernel"], points = 8 }   # optional: attribute kept points to recipe steps
+                                      # (true: every variant, every kept row; points = "kept" or N per group)
 
     [report]                          # optional: the report's sections, in order (precision.report.sections)
     sections = ["verdicts", "dominant", "summary"]
@@ -60,11 +62,11 @@ import numpy as np
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.formats import FORMATS, get_format, round_to_format
 from precision.report.sections import SECTION_OPTIONS  # names only: the renderer is not imported
-from precision.guards import get_variant
+from precision.guards import get_variant, recipe_call
 from precision.machine import get_machine
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "pred_values", "study_pred_values",
-           "PER_POINT_MODES"]
+           "PER_POINT_MODES", "AttributionSpec"]
 
 PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real")
 #: Which distribution each pred kind samples (uniform over floats and over reals weigh errors differently).
@@ -90,7 +92,7 @@ _POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count
                "bracket_bands"}
 #: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
 DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
-_RUN_KEYS = {"variants", "machines", "per_point", "compare"}
+_RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution"}
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class Study:
     bracket_edges: tuple = ()  # edges on the bracket's cancellation factor C; () = no bracket bands
     compare: tuple = ()  # declared (with, without) variant pairs
     report: "ReportSpec | None" = None  # the [report] table; None = the default sections
+    attribution: "AttributionSpec | None" = None  # [run] attribution; None = no attribution
 
     @property
     def pred(self) -> PredAxis:
@@ -173,6 +176,31 @@ class ReportSpec:
     def options_of(self, section: str) -> dict:
         """The options given for one section (a fresh dict)."""
         return dict(dict(self.options).get(section, ()))
+
+
+@dataclass(frozen=True)
+class AttributionSpec:
+    """``[run] attribution``: which kept points get a per-step error attribution (:mod:`precision.attribution_table`).
+
+    Attributes
+    ----------
+    variants : tuple of str
+        The variants attributed; () = every variant of the study (each is a
+        step recipe).
+    points : "kept" or int
+        ``"kept"``: every per-point row the study keeps (``per_point``); an
+        int N: at most the N largest errors (special outputs first) of each
+        fine group (variant, machine, format, profile, alpha, gamma, weight,
+        dout, target, region) of those rows.
+    """
+
+    variants: tuple = ()
+    points: "str | int" = "kept"
+
+    def __post_init__(self):
+        if not (self.points == "kept" or (isinstance(self.points, int) and not isinstance(self.points, bool)
+                                          and self.points > 0)):
+            raise StudyFileError(f"attribution points={self.points!r}; expected \"kept\" or a positive integer")
 
 
 class _Reader:
@@ -379,11 +407,12 @@ def parse_study(text: str, path: str = "<study>") -> Study:
     per_point = run.string("per_point", PER_POINT_MODES, default="all")
     _check_registry_names(run, variants, machines)
     compare = _parse_compare(run, variants)
+    attribution = _parse_attribution(run, variants, per_point)
     report = _parse_report(top, data) if "report" in data else None
     return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
                  tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(machines)), per_point, text, path, bands,
-                 compare, report)
+                 compare, report, attribution)
 
 
 def _parse_compare(run: _Reader, variants) -> tuple:
@@ -402,6 +431,41 @@ def _parse_compare(run: _Reader, variants) -> tuple:
             raise run.error("compare", f"{pair!r} compares a variant with itself")
         pairs.append(tuple(pair))
     return tuple(dict.fromkeys(pairs))
+
+
+def _parse_attribution(run: _Reader, variants, per_point: str) -> "AttributionSpec | None":
+    """``[run] attribution``: true/false, or a table ``{variants = [...], points = "kept" | N}``."""
+    if not run.has("attribution"):
+        return None
+    value = run.table["attribution"]
+    expected = 'expected true, false or a table like { variants = ["kernel"], points = "kept" } (points: "kept" or N)'
+    if isinstance(value, bool):
+        spec = AttributionSpec() if value else None
+    elif isinstance(value, dict):
+        sub = run.table_of("attribution", {"variants", "points"})
+        names = sub.array("variants") if sub.has("variants") else ["all"]
+        if not all(isinstance(v, str) for v in names):
+            raise sub.error("variants", f"{names!r}; expected an array of variant names")
+        for v in names:
+            if v != "all" and v not in variants and "all" not in variants:
+                raise sub.error("variants", f"{v!r} is not among the study's variants; add it to [run] variants")
+            try:
+                recipe = v == "all" or recipe_call(v) is not None
+            except PrecisionError as exc:
+                raise sub.error("variants", str(exc)) from None
+            if not recipe:
+                raise sub.error("variants", f"{v!r} is not a step recipe; only recipes can be attributed")
+        points = sub.table.get("points", "kept")
+        if not (points == "kept" or (isinstance(points, int) and not isinstance(points, bool) and points > 0)):
+            raise sub.error("points", f"{points!r}; expected \"kept\" (every kept row) or a positive integer N "
+                                      "(the N largest errors of each group)")
+        spec = AttributionSpec(() if "all" in names else tuple(dict.fromkeys(names)), points)
+    else:
+        raise run.error("attribution", f"{value!r}; {expected}")
+    if spec is not None and per_point == "none":
+        raise run.error("attribution", 'needs per-point rows but per_point = "none"; set per_point = "worst" '
+                                       '(or over_1ulp, incorrect, all)')
+    return spec
 
 
 def _parse_report(top: _Reader, data: dict) -> ReportSpec:

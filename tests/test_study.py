@@ -5,7 +5,7 @@ import pytest
 
 from precision.errors import StudyFileError
 from precision.formats import FP16, FP32
-from precision.study import load_study, parse_study, pred_values
+from precision.study import AttributionSpec, load_study, parse_study, pred_values
 
 BASE = """
 name = "t"
@@ -78,6 +78,38 @@ class TestParse:
         assert "\n" not in message and message.startswith("t.toml")
         for w in words:
             assert w in message
+
+    def test_attribution_key(self):
+        assert parse_study(BASE).attribution is None
+        s = parse_study(study_with(**{"[run]": "[run]\nattribution = true"}))
+        assert s.attribution == AttributionSpec((), "kept")
+        s = parse_study(study_with(**{"[run]": '[run]\nattribution = { variants = ["kernel"], points = 8 }'}))
+        assert s.attribution == AttributionSpec(("kernel",), 8)
+        assert parse_study(study_with(**{"[run]": "[run]\nattribution = false"})).attribution is None
+
+    @pytest.mark.parametrize("value,words", [
+        ("3", ["run.attribution", "true, false or a table"]),
+        ('"kernel"', ["run.attribution", "true, false or a table"]),
+        ("{ points = 0 }", ["run.attribution.points", "positive integer"]),
+        ('{ points = "some" }', ["run.attribution.points", '"kept"']),
+        ("{ points = true }", ["run.attribution.points", "positive integer"]),
+        ('{ variants = ["golden"] }', ["run.attribution.variants", "'golden'", "not among the study's variants"]),
+        ('{ variants = "kernel" }', ["run.attribution.variants", "wrong type"]),
+        ("{ variants = [] }", ["run.attribution.variants", "empty"]),
+        ("{ colour = 1 }", ["run.attribution.colour", "unknown key"]),
+    ])
+    def test_attribution_errors_are_one_line(self, value, words):
+        with pytest.raises(StudyFileError) as info:
+            parse_study(study_with(**{"[run]": f"[run]\nattribution = {value}"}), "t.toml")
+        message = str(info.value)
+        assert "\n" not in message and message.startswith("t.toml")
+        for w in words:
+            assert w in message
+
+    def test_attribution_needs_kept_points(self):
+        text = study_with(**{"[run]": '[run]\nattribution = true\nper_point = "none"'})
+        with pytest.raises(StudyFileError, match=r"run.attribution: needs per-point rows .*per_point = \"worst\""):
+            parse_study(text, "t.toml")
 
     def test_missing_file(self, tmp_path):
         with pytest.raises(StudyFileError, match="cannot read"):

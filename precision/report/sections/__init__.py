@@ -12,7 +12,11 @@ section         what it shows
                 declared variant pairs) per machine x format: first screen
 ``targets``     a candidate against its accuracy targets: first screen
 ``dominant``    what dominates the error: the largest errors per region and
-                selector, each with its cause
+                selector, each with its cause (from the attribution when the
+                run has one)
+``attribution`` where the error is born: the kept points attributed to the
+                steps of their recipe, the causes checked against the errors
+                (a confusion matrix), where each guard acts
 ``summary``     accuracy per variant, format and machine, headline maxima
                 labelled exhaustive or sampled, plots
 ``ablation``    each guard's comparisons per region and gamma
@@ -37,6 +41,7 @@ SECTION_OPTIONS = {
                 "fp16_share_correct": ("number", 0.999), "fp16_max_ulp": ("number", 1.0),
                 "ops_ratio": ("number", 1.5)},
     "dominant": {"variants": ("strings", ())},
+    "attribution": {},
     "summary": {},
     "ablation": {},
     "threshold": {},

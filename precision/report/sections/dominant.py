@@ -5,10 +5,17 @@ kernel, else the run's first variant), every (format, selector, region) whose
 outputs are over 1 ulp or special gets one line: its largest finite error
 over the machines, at which inputs, and what that error is at its witness
 (:func:`precision.report.tables.describe_error`), with the special outputs
-of the group by class.  The cause is read from the witness's computed and
-exact values; ``kind`` in ``dominant.csv`` names it (:func:`precision.report.tables.error_kind`).
-The first screen shows the most severe lines (specials first, then the
-largest error).
+of the group by class.  ``kind`` in ``dominant.csv`` names what the error is at the witness
+(:func:`precision.report.tables.error_kind`).
+
+When the run has ``attribution.csv`` (a study with ``[run] attribution``,
+:mod:`precision.attribution_table`), each line states where the error of the
+group's attributed points is born instead: how many of them are over 1 ulp and
+the top causes (step and cause, with the condition number at the worst point)
+that explain most of them, cited from ``dominant_causes.csv``
+(:func:`precision.report.sections.attribution.dominant_causes`); a group with
+no attributed point keeps the description of its witness.  The first screen
+shows the most severe lines (specials first, then the largest error).
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from precision.report.document import Bullets, Heading, Para, Section, Table
+from precision.report.document import Bullets, Details, Heading, Para, Section, Table
 from precision.report.findings import Finding, cite
+from precision.report.sections.attribution import dominant_causes, step_formula
 from precision.report.sections.summary import headline_variants
 from precision.report.tables import describe_error, error_kind, inputs_text, region_text, stat_table
 from precision.scoring import SPECIAL_CLASSES
@@ -25,8 +33,11 @@ from precision.scoring import SPECIAL_CLASSES
 __all__ = ["build", "dominant_table", "FIRST_SCREEN_LINES"]
 
 T = "dominant.csv"
+TC = "dominant_causes.csv"
 #: Lines of this section on the first screen.
 FIRST_SCREEN_LINES = 8
+#: At most this many causes per line (those explaining the most points over 1 ulp).
+CAUSES_PER_LINE = 2
 
 
 def dominant_table(run, variants) -> pd.DataFrame:
@@ -66,7 +77,40 @@ def dominant_table(run, variants) -> pd.DataFrame:
         drop=True)
 
 
-def _line(t: pd.DataFrame, i: int) -> tuple[str, list]:
+def _causes_text(causes: pd.DataFrame, w: dict) -> tuple[str, list] | None:
+    """Where the group's attributed points are born (None: the group has no attributed point)."""
+    if causes.empty:
+        return None
+    mask = np.ones(len(causes), bool)
+    for k, v in w.items():
+        mask &= (causes[k] == v).to_numpy()
+    rows = causes[mask]
+    if rows.empty:
+        return None
+    first = rows.iloc[0]
+    key = dict(w, step=first["step"], cause=first["cause"])
+    n_all = cite("group_points", TC, causes, key, "group_points")
+    n_over = cite("group_over_1ulp", TC, causes, key, "group_over_1ulp")
+    nums = [n_all, n_over]
+    if first["group_over_1ulp"] == 0:
+        return f"its {n_all.text} attributed points are all within 1 ulp", nums
+    parts = []
+    for j, (_, r) in enumerate(rows[rows["over_1ulp"] > 0].head(CAUSES_PER_LINE).iterrows()):
+        k = dict(w, step=r["step"], cause=r["cause"])
+        over = cite(f"over_1ulp_{j}", TC, causes, k, "over_1ulp")
+        pct = cite(f"share_pct_{j}", TC, causes, k, "share_pct")
+        nums += [over, pct]
+        what = r["cause"]
+        if np.isfinite(r["witness_cond"]) and r["cause"] in ("cancellation", "sensitivity"):
+            cond = cite(f"witness_cond_{j}", TC, causes, k, "witness_cond")
+            nums.append(cond)
+            what += f", cond {cond.text} at the worst"
+        step = step_formula(r["variant"], r["step"]) if r["step"] != "none" else "no step (every local error 0)"
+        parts.append(f"{over.text} ({pct.text}%) {'born ' if not parts else ''}at {step} ({what})")
+    return f"of its {n_all.text} attributed points {n_over.text} are over 1 ulp: " + ", ".join(parts), nums
+
+
+def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame) -> tuple[str, list]:
     r = t.iloc[i]
     w = {"variant": r["variant"], "format": r["format"], "target": int(r["target"]), "region": r["region"]}
     mx, cnt = cite("max_finite_ulp", T, t, w, "max_finite_ulp"), cite("count", T, t, w, "count")
@@ -74,13 +118,21 @@ def _line(t: pd.DataFrame, i: int) -> tuple[str, list]:
     nums = [cnt] + [c for c in specials if c.value]
     head = f"{r['format']}, t={int(r['target'])}, {region_text(r['region'])}, {r['variant']}"
     bad = ", ".join(f"{c.text} {c.name}" for c in specials if c.value)
+    tail = f"; {bad} of {cnt.text} outputs." if bad else f"; no special output of {cnt.text}."
+    born = _causes_text(causes, w)
+    if born is not None:
+        nums += born[1]
     if np.isnan(r["max_finite_ulp"]):
-        return f"{head}: no finite output; {bad} of {cnt.text}.", nums
+        return f"{head}: no finite output" + (f"; {born[0]}" if born else "") + f"; {bad} of {cnt.text}.", nums
     nums.append(mx)
-    text = (f"{head}: {mx.text} ulp on {r['machine']} at {inputs_text(r, 'finite_witness_')}: "
-            + describe_error(r["max_finite_ulp"], r["finite_witness_computed"], r["finite_witness_exact"],
-                             r["format"]))
-    return text + (f"; {bad} of {cnt.text} outputs." if bad else f"; no special output of {cnt.text}."), nums
+    text = f"{head}: {mx.text} ulp on {r['machine']} at {inputs_text(r, 'finite_witness_')}"
+    described = describe_error(r["max_finite_ulp"], r["finite_witness_computed"], r["finite_witness_exact"],
+                               r["format"])
+    if born is None:
+        return f"{text}: {described}{tail}", nums
+    if r["kind"] in ("spurious", "lost_to_zero"):  # the figure itself needs explaining
+        text += f" ({described})"
+    return f"{text}; {born[0]}{tail}", nums
 
 
 def build(ctx) -> Section:
@@ -91,10 +143,15 @@ def build(ctx) -> Section:
     if t.empty:
         return section
     section.tables[T] = t
-    lines = [_line(t, i) for i in range(len(t))]
+    causes = dominant_causes(run, variants)
+    if not causes.empty:
+        section.tables[TC] = causes
+    lines = [_line(t, i, causes) for i in range(len(t))]
+    source = ("where the error is born from the attribution of each group's kept points (attribution.csv)"
+              if not causes.empty else "what the error is at each group's witness")
     section.first = [Heading("What dominates the error", 2, "dominant"),
                      Para(f"{', '.join(variants)}: the worst (format, selector, region) groups, special outputs "
-                          f"first; {len(t)} groups over 1 ulp or special in all (below).", "note"),
+                          f"first, with {source}; {len(t)} groups over 1 ulp or special in all (below).", "note"),
                      Bullets([text for text, _ in lines[:FIRST_SCREEN_LINES]])]
     shown = t.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in t.iterrows()])
     section.body = [Para("Every group over 1 ulp or with special outputs; max_finite_ulp is over the machines (the "
@@ -103,6 +160,13 @@ def build(ctx) -> Section:
                          "the output is not), off_by_factor (relative error >= 1), inaccurate, rounding."),
                     Table(shown[["variant", "format", "target", "region", "machine", "count", "max_finite_ulp", "kind",
                                  "inputs", *SPECIAL_CLASSES]], T)]
+    if not causes.empty:
+        section.body.append(Details(
+            "Where the error of each group's attributed points is born (dominant_causes.csv)",
+            [Para("Per group and top cause (step, cause) over the machines and gammas: the attributed points, how "
+                  "many are over 1 ulp (special outputs included) and their share of the group's points over 1 ulp "
+                  "(share_pct), the largest error and, at that point, the top step's condition number and local "
+                  "error."), Table(causes, TC)]))
     section.findings = [Finding(f"dominant/{i}", "dominant", text, nums, 25 + i, shown=True)
                         for i, (text, nums) in enumerate(lines[:FIRST_SCREEN_LINES])]
     return section
