@@ -49,6 +49,7 @@ from precision.hunt import hunt
 from precision.machine import get_machine
 from precision.plugins import load_plugins, variant_source
 from precision.report import build_report, report_all
+from precision.report.page import require_replaceable
 from precision.score_outputs import (load_inputs, load_outputs, parse_shape, score_outputs, validate_score_inputs,
                                      write_score)
 from precision.study import load_study
@@ -552,7 +553,12 @@ def _cmd_run(args) -> int:
           f"({result.term_pairs_cached:,} from cache), {result.oracle_fallback} scalar fallbacks, "
           f"{result.seconds:.1f} s")
     for variant, profile in result.unsupported:
-        print(f"note: {variant} does not take profile {profile}; skipped there")
+        source = variant_source(variant)
+        if source is None:
+            print(f"note: {variant} does not take profile {profile}; skipped there")
+        else:  # a plugin's own contract, or an error on some inputs of the run (the loader's checks passed)
+            print(f"note: {variant} (plugin {_shown_path(source)}) raised on profile {profile} during the run; "
+                  f"skipped there (precision.evaluate on those inputs shows the error)")
     tables = f"{study.name}: tables -> {out / 'summary.csv'}"
     if not args.report:
         hint = _report_hint(study.name, out)
@@ -668,7 +674,7 @@ def _cmd_diff(args) -> int:
     """``precision diff``: two runs of one study compared point by point (precision.diff)."""
     run_a = _require_dir(args.run_a, "RUN_A", create=False)
     run_b = _require_dir(args.run_b, "RUN_B", create=False)
-    out = _require_dir(args.out, "--out")
+    out = require_replaceable(_require_dir(args.out, "--out"), "tables/diff.csv")
     tolerance = _parse_tolerance(args.tolerance)
     result = diff_runs(run_a, run_b, tolerance=tolerance)
     command = f"precision diff {run_a} {run_b} --tolerance {tolerance:g} --out {out}"
@@ -690,7 +696,7 @@ def _cmd_score(args) -> int:
     label = args.label or Path(args.outputs).stem
     if not label or any(c.isspace() or c in "/\\" for c in label) or label.startswith("."):
         raise ParameterError(f"--label={label!r}; expected a name without spaces or slashes")
-    out = _require_dir(args.out or DEFAULT_SCORE_DIR / label, "--out")
+    out = require_replaceable(_require_dir(args.out or DEFAULT_SCORE_DIR / label, "--out"), "score.json")
     shape = parse_shape(args.shape) if args.shape is not None else None
     _load_cli_plugins(args)
     if args.compare_with:
@@ -955,7 +961,8 @@ def _build_parser() -> argparse.ArgumentParser:
                   "precision diff out/main/quick out/branch/quick --tolerance 1 --out out/diff/branch"])
     p.add_argument("run_a", metavar="RUN_A", help="the reference run folder (before the change)")
     p.add_argument("run_b", metavar="RUN_B", help="the new run folder (after the change)")
-    p.add_argument("--out", default=str(DEFAULT_DIFF_DIR), metavar="DIR", help="report folder")
+    p.add_argument("--out", default=str(DEFAULT_DIFF_DIR), metavar="DIR",
+                   help="report folder, replaced as a whole (a folder holding other files is refused)")
     p.add_argument("--tolerance", default="0", metavar="BITS",
                    help="bits of worst loss a 'hurts' verdict may reach without failing (exit 1 only beyond it)")
 
@@ -992,7 +999,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reduction", default="mean", choices=["none", "sum", "mean"],
                    help="reduction attribute (mean: coefficient 1/(N*C))")
     p.add_argument("--label", help="name of the outputs in the tables (default: the --outputs file's stem)")
-    p.add_argument("--out", metavar="DIR", help="result folder (default: out/score/<label>)")
+    p.add_argument("--out", metavar="DIR",
+                   help="result folder, replaced as a whole (default: out/score/<label>)")
     p.add_argument("--compare-with", metavar="VARIANT",
                    help="also compare the outputs point by point with this variant evaluated on the same inputs "
                         "(default: none)")

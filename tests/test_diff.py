@@ -177,6 +177,11 @@ class TestDiffCommand:
         code, out, err = run(capsys, "diff", runs["A"], runs["A"], "--tolerance", "-1", "--out", tmp_path / "d")
         assert (code, err) == (2, "precision: error: --tolerance='-1'; expected a number of bits >= 0\n")
         assert not (tmp_path / "d").exists()
+        (tmp_path / "keep.txt").write_text("a file of the user's")
+        code, out, err = run(capsys, "diff", runs["A"], runs["A"], "--out", tmp_path)  # replaced as a whole: refused
+        assert (code, err) == (2, f"precision: error: --out={tmp_path} holds other files (no tables/diff.csv); this "
+                                  "command replaces its folder as a whole: give a new folder or one it wrote before\n")
+        assert (tmp_path / "keep.txt").is_file()
 
     def test_console_script_exit_status(self, runs, tmp_path):
         proc = subprocess.run([sys.executable, "-m", "precision.cli", "diff", str(runs["A"]), str(runs["B"]), "--out",

@@ -186,6 +186,9 @@ MALFORMED = [
      "alpha=1e+39 is not finite in float32; expected a finite value"),
     (["--inputs", "inputs.npz", "--outputs", "cr.npy", "--label", "a b"],
      "--label='a b'; expected a name without spaces or slashes"),
+    (["--inputs", "inputs.npz", "--outputs", "cr.npy", "--out", "."],
+     "--out=. holds other files (no score.json); this command replaces its folder as a whole: give a new folder or "
+     "one it wrote before"),
 ]
 
 

@@ -16,9 +16,28 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from precision.errors import ParameterError
 from precision.report.document import CSS, Heading, Para, anchor, to_html, to_markdown
 
-__all__ = ["write_page", "write_folder"]
+__all__ = ["write_page", "write_folder", "require_replaceable"]
+
+
+def require_replaceable(out, marker: str, option: str = "--out") -> Path:
+    """Check that ``out`` may be replaced as a whole: missing, empty, or a previous result (holding ``marker``).
+
+    :func:`write_folder` replaces the whole folder, so a folder holding anything else (``--out out``, the
+    folder of every run) is refused up front.
+
+    Raises
+    ------
+    ParameterError
+        A folder with other content.
+    """
+    out = Path(out)
+    if out.is_dir() and any(out.iterdir()) and not (out / marker).is_file():
+        raise ParameterError(f"{option}={out} holds other files (no {marker}); this command replaces its folder "
+                             "as a whole: give a new folder or one it wrote before")
+    return out
 
 
 def write_page(folder: Path, title: str, description: str, first: list, body: list) -> None:
