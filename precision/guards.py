@@ -38,6 +38,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -125,6 +126,10 @@ class Variant:
         ``f(machine, pred, target, dout, weight, alpha, gamma, reduction, **params)``.
     params : tuple of (str, object)
         Keyword arguments bound to ``function`` (e.g. ``("guards", frozenset)``).
+    source : pathlib.Path or None
+        The plugin file that registered the row (absolute; :mod:`precision.plugins`),
+        None for the package's own variants.  Its digest stands for the row's
+        implementation (``function`` is the plugin's function wrapped by the loader).
     """
 
     name: str
@@ -132,6 +137,7 @@ class Variant:
     description: str
     function: Callable
     params: tuple = field(default=())
+    source: Path | None = None
 
     @property
     def guards(self) -> frozenset | None:
@@ -320,9 +326,10 @@ def get_variant(name) -> Variant:
 
 
 #: Set by :mod:`precision.plugins` while it imports a plugin file, None otherwise:
-#: ``hook(name, function, exists) -> function`` is called by :func:`register_variant` instead of
-#: its own name check (``exists``: the name is taken by a row or a parsed ``naive``/``kernel``
-#: form); it raises on a clash and returns the function to register (the plugin's, wrapped).
+#: ``hook(name, function, exists) -> (function, source)`` is called by :func:`register_variant`
+#: instead of its own name check (``exists``: the name is taken by a row or a parsed
+#: ``naive``/``kernel`` form); it raises on a clash and returns the function to register (the
+#: plugin's, wrapped) and the plugin file (the row's ``source``).
 _registration_hook: Callable | None = None
 
 
@@ -368,12 +375,13 @@ def register_variant(name: str, function: Callable, description: str, *, family:
     if recipe is not None and not (isinstance(recipe, RecipeCall) or callable(recipe)):
         raise ParameterError(f"recipe={recipe!r}; expected a RecipeCall or a function params -> RecipeCall")
     exists = name in VARIANTS or bool(_NAME_RE.match(name))
+    source = None
     if _registration_hook is not None:
-        function = _registration_hook(name, function, exists)
+        function, source = _registration_hook(name, function, exists)
     elif not replace and exists:
         raise ParameterError(f"variant={name!r} already exists; pick another name or pass replace=True")
     items = tuple(sorted(dict(params or {}).items()))
-    row = Variant(name, family, description, function, items)
+    row = Variant(name, family, description, function, items, source)
     if recipe is not None:
         _RECIPE_BUILDERS[function] = recipe if not isinstance(recipe, RecipeCall) else (lambda params, c=recipe: c)
     VARIANTS[name] = row

@@ -41,10 +41,12 @@ What other modules use
 * :func:`ensure_loaded` (``study.plugins``): a worker process (Dask, spawn)
   loads the plugins a task needs before evaluating it; a no-op for files
   already loaded at the same digest.
-* :func:`variant_source`, :func:`plugin_files`, :func:`plugin_digest`,
-  :func:`source_digest`: which file implements a variant, and its digest, so
-  that results can be keyed by the source of each variant's implementation
-  (for a plugin variant, the plugin file; for a built-in one, the package).
+* :attr:`precision.guards.Variant.source` (the plugin file of a plugin
+  variant's row, None for the package's variants), :func:`variant_source`,
+  :func:`plugin_files`, :func:`plugin_digest`, :func:`source_digest`: which
+  file implements a variant, and its digest, so that results can be keyed by
+  the source of each variant's implementation (for a plugin variant, the
+  plugin file; for a built-in one, the package).
 * :func:`check_study_variants`: the plugin variants of a study evaluated once
   on every machine and profile of the study before a run writes anything.
 """
@@ -192,7 +194,7 @@ def _hook(path: Path, shown: str, registered: list):
                                   f"{_shown(owner)}; pick another name")
         if name not in registered:
             registered.append(name)
-        return _checked(function, name, shown)
+        return _checked(function, name, shown), path
 
     return hook
 
@@ -401,7 +403,10 @@ def loaded_plugins() -> tuple:
 # ---------------------------------------------------------------------------
 
 def variant_source(variant) -> Path | None:
-    """The plugin file that registered a variant (resolved path), or None for a built-in one."""
+    """The plugin file that registered a variant (resolved path), or None for a built-in one.
+
+    The same as the row's :attr:`precision.guards.Variant.source`.
+    """
     name = variant.name if isinstance(variant, guards.Variant) else variant
     return _SOURCES.get(name)
 

@@ -132,6 +132,7 @@ class TestLoadPlugin:
         plugin = load_plugin(EXAMPLE)
         assert plugin.variants == ("my_kernel",) and "my_kernel" in variant_names()
         assert variant_source("my_kernel") == EXAMPLE and variant_source("kernel") is None
+        assert VARIANTS["my_kernel"].source == EXAMPLE and VARIANTS["kernel"].source is None
         assert plugin_files(["kernel", "my_kernel"]) == [EXAMPLE] and plugin_files(["kernel"]) == []
         assert plugin_files(["all"]) == [EXAMPLE]
         digest = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
