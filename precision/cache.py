@@ -38,7 +38,8 @@ import platformdirs
 from precision.oracle import ORACLE_VERSION
 from precision.terms import TermTable
 
-__all__ = ["CacheIntegrityWarning", "TermCache", "default_cache_dir", "atomic_write_npz"]
+__all__ = ["CacheIntegrityWarning", "TermCache", "ResultCache", "default_cache_dir", "atomic_write_npz",
+           "read_checked_npz", "RESULTS_VERSION"]
 
 _COLUMNS = ("hi", "lo", "exp", "rel")
 #: What reading a truncated, altered or foreign .npz raises.
@@ -200,3 +201,73 @@ class TermCache:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         return n
+
+
+#: Version of the stored task results' layout (:class:`precision.task.TaskPiece`); part of every key.
+RESULTS_VERSION = 1
+
+
+class ResultCache:
+    """Scored task results on disk, content-addressed (``results-v<N>/<k[:2]>/<k>.npz``).
+
+    A key is a SHA-256 of what determines the result (:mod:`precision.task`:
+    the task's inputs, the oracle version, the digest of the variant's source
+    and everything it imports inside the package); the value is a dict of
+    arrays written by :func:`atomic_write_npz`, so two runs writing the same
+    key at once both leave a whole file, and a corrupt file is reported once
+    (:class:`CacheIntegrityWarning`) and recomputed.
+
+    Parameters
+    ----------
+    folder : path or None
+        The cache folder (the oracle cache's); None disables the cache.
+    create : bool
+        Create the folder now (default True).
+    """
+
+    def __init__(self, folder, create: bool = True):
+        self.root = Path(folder) if folder is not None else None
+        self.folder = self.root / f"results-v{RESULTS_VERSION}" if self.root is not None else None
+        if self.folder is not None and create:
+            self.folder.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def enabled(self) -> bool:
+        return self.folder is not None
+
+    def _path(self, key: str) -> Path:
+        return self.folder / key[:2] / f"{key}.npz"
+
+    def get(self, key: str) -> dict | None:
+        """The arrays stored under ``key``, or None (absent, corrupt, or the cache disabled)."""
+        if not self.enabled:
+            return None
+        return read_checked_npz(self._path(key))
+
+    def put(self, key: str, arrays: dict) -> None:
+        """Store arrays under ``key`` (atomic; a no-op when disabled)."""
+        if not self.enabled:
+            return
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_npz(path, arrays)
+
+    def _files(self) -> list:
+        return sorted(self.root.glob("results-v*/*/*.npz")) if self.root is not None and self.root.is_dir() else []
+
+    def info(self) -> dict:
+        """Folder, result count and bytes on disk (every layout version)."""
+        files = self._files()
+        return {"folder": None if self.root is None else str(self.root), "results": len(files),
+                "bytes": sum(p.stat().st_size for p in files)}
+
+    def clear(self) -> int:
+        """Remove every stored result; returns how many."""
+        files = self._files()
+        for path in files:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        for folder in sorted(self.root.glob("results-v*/*"), reverse=True) if self.root is not None else []:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        return len(files)

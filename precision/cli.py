@@ -39,7 +39,7 @@ from mpmath import libmp
 
 from precision import __version__, oracle
 from precision.attribution import attribute, describe
-from precision.cache import TermCache, default_cache_dir
+from precision.cache import ResultCache, TermCache, default_cache_dir
 from precision.diff import diff_runs, write_diff
 from precision.errors import ParameterError, PrecisionError
 from precision.formats import FORMATS, round_to_format
@@ -725,13 +725,15 @@ def _cmd_score(args) -> int:
 
 def _cmd_cache(args) -> int:
     folder = _require_cache_dir(args, create=True)
-    cache = TermCache(folder, create=False)  # info and clear never create the folder
+    terms = TermCache(folder, create=False)  # info and clear never create the folder
+    results = ResultCache(folder, create=False)
     if args.action == "info":
-        info = cache.info()
-        print(f"folder  {info['folder']}\nshards  {info['shards']}\nentries {info['entries']:,}\n"
-              f"bytes   {info['bytes']:,}")
+        t, r = terms.info(), results.info()
+        print(f"folder  {t['folder']}\n"
+              f"terms   {t['shards']} shards, {t['entries']:,} entries, {t['bytes']:,} bytes\n"
+              f"results {r['results']:,} results, {r['bytes']:,} bytes")
     else:
-        print(f"removed {cache.clear()} shards from {cache.folder}")
+        print(f"removed {terms.clear()} term shards and {results.clear():,} results from {terms.folder}")
     return 0
 
 
@@ -1010,13 +1012,15 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = _add_command(
         sub, "cache", func=_cmd_cache,
-        help="show or clear the oracle cache",
-        description="Show (info) or empty (clear) the persistent oracle cache: the focal terms A(x, gamma), "
-                    "one file per gamma, keyed by the exact bits of x and the oracle version. Neither action "
+        help="show or clear the cache of oracle terms and scored results",
+        description="Show (info) or empty (clear) the persistent cache: the oracle's focal terms A(x, gamma) "
+                    "(one file per gamma, keyed by the exact bits of x and the oracle version) and the scored "
+                    "task results (one file per variant or comparison and task, keyed by the task's inputs and "
+                    "the digest of the code that computes it), with a size line per kind. Neither action "
                     "creates the folder.",
         examples=["precision cache info", "precision cache clear --cache-dir /scratch/precision-cache"])
-    p.add_argument("action", choices=["info", "clear"], help="info: folder, shards, entries, bytes; clear: "
-                                                              "remove every shard")
+    p.add_argument("action", choices=["info", "clear"], help="info: the folder and a size line per kind; clear: "
+                                                              "remove every term shard and every result")
     p.add_argument("--cache-dir", metavar="DIR",
                    help="cache folder (default: $PRECISION_CACHE_DIR, else the user cache folder, "
                         "~/.cache/precision on Linux)")

@@ -66,7 +66,7 @@ from precision.implementations.kernel import (
 )
 from precision.implementations.mmcv import mmcv, mmcv_call, mmcv_fp16
 from precision.implementations.naive import naive, naive_fp16
-from precision.steps import BoundRecipe, RecipeCall, Trace
+from precision.steps import BoundRecipe, RecipeCall, Trace, full_value
 from precision.steps import trace as _trace
 
 __all__ = [
@@ -546,8 +546,15 @@ def trace_variant(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma
                               reduction=reduction, machine=machine, count=count))
 
 
+def _step_array(value, shape) -> np.ndarray:
+    """A kept step's value as an array of the operands' shape (a ``where`` step that ran nowhere: all False)."""
+    if value is None:
+        return np.zeros(shape, dtype=bool)
+    return np.array(np.broadcast_to(np.asarray(full_value(value)), (int(np.prod(shape)),)).reshape(shape))
+
+
 def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0, reduction="mean",
-                      machine="ieee", count=None) -> dict:
+                      machine="ieee", count=None, keep_steps=()):
     """Evaluate several variants on the same operands, computing each shared step once.
 
     Variants that are the same recipe with different switches (``kernel``,
@@ -561,14 +568,20 @@ def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, 
     variants : iterable of str or Variant
     pred, target, dout, weight, alpha, gamma, reduction, machine, count
         As :func:`evaluate`.
+    keep_steps : iterable of str, optional
+        Names of steps (e.g. the guard decisions ``g4_tile``, ``g5_use``,
+        ``g7_use``) whose values to return as well.
 
     Returns
     -------
-    dict
+    dict, or (dict, dict) when ``keep_steps`` is given
         Variant name (as given) -> gradient (pred's dtype, ``[N, C]``), or
         the :class:`~precision.errors.PrecisionError` that evaluating it alone
         raises (an unknown name, an fp16-only variant on fp32 pred, a broken
-        contract).
+        contract).  With ``keep_steps``, also variant name -> {step name ->
+        its value ``[N, C]`` (a ``where`` step: NaN where it did not run)}
+        for the steps of ``keep_steps`` its recipe evaluated (variants that
+        are not recipes: empty).
 
     Notes
     -----
@@ -579,7 +592,9 @@ def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, 
     step once.
     """
     names = list(variants)
+    wanted = tuple(keep_steps)
     results: dict = {}
+    kept: dict = {}
     groups: dict = {}
     try:
         inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
@@ -617,15 +632,20 @@ def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, 
         memo: dict = {}
         returned: set = set()
         for i, (key, _) in enumerate(members):
-            out = recipe.run(plans[i], m, consts, operands, memo=memo, keep=later[i])
+            steps = {s.name: plans[i].keys[j] for j, s in enumerate(plans[i].steps) if s.name in wanted}
+            out = recipe.run(plans[i], m, consts, operands, memo=memo, keep=later[i] | set(steps.values()))
+            kept[key] = {name: _step_array(memo[k], inputs.shape) for name, k in steps.items()}
             for k in [k for k in memo if k not in later[i]]:
                 del memo[k]
             if id(out) in returned or any(out is v for v in memo.values()):
                 out = out.copy()  # never hand out one array twice
             returned.add(id(out))
             results[key] = out.reshape(inputs.shape)
-    return {(n.name if isinstance(n, Variant) else n): results[n.name if isinstance(n, Variant) else n]
-            for n in names}
+    out = {(n.name if isinstance(n, Variant) else n): results[n.name if isinstance(n, Variant) else n]
+           for n in names}
+    if not wanted:
+        return out
+    return out, {name: kept.get(name, {}) for name in out}
 
 
 # Candidate implementations (issue 6), registered through the public mechanism.

@@ -331,8 +331,18 @@ class _Mergeable:
     """
 
     SUMS: tuple = ()
+    SUM_PREFIXES: tuple = ()  # further summed columns, by name prefix
     MAXIMA: dict = {}
     BINS: int = 0
+
+    def _sums(self) -> list:
+        """The summed columns present: :attr:`SUMS` and the columns named with a :attr:`SUM_PREFIXES` prefix."""
+        return [c for c in self.frame.columns if c in self.SUMS or c.startswith(self.SUM_PREFIXES or ("\0",))]
+
+    def _value_column(self, column: str) -> bool:
+        """A statistic's column (a sum, a maximum or a witness), not a key."""
+        witnesses = tuple(self.MAXIMA.values())
+        return column in self._sums() or column in self.MAXIMA or column.startswith(witnesses)
 
     def __init__(self, frame: pd.DataFrame, hist: pd.DataFrame):
         self.frame = frame.reset_index(drop=True)
@@ -371,7 +381,7 @@ class _Mergeable:
         order = np.argsort(key, kind="stable")
         starts = np.searchsorted(key[order], np.arange(n))
         out = f.iloc[order[starts]][by].reset_index(drop=True)
-        for col in self.SUMS:
+        for col in self._sums():
             out[col] = np.bincount(key, f[col].to_numpy(np.float64), n)
             if np.issubdtype(f[col].dtype, np.integer):
                 out[col] = out[col].astype(np.int64)
@@ -424,6 +434,7 @@ class GroupStats(_Mergeable):
     """
 
     SUMS = STAT_SUMS
+    SUM_PREFIXES = ("fired_",)  # counts of guard decisions (precision.task.DECISIONS)
     MAXIMA = {"max_ulp": "witness_", "max_finite_ulp": "finite_witness_"}
     BINS = HIST_BINS
 
@@ -475,8 +486,7 @@ class GroupStats(_Mergeable):
         ``share_correct`` is the share correctly rounded.
         """
         f = self.frame
-        keys = [c for c in (keys if keys is not None else f.columns)
-                if c not in self.SUMS and c not in self.MAXIMA and not c.startswith(("witness_", "finite_witness_"))]
+        keys = [c for c in (keys if keys is not None else f.columns) if not self._value_column(c)]
         out = f[keys].copy()
         q = histogram_quantiles(self.hist["row"].to_numpy(), self.hist["bin"].to_numpy(),
                                 self.hist["count"].to_numpy(), (0.5, 0.99, 0.999))
@@ -487,6 +497,8 @@ class GroupStats(_Mergeable):
                        "p999_ulp": q[:, 2]}
         for col in STAT_COLUMNS:
             out[col] = derived[col] if col in derived else f[col].to_numpy()
+        for col in (c for c in f.columns if c.startswith(self.SUM_PREFIXES)):
+            out[col] = f[col].to_numpy()
         for col in (c for c in f.columns if c.startswith(("witness_", "finite_witness_"))):
             out[col] = f[col].to_numpy()
         return out
@@ -689,8 +701,7 @@ class PairedStats(_Mergeable):
         1/:data:`DELTA_RES` bit; positive = with is better) and ``verdict``.
         """
         f = self.frame
-        keys = [c for c in (keys if keys is not None else f.columns)
-                if c not in self.SUMS and c not in self.MAXIMA and not c.startswith(("gain_witness_", "loss_witness_"))]
+        keys = [c for c in (keys if keys is not None else f.columns) if not self._value_column(c)]
         out = f[keys].copy()
         for col in ("count", "changed", "better", "worse", "tied", "both_garbage"):
             out[col] = f[col].to_numpy()

@@ -93,16 +93,16 @@ from tqdm import tqdm
 
 from precision import oracle
 from precision.bracket import band_labels, bracket_band
-from precision.cache import TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
+from precision.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.executor import make_executor
 from precision.formats import get_format, round_to_format
-from precision.guards import evaluate, variant_names
 from precision.comparisons import find_comparisons
-from precision.scoring import (CLASS_NAMES, GroupStats, Grouping, PairedStats, bits_error, classify,
-                               compare_points, ulp_error)
-from precision.study import WORST_PER_GROUP, Profile, Study, study_pred_values
-from precision.terms import TermTable, derive_gradient, focal_term_tables
+from precision.guards import variant_names
+from precision.scoring import CLASS_NAMES, GroupStats, PairedStats
+from precision.study import Study, study_pred_values
+from precision.task import PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest, variant_digest
+from precision.terms import TermTable, focal_term_tables
 
 __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
            "load_paired", "sort_table", "comparison_table", "GROUP_KEYS", "PAIR_KEYS", "COMPARISON_KEYS"]
@@ -111,14 +111,13 @@ __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGE
 #: start-up, small enough to balance two cores and checkpoint often.
 TERM_CHUNK = 8192
 
-#: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
-PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
-    """SHA-256 of the package's source files that compute results (not the report renderer).
+    """SHA-256 of the package's source files that compute results (not the report renderer), for run.json.
 
-    Chunk keys include it, so finished tasks are never reused after a change of code.
+    Results are keyed by finer digests (:func:`precision.task.variant_digest`,
+    :func:`precision.task.shared_digest`).
     """
     h = hashlib.sha256()
     root = Path(__file__).parent
@@ -133,179 +132,6 @@ def region_labels(edges) -> list:
     e = [f"{v:g}" for v in edges]
     labels = [f"x < {e[0]}"] + [f"[{a}, {b})" for a, b in zip(e, e[1:])] + [f"x >= {e[-1]}"]
     return labels
-
-
-# ---------------------------------------------------------------------------
-# Tasks
-# ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Task:
-    """One tensor evaluation: every variant on pred x target for fixed scalars (picklable)."""
-
-    key: str
-    machine: str
-    profile: Profile
-    alpha: float
-    gamma: float
-    weight: float | None
-    dout: float
-    reduction: str
-    count: int
-    targets: tuple
-    variants: tuple
-    region_edges: tuple
-    per_point: str
-    preds: np.ndarray
-    pos: TermTable
-    neg: TermTable
-    bracket_edges: tuple = ()
-    comparisons: tuple = ()  # (with, without) index pairs into variants
-
-
-def _exact_input(value: float, fmt: str) -> float:
-    """The value a tensor of format fmt holds for a study value (RNE)."""
-    return float(round_to_format(value, fmt))
-
-
-@dataclass
-class TaskResult:
-    """What one task produces: group statistics per variant, paired counts per comparison, kept points.
-
-    ``stats`` has key columns ``variant`` (index into the task's variants)
-    and ``group`` (the task's group id); ``paired`` has ``comparison``
-    (index into the task's comparisons) and ``group``.  ``points`` holds the
-    kept per-point rows (numeric columns: ``variant``, ``index`` into the
-    flattened pred x target tensor, ``computed``, ``err_ulp``, ``err_bits``,
-    ``class``, ``exact_hi``, ``exact_lo``, ``rounded``).  ``pred_max`` is the
-    max ulp error per variant and symmetric-log pred bin (:data:`PRED_BIN_EDGES`).
-    """
-
-    stats: GroupStats
-    paired: PairedStats
-    points: pd.DataFrame
-    pred_max: np.ndarray
-    fallback: int
-    unsupported: np.ndarray
-
-    def to_arrays(self) -> dict:
-        """npz-storable arrays (the chunk file of a finished task)."""
-        arrays = {**self.stats.to_arrays("stats"), **self.paired.to_arrays("paired"),
-                  **{f"points.{c}": self.points[c].to_numpy() for c in _POINT_COLUMNS},
-                  "pred_max": self.pred_max, "fallback": np.array(self.fallback),
-                  "unsupported": np.asarray(self.unsupported, dtype=np.int16)}
-        return arrays
-
-    @classmethod
-    def from_arrays(cls, arrays: dict) -> "TaskResult":
-        return cls(GroupStats.from_arrays(arrays, "stats"), PairedStats.from_arrays(arrays, "paired"),
-                   pd.DataFrame({c: arrays[f"points.{c}"] for c in _POINT_COLUMNS}), arrays["pred_max"],
-                   int(arrays["fallback"]), arrays["unsupported"])
-
-
-_POINT_COLUMNS = ("variant", "index", "computed", "err_ulp", "err_bits", "class", "exact_hi", "exact_lo", "rounded")
-
-
-def _kept_points(per_point: str, err, bits, grouping: Grouping) -> np.ndarray:
-    """Indices of the per-point rows a task keeps (the study's ``per_point``)."""
-    if per_point == "all":
-        return np.arange(err.size)
-    if per_point == "incorrect":
-        return np.flatnonzero(bits > 0)
-    if per_point == "over_1ulp":
-        return np.flatnonzero(~(err <= 1.0))
-    if per_point == "worst":
-        # the WORST_PER_GROUP largest errors of each group (ties: first in element order)
-        order = np.lexsort((-np.where(np.isnan(err), np.inf, err), grouping.group))
-        rank = np.arange(order.size) - np.repeat(grouping.starts, grouping.counts)
-        return np.sort(order[rank < WORST_PER_GROUP])
-    return np.empty(0, dtype=np.int64)
-
-
-def run_task(task: Task) -> dict:
-    """Evaluate, score and aggregate one task; returns the npz-storable arrays of its :class:`TaskResult`."""
-    fmt = get_format(task.profile.pred)
-    P, T = task.preds.size, len(task.targets)
-    regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
-    R = len(task.region_edges) + 1
-    B = len(task.bracket_edges) + 1
-    pred2d = np.repeat(task.preds.astype(fmt.dtype)[:, None], T, axis=1)
-    target2d = np.broadcast_to(np.asarray(task.targets, dtype=np.int32), (P, T)).copy()
-    dout_exact = _exact_input(task.dout, task.profile.dout)
-    dout2d = np.full((P, T), dout_exact, dtype=get_format(task.profile.dout).dtype)
-    if task.weight is None:
-        weight_exact, weight2d = 1.0, None
-    else:
-        weight_exact = _exact_input(task.weight, task.profile.weight)
-        weight2d = np.full((P, T), weight_exact, dtype=get_format(task.profile.weight).dtype)
-    count = task.count if task.reduction == "mean" else 1
-
-    rounded = np.empty((P, T), dtype=fmt.dtype)
-    exact_hi = np.empty((P, T))
-    exact_lo = np.empty((P, T))
-    fallback = 0
-    for j, t in enumerate(task.targets):
-        n = np.full(P, 1.0)
-        d = derive_gradient(task.preds, np.full(P, t), np.full(P, task.alpha), np.full(P, task.gamma),
-                            n * weight_exact, n * dout_exact, np.full(P, count, dtype=np.int64), fmt,
-                            task.pos, task.neg)
-        rounded[:, j], exact_hi[:, j], exact_lo[:, j] = d.rounded, d.exact_hi, d.exact_lo
-        fallback += d.fallback
-
-    # group id per element: (target, region, bracket band), target-major; one band without bracket_edges
-    group = (np.arange(T)[None, :] * R + regions[:, None]) * B
-    if B > 1:
-        group = group + bracket_band(task.preds[:, None], np.asarray(task.targets)[None, :], task.gamma,
-                                     task.bracket_edges)
-    grouping = Grouping(group.ravel(), T * R * B)
-    flat_preds = np.repeat(task.preds, T)
-    exact = (exact_hi.ravel(), exact_lo.ravel())
-    rounded = rounded.ravel()
-    pred_bin = np.clip(np.searchsorted(PRED_BIN_EDGES, task.preds, side="right") - 1, 0, PRED_BIN_EDGES.size - 2)
-    pred_max = np.full((len(task.variants), PRED_BIN_EDGES.size - 1), np.nan, dtype=np.float32)
-    compared = {i for pair in task.comparisons for i in pair}
-    scores, stats, points, unsupported = {}, [], [], []
-    for vi, variant in enumerate(task.variants):
-        try:
-            kwargs = {"count": count} if task.reduction == "mean" else {}
-            computed = evaluate(variant, pred2d, target2d, dout2d, weight2d, alpha=task.alpha, gamma=task.gamma,
-                                reduction=task.reduction, machine=task.machine, **kwargs)
-        except PrecisionError:
-            unsupported.append(vi)  # e.g. an fp16-only variant on an fp32 profile
-            continue
-        computed = np.asarray(computed, dtype=fmt.dtype).ravel()
-        err = ulp_error(computed, exact, fmt, rounded)
-        bits = bits_error(computed, rounded, fmt)
-        cls = classify(computed, rounded)
-        c64 = computed.astype(np.float64)
-        stats.append(GroupStats.reduce(grouping, err, bits, cls,
-                                       witness={"pred": flat_preds, "computed": c64, "exact": exact[0]})
-                     .with_columns(variant=vi))
-        if vi in compared:
-            scores[vi] = (computed.view(fmt.uint_dtype), np.isnan(computed), err, cls)
-        mx = np.full(PRED_BIN_EDGES.size - 1, -np.inf)
-        np.maximum.at(mx, pred_bin, np.where(np.isnan(err), np.inf, err).reshape(P, T).max(axis=1))
-        with np.errstate(over="ignore"):
-            pred_max[vi] = np.where(mx == -np.inf, np.nan, mx)
-        idx = _kept_points(task.per_point, err, bits, grouping)
-        points.append(pd.DataFrame({"variant": np.full(idx.size, vi, dtype=np.int16), "index": idx.astype(np.int64),
-                                    "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
-                                    "class": cls[idx], "exact_hi": exact[0][idx], "exact_lo": exact[1][idx],
-                                    "rounded": rounded[idx].astype(np.float64)}))
-    paired = []
-    for ci, (wi, wo) in enumerate(task.comparisons):
-        if wi not in scores or wo not in scores:
-            continue
-        bits_w, nan_w, err_w, cls_w = scores[wi]
-        bits_o, nan_o, err_o, cls_o = scores[wo]
-        changed = (bits_w != bits_o) & ~(nan_w & nan_o)
-        outcome, fix, delta = compare_points(err_w, cls_w, err_o, cls_o, changed)
-        paired.append(PairedStats.reduce(grouping, outcome, fix, delta, changed, witness={"pred": flat_preds})
-                      .with_columns(comparison=ci))
-    empty_points = pd.DataFrame({c: np.empty(0) for c in _POINT_COLUMNS})
-    return TaskResult(GroupStats.concat(stats), PairedStats.concat(paired),
-                      pd.concat(points, ignore_index=True) if points else empty_points, pred_max, fallback,
-                      np.asarray(unsupported, dtype=np.int16)).to_arrays()
 
 
 # ---------------------------------------------------------------------------
@@ -325,13 +151,16 @@ class RunResult:
     oracle_fallback: int
     seconds: float
     unsupported: list
+    results_reused: int = 0  # variant and pair results taken from the result cache by the tasks run now
+    results_computed: int = 0  # and computed (then stored)
 
 
-def _task_key(study: Study, fields: dict) -> str:
+def _task_key(task: Task) -> str:
+    """The chunk file's name: the task's inputs, machine, variants with their source digests, comparisons."""
     h = hashlib.sha256()
-    h.update(code_digest().encode())
-    h.update(study.digest.encode())
-    h.update(json.dumps(fields, sort_keys=True, default=str).encode())
+    h.update(json.dumps(dict(inputs=task_digest(task), machine=task.machine,
+                             variants=[(v, variant_digest(v)) for v in task.variants],
+                             comparisons=[list(c) for c in task.comparisons]), sort_keys=True).encode())
     return h.hexdigest()[:32]
 
 
@@ -392,7 +221,7 @@ def _variants_of(study: Study) -> tuple:
     return tuple(dict.fromkeys(names))
 
 
-def _build_tasks(study: Study, preds, terms, variants, comparisons) -> list:
+def _build_tasks(study: Study, preds, terms, variants, comparisons, result_cache) -> list:
     index = {v: i for i, v in enumerate(variants)}
     pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
     tasks = []
@@ -403,21 +232,16 @@ def _build_tasks(study: Study, preds, terms, variants, comparisons) -> list:
             exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
             if not exact.any():
                 continue
-            # the values themselves are part of the key: a file-backed pred set can change under the study
-            preds_digest = hashlib.sha256(np.ascontiguousarray(preds[exact]).tobytes()).hexdigest()
             for gamma in study.gammas:
+                pos, neg = terms[gamma]
                 for alpha in study.alphas:
                     for weight in study.weights:
                         for dout in study.douts:
-                            fields = dict(machine=machine, profile=profile.name, alpha=alpha.hex(), gamma=gamma.hex(),
-                                          weight=None if weight is None else weight.hex(), dout=dout.hex(),
-                                          variants=variants, targets=study.targets, per_point=study.per_point,
-                                          preds=preds_digest, comparisons=pairs)
-                            pos, neg = terms[gamma]
-                            tasks.append(Task(_task_key(study, fields), machine, profile, alpha, gamma, weight, dout,
-                                              study.reduction, study.count, study.targets, variants,
-                                              study.region_edges, study.per_point, preds[exact], pos.take(exact),
-                                              neg.take(exact), study.bracket_edges, pairs))
+                            task = Task("", machine, profile, alpha, gamma, weight, dout, study.reduction,
+                                        study.count, study.targets, variants, study.region_edges, study.per_point,
+                                        preds[exact], pos.take(exact), neg.take(exact), study.bracket_edges, pairs,
+                                        result_cache)
+                            tasks.append(dataclasses.replace(task, key=_task_key(task)))
     return tasks
 
 
@@ -438,15 +262,21 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
             raise PrecisionError(f"--out={out}: cannot create the output folder ({exc.strerror})") from None
         if not os.access(out, os.W_OK):
             raise PrecisionError(f"--out={out}: the output folder is not writable")
-        cache = TermCache((Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None)
+        cache_folder = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
+        cache = TermCache(cache_folder)
+        ResultCache(cache_folder)  # created here, once, before the workers use it
         terms, pairs, pairs_cached = _compute_terms(study, preds, cache, executor)
-        tasks = _build_tasks(study, preds, terms, variants, comparisons)
+        tasks = _build_tasks(study, preds, terms, variants, comparisons,
+                             None if cache_folder is None else str(cache_folder))
         # finished tasks live on disk only (memory stays bounded by one task's results);
         # their integrity is checked when the tables are assembled
         todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.npz").exists()]
+        results_reused = results_computed = 0
         with _progress(len(todo), study.name) as bar:
             for j, res in executor.map_unordered(run_task, [tasks[i] for i in todo]):
                 atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.npz", res)
+                results_reused += int(res["reused"])
+                results_computed += int(res["computed_pieces"])
                 bar.update(1)
     finally:
         executor.close()
@@ -457,7 +287,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
         result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
                            len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
-                           unsupported)
+                           unsupported, results_reused, results_computed)
         _write_run_json(study, staging, result)
         for path in sorted(staging.iterdir()):
             os.replace(path, out / path.name)
@@ -604,8 +434,8 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
             frame = pd.DataFrame({
                 "pred": task.preds[idx // T], "target": np.asarray(task.targets)[idx % T],
                 "alpha": task.alpha, "gamma": task.gamma,
-                "weight": np.nan if task.weight is None else _exact_input(task.weight, task.profile.weight),
-                "dout": _exact_input(task.dout, task.profile.dout),
+                "weight": np.nan if task.weight is None else exact_input(task.weight, task.profile.weight),
+                "dout": exact_input(task.dout, task.profile.dout),
                 "count": task.count if task.reduction == "mean" else 1,
                 "variant": pd.Categorical(names[pts["variant"].to_numpy(np.int64)], categories=variants),
                 "machine": task.machine, "format": fmt, "profile": task.profile.name,

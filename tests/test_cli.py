@@ -150,7 +150,7 @@ class TestPathsCheckedUpFront:
         for action in ("info", "clear"):
             code, out, err = precision("cache", action, "--cache-dir", "new/cache", cwd=workdir)
             assert code == 0 and err == "" and not (workdir / "new").exists()
-        assert "shards  0" in precision("cache", "info", "--cache-dir", "new/cache", cwd=workdir)[1]
+        assert "terms   0 shards" in precision("cache", "info", "--cache-dir", "new/cache", cwd=workdir)[1]
 
 
 class TestUsage:

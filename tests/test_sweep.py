@@ -230,9 +230,13 @@ class TestRunCommand:
                      "--workers", "1"]) == 0
         capsys.readouterr()
         assert main(["cache", "info", "--cache-dir", str(tmp_path / "c")]) == 0
-        assert "shards  2" in capsys.readouterr().out
+        info = capsys.readouterr().out
+        # 16 tasks (2 machines x 2 profiles x 2 alphas x 2 gammas), each 5 variants and 2 comparisons
+        assert "terms   2 shards" in info and "results 112 results" in info
         assert main(["cache", "clear", "--cache-dir", str(tmp_path / "c")]) == 0
-        assert "removed 2 shards" in capsys.readouterr().out
+        assert "removed 2 term shards and 112 results" in capsys.readouterr().out
+        assert main(["cache", "info", "--cache-dir", str(tmp_path / "c")]) == 0
+        assert "results 0 results, 0 bytes" in capsys.readouterr().out
 
 
 def test_profile_tensors_hold_only_their_exact_values(tmp_path):

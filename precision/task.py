@@ -1,0 +1,411 @@
+"""One task of a sweep: every variant on one tensor, scored and aggregated, each result content-addressed.
+
+A :class:`Task` is the tensor pred[P] x target[T] (every pred value of the
+study that its profile's format holds, every selector) for one (machine,
+profile, alpha, gamma, weight, dout).  :func:`run_task` evaluates its
+variants together (:func:`precision.guards.evaluate_variants`: each step of
+a shared recipe once per distinct configuration), scores them against the
+exact values derived from the oracle's focal terms, and aggregates per fine
+group (selector, region, bracket band) with :mod:`precision.scoring`.
+
+The result is assembled from pieces, each stored in the
+:class:`~precision.cache.ResultCache` under a key made of what determines it:
+
+* a **variant piece** (its :class:`~precision.scoring.GroupStats` rows, the
+  kept per-point rows, its max error per pred bin): the task's inputs
+  (:func:`task_digest`), the machine, the variant's name and the digest of
+  its implementation's source and every module of the package it imports
+  (:func:`variant_digest`);
+* a **pair piece** (the :class:`~precision.scoring.PairedStats` rows of one
+  comparison): the task's inputs, the machine and both variants' names and
+  digests.
+
+Every key also holds :func:`shared_digest` (the scoring, the exact values,
+the recipe machinery and this module) and the oracle and layout versions.
+So a run into a new folder reuses every piece whose inputs and code have not
+changed; editing ``implementations/candidate.py`` reruns ``candidate`` (and
+the comparisons it takes part in, which evaluate their other variant
+again); editing ``machine/`` reruns everything.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from precision.bracket import bracket_band
+from precision.cache import RESULTS_VERSION, ResultCache
+from precision.errors import PrecisionError
+from precision.formats import get_format, round_to_format
+from precision.guards import evaluate_variants, get_variant
+from precision.oracle import ORACLE_VERSION
+from precision.scoring import (GroupStats, Grouping, PairedStats, bits_error, classify, compare_points,
+                               ulp_error)
+from precision.study import WORST_PER_GROUP, Profile
+from precision.terms import TermTable, derive_gradient
+
+__all__ = ["Task", "TaskResult", "run_task", "exact_input", "PRED_BIN_EDGES", "DECISIONS", "variant_digest", "shared_digest",
+           "task_digest", "module_closure"]
+
+#: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
+PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
+
+#: Guard decisions a recipe exposes as boolean steps, and the group-statistics column counting where each fired.
+DECISIONS = {"g4_tile": "fired_g4", "g5_use": "fired_g5", "g7_use": "fired_g7"}
+
+_PACKAGE = Path(__file__).resolve().parent
+#: Modules every result depends on beyond a variant's own: the scoring, the exact values, the recipe machinery
+#: and the registry that binds variants to it, and this module.
+SHARED_SOURCES = ("task.py", "scoring.py", "terms.py", "oracle.py", "formats.py", "bracket.py", "guards.py",
+                  "steps.py", "errors.py", "certify.py", "cache.py")
+
+
+# ---------------------------------------------------------------------------
+# What determines a result
+# ---------------------------------------------------------------------------
+
+def _module_file(name: str) -> Path | None:
+    """The source file of a module of the package (``precision.machine`` -> machine/__init__.py)."""
+    parts = name.split(".")
+    if parts[0] != "precision":
+        return None
+    base = _PACKAGE.joinpath(*parts[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def module_closure(path: Path) -> frozenset:
+    """The file and every module of the package it imports, transitively (from its ``import`` statements)."""
+    seen, todo = set(), [Path(path).resolve()]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        tree = ast.parse(current.read_text(), str(current))
+        for node in ast.walk(tree):
+            found = []
+            if isinstance(node, ast.Import):
+                found = [_module_file(a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # from M import a: the submodule M.a when a is one, else M itself (its attribute a)
+                found = [_module_file(f"{node.module}.{a.name}") or _module_file(node.module) for a in node.names]
+            todo += [f.resolve() for f in found if f is not None]
+    return frozenset(seen)
+
+
+def _digest_files(paths) -> str:
+    h = hashlib.sha256()
+    for path in sorted(Path(p).resolve() for p in paths):
+        rel = path.relative_to(_PACKAGE) if path.is_relative_to(_PACKAGE) else path
+        h.update(str(rel).encode())
+        h.update(_source_bytes(path))
+    return h.hexdigest()
+
+
+def _source_bytes(path: Path) -> bytes:
+    """A source file's bytes (one place to read them, so tests can stand in an edited file)."""
+    return Path(path).read_bytes()
+
+
+@functools.lru_cache(maxsize=1)
+def shared_digest() -> str:
+    """SHA-256 of :data:`SHARED_SOURCES`: the code every result depends on besides its variant's own."""
+    return _digest_files(_PACKAGE / name for name in SHARED_SOURCES)
+
+
+@functools.lru_cache(maxsize=None)
+def variant_digest(name: str) -> str:
+    """SHA-256 of the source of a variant's implementation and every module of the package it imports.
+
+    The implementation is the file defining the variant's function (a
+    plugin's file for a plugin variant, see :attr:`precision.guards.Variant.source`
+    when it is set).
+    """
+    row = get_variant(name)
+    source = getattr(row, "source", None) or inspect.getsourcefile(row.function)
+    return _digest_files(module_closure(Path(source)))
+
+
+def clear_digests() -> None:
+    """Forget the digests computed so far (after source files change within one process)."""
+    module_closure.cache_clear()
+    shared_digest.cache_clear()
+    variant_digest.cache_clear()
+
+
+# ---------------------------------------------------------------------------
+# Tasks
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Task:
+    """One tensor evaluation: every variant on pred x target for fixed scalars (picklable).
+
+    ``comparisons`` holds (with, without) index pairs into ``variants``;
+    ``result_cache`` is the cache folder of the pieces (None: no cache).
+    """
+
+    key: str
+    machine: str
+    profile: Profile
+    alpha: float
+    gamma: float
+    weight: float | None
+    dout: float
+    reduction: str
+    count: int
+    targets: tuple
+    variants: tuple
+    region_edges: tuple
+    per_point: str
+    preds: np.ndarray
+    pos: TermTable
+    neg: TermTable
+    bracket_edges: tuple = ()
+    comparisons: tuple = ()
+    result_cache: str | None = None
+
+
+def task_digest(task: Task) -> str:
+    """SHA-256 of a task's inputs (not its variants): the points, the scalars, the grouping, the code shared by
+    every result, the oracle and layout versions."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(task.preds, dtype=np.float64).tobytes())
+    h.update(json.dumps(dict(profile=task.profile.name, alpha=float(task.alpha).hex(), gamma=float(task.gamma).hex(),
+                             weight=None if task.weight is None else float(task.weight).hex(),
+                             dout=float(task.dout).hex(), reduction=task.reduction, count=task.count,
+                             targets=list(task.targets), regions=[float(e).hex() for e in task.region_edges],
+                             brackets=[float(e).hex() for e in task.bracket_edges], per_point=task.per_point,
+                             oracle=ORACLE_VERSION, layout=RESULTS_VERSION, shared=shared_digest()),
+                        sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _key(*parts) -> str:
+    return hashlib.sha256("\0".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def exact_input(value: float, fmt: str) -> float:
+    """The value a tensor of format fmt holds for a study value (RNE)."""
+    return float(round_to_format(value, fmt))
+
+
+@dataclass
+class TaskResult:
+    """What one task produces: group statistics per variant, paired counts per comparison, kept points.
+
+    ``stats`` has key columns ``variant`` (index into the task's variants)
+    and ``group`` (the task's group id); ``paired`` has ``comparison``
+    (index into the task's comparisons) and ``group``.  ``points`` holds the
+    kept per-point rows (numeric columns: ``variant``, ``index`` into the
+    flattened pred x target tensor, ``computed``, ``err_ulp``, ``err_bits``,
+    ``class``, ``exact_hi``, ``exact_lo``, ``rounded``).  ``pred_max`` is the
+    max ulp error per variant and symmetric-log pred bin (:data:`PRED_BIN_EDGES`).
+    ``reused`` counts the pieces taken from the result cache, ``computed_pieces``
+    those computed.
+    """
+
+    stats: GroupStats
+    paired: PairedStats
+    points: pd.DataFrame
+    pred_max: np.ndarray
+    fallback: int
+    unsupported: np.ndarray
+    reused: int = 0
+    computed_pieces: int = 0
+
+    def to_arrays(self) -> dict:
+        """npz-storable arrays (the chunk file of a finished task)."""
+        return {**self.stats.to_arrays("stats"), **self.paired.to_arrays("paired"),
+                **{f"points.{c}": self.points[c].to_numpy() for c in _POINT_COLUMNS},
+                "pred_max": self.pred_max, "fallback": np.array(self.fallback),
+                "unsupported": np.asarray(self.unsupported, dtype=np.int16), "reused": np.array(self.reused),
+                "computed_pieces": np.array(self.computed_pieces)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> "TaskResult":
+        return cls(GroupStats.from_arrays(arrays, "stats"), PairedStats.from_arrays(arrays, "paired"),
+                   pd.DataFrame({c: arrays[f"points.{c}"] for c in _POINT_COLUMNS}), arrays["pred_max"],
+                   int(arrays["fallback"]), arrays["unsupported"], int(arrays["reused"]),
+                   int(arrays["computed_pieces"]))
+
+
+_POINT_COLUMNS = ("variant", "index", "computed", "err_ulp", "err_bits", "class", "exact_hi", "exact_lo", "rounded")
+
+
+def _kept_points(per_point: str, err, bits, grouping: Grouping) -> np.ndarray:
+    """Indices of the per-point rows a task keeps (the study's ``per_point``)."""
+    if per_point == "all":
+        return np.arange(err.size)
+    if per_point == "incorrect":
+        return np.flatnonzero(bits > 0)
+    if per_point == "over_1ulp":
+        return np.flatnonzero(~(err <= 1.0))
+    if per_point == "worst":
+        # the WORST_PER_GROUP largest errors of each group (ties: first in element order)
+        order = np.lexsort((-np.where(np.isnan(err), np.inf, err), grouping.group))
+        rank = np.arange(order.size) - np.repeat(grouping.starts, grouping.counts)
+        return np.sort(order[rank < WORST_PER_GROUP])
+    return np.empty(0, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------
+# Evaluating and scoring
+# ---------------------------------------------------------------------------
+
+class _Tensor:
+    """The task's operands, exact values and groups (built only when some piece must be computed)."""
+
+    def __init__(self, task: Task):
+        self.fmt = fmt = get_format(task.profile.pred)
+        P, T = task.preds.size, len(task.targets)
+        self.P, self.T = P, T
+        self.pred2d = np.repeat(task.preds.astype(fmt.dtype)[:, None], T, axis=1)
+        self.target2d = np.broadcast_to(np.asarray(task.targets, dtype=np.int32), (P, T)).copy()
+        dout_exact = exact_input(task.dout, task.profile.dout)
+        self.dout2d = np.full((P, T), dout_exact, dtype=get_format(task.profile.dout).dtype)
+        if task.weight is None:
+            weight_exact, self.weight2d = 1.0, None
+        else:
+            weight_exact = exact_input(task.weight, task.profile.weight)
+            self.weight2d = np.full((P, T), weight_exact, dtype=get_format(task.profile.weight).dtype)
+        self.count = task.count if task.reduction == "mean" else 1
+        rounded = np.empty((P, T), dtype=fmt.dtype)
+        exact_hi, exact_lo = np.empty((P, T)), np.empty((P, T))
+        self.fallback = 0
+        for j, t in enumerate(task.targets):
+            n = np.full(P, 1.0)
+            d = derive_gradient(task.preds, np.full(P, t), np.full(P, task.alpha), np.full(P, task.gamma),
+                                n * weight_exact, n * dout_exact, np.full(P, self.count, dtype=np.int64), fmt,
+                                task.pos, task.neg)
+            rounded[:, j], exact_hi[:, j], exact_lo[:, j] = d.rounded, d.exact_hi, d.exact_lo
+            self.fallback += d.fallback
+        self.exact = (exact_hi.ravel(), exact_lo.ravel())
+        self.rounded = rounded.ravel()
+        # group id per element: (target, region, bracket band), target-major; one band without bracket_edges
+        R, B = len(task.region_edges) + 1, len(task.bracket_edges) + 1
+        regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
+        group = (np.arange(T)[None, :] * R + regions[:, None]) * B
+        if B > 1:
+            group = group + bracket_band(task.preds[:, None], np.asarray(task.targets)[None, :], task.gamma,
+                                         task.bracket_edges)
+        self.grouping = Grouping(group.ravel(), T * R * B)
+        self.flat_preds = np.repeat(task.preds, T)
+        self.pred_bin = np.clip(np.searchsorted(PRED_BIN_EDGES, task.preds, side="right") - 1, 0,
+                                PRED_BIN_EDGES.size - 2)
+
+
+def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, decisions: dict) -> tuple[dict, tuple]:
+    """(the stored arrays of one variant's piece, its per-point scores for comparisons)."""
+    fmt, grouping = tensor.fmt, tensor.grouping
+    computed = np.asarray(computed, dtype=fmt.dtype).ravel()
+    err = ulp_error(computed, tensor.exact, fmt, tensor.rounded)
+    bits = bits_error(computed, tensor.rounded, fmt)
+    cls = classify(computed, tensor.rounded)
+    c64 = computed.astype(np.float64)
+    stats = GroupStats.reduce(grouping, err, bits, cls,
+                              witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]})
+    stats = stats.with_columns(**{column: grouping.count(np.asarray(decisions[step]).ravel() == 1)
+                                  if step in decisions else np.zeros(len(stats), dtype=np.int64)
+                                  for step, column in DECISIONS.items()})
+    mx = np.full(PRED_BIN_EDGES.size - 1, -np.inf)
+    np.maximum.at(mx, tensor.pred_bin, np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T).max(axis=1))
+    with np.errstate(over="ignore"):
+        pred_max = np.where(mx == -np.inf, np.nan, mx).astype(np.float32)
+    idx = _kept_points(task.per_point, err, bits, grouping)
+    points = {"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
+              "class": cls[idx], "exact_hi": tensor.exact[0][idx], "exact_lo": tensor.exact[1][idx],
+              "rounded": tensor.rounded[idx].astype(np.float64)}
+    piece = {**stats.to_arrays("stats"), **{f"points.{k}": v for k, v in points.items()}, "pred_max": pred_max,
+             "unsupported": np.array(0)}
+    return piece, (computed.view(fmt.uint_dtype), np.isnan(computed), err, cls)
+
+
+def _pair_piece(tensor: _Tensor, with_scores, without_scores) -> dict:
+    bits_w, nan_w, err_w, cls_w = with_scores
+    bits_o, nan_o, err_o, cls_o = without_scores
+    changed = (bits_w != bits_o) & ~(nan_w & nan_o)
+    outcome, fix, delta = compare_points(err_w, cls_w, err_o, cls_o, changed)
+    return PairedStats.reduce(tensor.grouping, outcome, fix, delta, changed,
+                              witness={"pred": tensor.flat_preds}).to_arrays("paired")
+
+
+_UNSUPPORTED = {"unsupported": np.array(1)}
+
+
+def run_task(task: Task) -> dict:
+    """Evaluate, score and aggregate one task, reusing stored pieces; the npz-storable arrays of its :class:`TaskResult`."""
+    cache = ResultCache(task.result_cache, create=False)
+    base = task_digest(task)
+    digests = [variant_digest(v) for v in task.variants]
+    vkeys = [_key("variant", base, task.machine, v, d) for v, d in zip(task.variants, digests)]
+    pkeys = [_key("pair", base, task.machine, task.variants[w], digests[w], task.variants[o], digests[o])
+             for w, o in task.comparisons]
+    pieces = {i: cache.get(k) for i, k in enumerate(vkeys)}
+    pairs = {i: cache.get(k) for i, k in enumerate(pkeys)}
+    reused = sum(p is not None for p in pieces.values()) + sum(p is not None for p in pairs.values())
+    need = {i for i, p in pieces.items() if p is None}
+    for ci, (w, o) in enumerate(task.comparisons):
+        if pairs[ci] is None:
+            need |= {w, o}
+    fallback = 0
+    computed_pieces = 0
+    if need:
+        tensor = _Tensor(task)
+        fallback = tensor.fallback
+        names = [task.variants[i] for i in sorted(need)]
+        kwargs = {"count": tensor.count} if task.reduction == "mean" else {}
+        outputs, decided = evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
+                                             alpha=task.alpha, gamma=task.gamma, reduction=task.reduction,
+                                             machine=task.machine, keep_steps=tuple(DECISIONS), **kwargs)
+        scores = {}
+        for i in sorted(need):
+            out = outputs[task.variants[i]]
+            if isinstance(out, PrecisionError):  # e.g. an fp16-only variant on an fp32 profile
+                piece = _UNSUPPORTED
+            else:
+                piece, scores[i] = _variant_piece(task, tensor, out, decided[task.variants[i]])
+            if pieces[i] is None:
+                pieces[i] = piece
+                cache.put(vkeys[i], piece)
+                computed_pieces += 1
+        for ci, (w, o) in enumerate(task.comparisons):
+            if pairs[ci] is None and w in scores and o in scores:
+                pairs[ci] = _pair_piece(tensor, scores[w], scores[o])
+                cache.put(pkeys[ci], pairs[ci])
+                computed_pieces += 1
+    return _assemble(task, pieces, pairs, fallback, reused, computed_pieces).to_arrays()
+
+
+def _assemble(task: Task, pieces: dict, pairs: dict, fallback: int, reused: int, computed: int) -> TaskResult:
+    """The task's result from its variant and pair pieces, in the task's variant and comparison order."""
+    stats, points, unsupported = [], [], []
+    pred_max = np.full((len(task.variants), PRED_BIN_EDGES.size - 1), np.nan, dtype=np.float32)
+    for i in range(len(task.variants)):
+        piece = pieces[i]
+        if int(piece["unsupported"]):
+            unsupported.append(i)
+            continue
+        stats.append(GroupStats.from_arrays(piece, "stats").with_columns(variant=i))
+        pred_max[i] = piece["pred_max"]
+        idx = piece["points.index"]
+        points.append(pd.DataFrame({"variant": np.full(idx.size, i, dtype=np.int16),
+                                    **{c: piece[f"points.{c}"] for c in _POINT_COLUMNS if c != "variant"}}))
+    paired = [PairedStats.from_arrays(pairs[ci], "paired").with_columns(comparison=ci)
+              for ci in range(len(task.comparisons)) if pairs[ci] is not None]
+    empty_points = pd.DataFrame({c: np.empty(0) for c in _POINT_COLUMNS})
+    return TaskResult(GroupStats.concat(stats), PairedStats.concat(paired),
+                      pd.concat(points, ignore_index=True) if points else empty_points, pred_max, fallback,
+                      np.asarray(unsupported, dtype=np.int16), reused, computed)
