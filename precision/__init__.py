@@ -3,7 +3,7 @@
 The supported API, re-exported from its modules; everything else is internal.
 """
 
-from precision.errors import (CacheIntegrityError, DtypeError, OracleUndecidedError, ParameterError,
+from precision.errors import (CacheIntegrityError, DtypeError, OracleUndecidedError, ParameterError, PluginError,
                               PrecisionError, ShapeError, StudyFileError)
 from precision.formats import (BF16, FORMATS, FP16, FP32, FP64, RDN, RNA, RNE, RTZ, RUP, Format,
                                get_format, ordinal_distance, round_to_format, to_ordinal, ulp)
@@ -21,6 +21,6 @@ __all__ = [
     "evaluate", "evaluate_variants", "list_variants", "register_variant", "trace_variant",
     "Machine", "MachineModel", "get_machine",
     "bits_error", "classify", "summarize", "ulp_error",
-    "CacheIntegrityError", "DtypeError", "OracleUndecidedError", "ParameterError",
+    "CacheIntegrityError", "DtypeError", "OracleUndecidedError", "ParameterError", "PluginError",
     "PrecisionError", "ShapeError", "StudyFileError",
 ]

@@ -31,6 +31,7 @@ import os
 import re
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -39,16 +40,23 @@ from mpmath import libmp
 from precision import __version__, oracle
 from precision.attribution import attribute, describe
 from precision.cache import ResultCache, TermCache, default_cache_dir
+from precision.diff import diff_runs, write_diff
 from precision.errors import ParameterError, PrecisionError
 from precision.formats import FORMATS, round_to_format
 from precision.gate import append_to_corpus, run_gate
-from precision.guards import list_variants
+from precision.guards import get_variant, list_variants
 from precision.hunt import hunt
+from precision.machine import get_machine
+from precision.plugins import load_plugins, variant_source
 from precision.report import build_report, report_all
+from precision.report.page import require_replaceable
+from precision.score_outputs import (load_inputs, load_outputs, parse_shape, score_outputs, validate_score_inputs,
+                                     write_score)
 from precision.study import load_study
 from precision.sweep import run_study
 
-__all__ = ["main", "parse_exact_float", "INTERRUPTED", "DEFAULT_RUNS_DIR", "DEFAULT_REPORTS_DIR"]
+__all__ = ["main", "parse_exact_float", "INTERRUPTED", "DEFAULT_RUNS_DIR", "DEFAULT_REPORTS_DIR", "DEFAULT_DIFF_DIR",
+           "DEFAULT_SCORE_DIR"]
 
 #: The one line printed on Ctrl-C (exit status 130).
 INTERRUPTED = "precision: interrupted; rerun the same command to resume"
@@ -57,6 +65,10 @@ DEFAULT_RUNS_DIR = Path("out")
 #: Folder of reports written by ``precision report`` and ``run --report``;
 #: outside the committed ``reports/`` (maintainers pass ``--out reports``).
 DEFAULT_REPORTS_DIR = Path("out/reports")
+#: Where ``precision diff`` writes its report unless ``--out`` says otherwise.
+DEFAULT_DIFF_DIR = Path("out/diff")
+#: Folder of ``precision score`` results: ``out/score/<label>/``.
+DEFAULT_SCORE_DIR = Path("out/score")
 
 
 # ---------------------------------------------------------------------------
@@ -223,6 +235,29 @@ def _require_cache_dir(args, *, create: bool = True) -> Path | None:
     return _require_dir(default_cache_dir(), option, create=create)
 
 
+def _load_cli_plugins(args) -> tuple:
+    """The ``--plugin`` files of a command: checked like any input file, then loaded; their paths."""
+    paths = tuple(_require_file(p, "--plugin") for p in (getattr(args, "plugin", None) or ()))
+    load_plugins(paths)
+    return paths
+
+
+def _load_run_plugins(run_dir: Path) -> None:
+    """Load the plugins of the study a run folder was made from (its ``[run] plugins``), when they still exist.
+
+    A report names the run's variants; a plugin variant is known only once its file is loaded.
+    """
+    try:
+        meta = json.loads((run_dir / "run.json").read_text())
+        study_file = Path(meta["study_file"])
+        table = tomllib.loads(study_file.read_text()).get("run", {})
+    except (OSError, KeyError, TypeError, ValueError):
+        return
+    rels = table.get("plugins", []) if isinstance(table, dict) else []
+    files = [study_file.parent / rel for rel in rels if isinstance(rel, str)]
+    load_plugins([f for f in files if f.is_file()])
+
+
 # ---------------------------------------------------------------------------
 # Parsing values
 # ---------------------------------------------------------------------------
@@ -385,6 +420,7 @@ def _json_number(v):
 
 def _cmd_explain(args) -> int:
     """``precision explain``: one point's error, step by step (precision.attribution)."""
+    _load_cli_plugins(args)
     dtype = np.dtype(np.float16 if args.format == "fp16" else np.float32)
     raw = {name: parse_exact_float(getattr(args, name), name) for name in ("pred", "dout")}
     raw["weight"] = None if args.weight is None else parse_exact_float(args.weight, "weight")
@@ -474,10 +510,19 @@ def _fmt_ulp(v) -> str:
 
 
 def _cmd_variants(args) -> int:
-    rows = list_variants()
+    _load_cli_plugins(args)
+    rows = []
+    for name, text in list_variants():
+        source = variant_source(name)
+        rows.append((name, text if source is None else f"{text} [plugin {_shown_path(source)}]"))
     width = max(len(name) for name, _ in rows)
     print("\n".join(f"{name:<{width}}  {text}" for name, text in rows))
     return 0
+
+
+def _shown_path(path: Path) -> str:
+    rel = os.path.relpath(path)
+    return str(path) if rel.startswith("..") else rel
 
 
 def _report_hint(study: str, run_folder: Path) -> str:
@@ -489,7 +534,8 @@ def _report_hint(study: str, run_folder: Path) -> str:
 
 
 def _cmd_run(args) -> int:
-    study = load_study(args.study)
+    plugins = tuple(_require_file(p, "--plugin") for p in (args.plugin or ()))
+    study = load_study(args.study, plugins=plugins)
     out = _require_dir(args.out or DEFAULT_RUNS_DIR / study.name, "--out")
     cache_dir = _require_cache_dir(args)
     if args.report:
@@ -507,7 +553,12 @@ def _cmd_run(args) -> int:
           f"({result.term_pairs_cached:,} from cache), {result.oracle_fallback} scalar fallbacks, "
           f"{result.seconds:.1f} s")
     for variant, profile in result.unsupported:
-        print(f"note: {variant} does not take profile {profile}; skipped there")
+        source = variant_source(variant)
+        if source is None:
+            print(f"note: {variant} does not take profile {profile}; skipped there")
+        else:  # a plugin's own contract, or an error on some inputs of the run (the loader's checks passed)
+            print(f"note: {variant} (plugin {_shown_path(source)}) raised on profile {profile} during the run; "
+                  f"skipped there (precision.evaluate on those inputs shows the error)")
     tables = f"{study.name}: tables -> {out / 'summary.csv'}"
     if not args.report:
         hint = _report_hint(study.name, out)
@@ -535,6 +586,7 @@ def _cmd_gate(args) -> int:
     out = _require_dir(args.out, "--out") if args.out else None
     _require_dir(DEFAULT_RUNS_DIR, "--out")
     cache_dir = _require_cache_dir(args)
+    _load_cli_plugins(args)  # before the gate study names its variants
     result = run_gate(budgets, study_path=study, out_dir=out, baseline=baseline,
                       update_baseline=args.update_baseline, junit=outputs["--junit"], json_path=outputs["--json"],
                       cache_dir=cache_dir, use_cache=not args.no_cache, workers=args.workers,
@@ -554,6 +606,7 @@ def _cmd_report(args) -> int:
     if args.all:
         runs = _require_dir(args.runs, "--runs")  # missing run folders are run into it
         studies = _require_dir(args.studies, "--studies", create=False)
+        _load_cli_plugins(args)
         for study, folder, ran in report_all(runs, out, studies_dir=studies):
             print(f"{study}: {'ran the study, ' if ran else ''}report -> {folder / 'report.html'}")
         return 0
@@ -562,6 +615,9 @@ def _cmd_report(args) -> int:
         _require_dir(runs, "--runs", create=False)
     if args.study and "/" not in args.study and not args.study.startswith("."):
         _require_dir(out / args.study, "--out")
+    _load_cli_plugins(args)
+    if args.study and "/" not in args.study and not args.study.startswith("."):
+        _load_run_plugins(runs / args.study)
     folder = build_report(args.study, runs, out)
     print(f"{args.study}: report -> {folder / 'report.html'}")
     return 0
@@ -589,6 +645,7 @@ def _cmd_hunt(args) -> int:
     gammas = [parse_exact_float(v, "gamma") for v in args.gamma or ["2.0"]]
     alphas = [parse_exact_float(v, "alpha") for v in args.alpha or ["0.25"]]
     targets = [_parse_int(v, "target") for v in args.target or ["0", "1"]]
+    _load_cli_plugins(args)
     result = hunt(args.variant, machine=args.machine, fmt=args.format, gammas=gammas, alphas=alphas,
                   targets=targets, outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points,
                   seed=seed, workers=args.workers, top=top)
@@ -603,6 +660,66 @@ def _cmd_hunt(args) -> int:
         print("\n".join(result.lines()))
         if not args.no_corpus:
             print(f"corpus: {added} new pred values appended to {args.corpus}")
+    return 0
+
+
+def _parse_tolerance(text: str) -> float:
+    value = parse_exact_float(text, "tolerance")
+    if value < 0:
+        raise ParameterError(f"--tolerance={text!r}; expected a number of bits >= 0")
+    return value
+
+
+def _cmd_diff(args) -> int:
+    """``precision diff``: two runs of one study compared point by point (precision.diff)."""
+    run_a = _require_dir(args.run_a, "RUN_A", create=False)
+    run_b = _require_dir(args.run_b, "RUN_B", create=False)
+    out = require_replaceable(_require_dir(args.out, "--out"), "tables/diff.csv")
+    tolerance = _parse_tolerance(args.tolerance)
+    result = diff_runs(run_a, run_b, tolerance=tolerance)
+    command = f"precision diff {run_a} {run_b} --tolerance {tolerance:g} --out {out}"
+    folder = write_diff(result, out, command)
+    print("\n".join(result.lines()))
+    print(f"diff: report -> {folder / 'report.html'}")
+    return result.exit_status
+
+
+def _cmd_score(args) -> int:
+    """``precision score``: outputs produced elsewhere against the oracle (precision.score_outputs)."""
+    given = getattr(args, "given", frozenset())
+    if "machine" in given and not args.compare_with:
+        raise ParameterError("--machine applies to --compare-with only; add --compare-with VARIANT or drop --machine")
+    files = {"inputs": _require_file(args.inputs, "--inputs"), "outputs": _require_file(args.outputs, "--outputs")}
+    for name in ("target", "dout", "weight"):
+        if getattr(args, name) is not None:
+            files[name] = _require_file(getattr(args, name), f"--{name}")
+    label = args.label or Path(args.outputs).stem
+    if not label or any(c.isspace() or c in "/\\" for c in label) or label.startswith("."):
+        raise ParameterError(f"--label={label!r}; expected a name without spaces or slashes")
+    out = require_replaceable(_require_dir(args.out or DEFAULT_SCORE_DIR / label, "--out"), "score.json")
+    shape = parse_shape(args.shape) if args.shape is not None else None
+    _load_cli_plugins(args)
+    if args.compare_with:
+        get_variant(args.compare_with)
+        get_machine(args.machine)
+    alpha = parse_exact_float(args.alpha, "alpha")
+    gamma = parse_exact_float(args.gamma, "gamma")
+    arrays = load_inputs(files["inputs"], target=files.get("target"), dout=files.get("dout"),
+                         weight=files.get("weight"))
+    inputs = validate_score_inputs(arrays, alpha=alpha, gamma=gamma, reduction=args.reduction)
+    outputs = load_outputs(files["outputs"], shape=shape, dtype=args.dtype, pred=inputs.pred)
+    result = score_outputs(inputs, outputs, label=label, compare_with=args.compare_with,
+                           machine=args.machine)
+    command = " ".join(["precision score", *(f"--{k} {v}" for k, v in files.items()),
+                        f"--alpha {args.alpha} --gamma {args.gamma} --reduction {args.reduction} --label {label}",
+                        *([f"--shape {args.shape}"] if args.shape else []),
+                        *([f"--dtype {args.dtype}"] if args.dtype else []),
+                        *([f"--compare-with {args.compare_with} --machine {args.machine}"]
+                          if args.compare_with else []),
+                        *(f"--plugin {p}" for p in (args.plugin or ()))])
+    folder = write_score(result, out, files, command)
+    print("\n".join(result.lines()))
+    print(f"score: tables -> {folder / 'summary.csv'}, report -> {folder / 'report.html'}")
     return 0
 
 
@@ -623,6 +740,13 @@ def _cmd_cache(args) -> int:
 # ---------------------------------------------------------------------------
 # The parser
 # ---------------------------------------------------------------------------
+
+def _add_plugin_option(p) -> None:
+    """``--plugin FILE`` (repeatable): a Python file registering more variants (precision.plugins)."""
+    p.add_argument("--plugin", action="append", metavar="FILE",
+                   help="a Python file that registers variants with precision.register_variant; repeatable "
+                        "(default: none; see docs/plugins.md)")
+
 
 def _add_study_run_options(p) -> None:
     """The options of a command that runs a study: run folder, oracle cache, worker processes."""
@@ -680,14 +804,16 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--points", action=_Given, default="10000", metavar="N", help="random points for --check")
     p.add_argument("--seed", action=_Given, default="0", help="random seed for --check")
 
-    _add_command(
+    p = _add_command(
         sub, "variants", func=_cmd_variants,
         help="list the registered implementation variants",
         description="List every registered implementation variant (naive, naive+G1..G8, kernel, "
                     "kernel-G1..G8, golden, mmcv, candidate, ...) with a one-line description, and the "
                     "parameterized forms kernel[G5=<tau>] and kernel[tile=<n>]. Study files name variants "
-                    "this way.",
-        examples=["precision variants", "precision variants | grep kernel"])
+                    "this way. With --plugin, the variants a plugin file registers too, marked with its file.",
+        examples=["precision variants", "precision variants | grep kernel",
+                  "precision variants --plugin examples/my_kernel.py"])
+    _add_plugin_option(p)
 
     p = _add_command(
         sub, "explain", func=_cmd_explain,
@@ -714,6 +840,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--machine", default="ieee", help="machine spec: ieee, numpy, npu, npu+ftz, ...")
     p.add_argument("--format", default="fp32", choices=["fp32", "fp16"], help="dtype of pred, dout and weight")
     p.add_argument("--json", action="store_true", help="print one JSON object (steps, top_cause, ...)")
+    _add_plugin_option(p)
 
 
     p = _add_command(
@@ -726,7 +853,8 @@ def _build_parser() -> argparse.ArgumentParser:
                     "report (as 'precision report'); the last line names the file to open.",
         examples=["precision run studies/quick.toml",
                   "precision run studies/quick.toml --report",
-                  "precision run studies/fp16_exhaustive.toml --workers 8 --cache-dir /scratch/precision-cache"])
+                  "precision run studies/fp16_exhaustive.toml --workers 8 --cache-dir /scratch/precision-cache",
+                  "precision run my_study.toml --plugin examples/my_kernel.py"])
     p.add_argument("study", metavar="STUDY.toml", help="a study file, e.g. studies/quick.toml")
     _add_study_run_options(p)
     p.add_argument("--scheduler", metavar="ADDR",
@@ -736,6 +864,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="also write the review report to --report-out/<study name>/")
     p.add_argument("--report-out", action=_Given, metavar="DIR", default=str(DEFAULT_REPORTS_DIR),
                    help="folder of reports for --report")
+    _add_plugin_option(p)
 
     p = _add_command(
         sub, "gate", func=_cmd_gate,
@@ -758,6 +887,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--propose", metavar="FILE",
                    help="write a budgets file with limits from this run here (default: not written)")
     _add_study_run_options(p)
+    _add_plugin_option(p)
 
     p = _add_command(
         sub, "report", func=_cmd_report,
@@ -775,6 +905,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", default=str(DEFAULT_RUNS_DIR), metavar="DIR", help="folder of run folders")
     p.add_argument("--out", default=str(DEFAULT_REPORTS_DIR), metavar="DIR", help="folder of reports")
     p.add_argument("--studies", default="studies", metavar="DIR", help="folder of study files for --all")
+    _add_plugin_option(p)
 
     p = _add_command(
         sub, "hunt", func=_cmd_hunt,
@@ -810,7 +941,74 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default="studies/worst_cases.txt",
                    help="worst-case corpus to append to (default: studies/worst_cases.txt)")
     p.add_argument("--no-corpus", action="store_true", help="do not append to the corpus")
+    _add_plugin_option(p)
 
+
+    p = _add_command(
+        sub, "diff", func=_cmd_diff,
+        help="compare two runs of one study point by point (exit 1 when a variant got worse)",
+        description="Compare two run folders of the same study (the same points; each written by 'precision run' "
+                    "with [run] per_point = \"all\"): for every variant present in both, per machine, format and "
+                    "region, the paired statistics of RUN_B against RUN_A on the same points (changed, better, "
+                    "worse, specials fixed and caused, sign tests, verdict: the reports' rule), the new worst "
+                    "points, and the variants present in one run only. Prints one line per variant, BETTER, WORSE, "
+                    "SAME or MIXED (ADDED/REMOVED when in one run only), and a summary line; writes a report "
+                    "(report.md, a self-contained report.html, tables/*.csv) to --out.\n"
+                    "Exit status: 1 when some variant's verdict on some machine and format (over every region) is "
+                    "hurts AND its worst loss there (max_loss_bits, the largest rise of log2(1 + ulp error) over "
+                    "points finite in both runs; infinite when RUN_B made an output NaN, inf, of the wrong sign or "
+                    "a lost inf) exceeds --tolerance; 0 otherwise; 2 on bad input (runs of different studies, a "
+                    "run that did not keep every point).",
+        examples=["precision diff out/before/quick out/after/quick",
+                  "precision diff out/main/quick out/branch/quick --tolerance 1 --out out/diff/branch"])
+    p.add_argument("run_a", metavar="RUN_A", help="the reference run folder (before the change)")
+    p.add_argument("run_b", metavar="RUN_B", help="the new run folder (after the change)")
+    p.add_argument("--out", default=str(DEFAULT_DIFF_DIR), metavar="DIR",
+                   help="report folder, replaced as a whole (a folder holding other files is refused)")
+    p.add_argument("--tolerance", default="0", metavar="BITS",
+                   help="bits of worst loss a 'hurts' verdict may reach without failing (exit 1 only beyond it)")
+
+    p = _add_command(
+        sub, "score", func=_cmd_score,
+        help="score outputs produced elsewhere (a device, another framework) against the oracle",
+        description="Score the gradient some implementation returned (a device run, another framework) against "
+                    "the certified oracle, element by element, with the checks of the operator contract "
+                    "(pred/dout/weight float16 or float32 [N, C], target int32, outputs of pred's dtype and shape). "
+                    "Inputs: an .npz holding pred, target and optionally dout (default: ones) and weight (default: "
+                    "absent), or a .npy of pred with --target (and --dout, --weight) .npy files. Outputs: a .npy, "
+                    "or a raw little-endian dump described by --dtype (and --shape, default pred's shape).\n"
+                    "Writes the tables of a run (summary.csv, by_region.csv, groups.csv with classes and hex "
+                    "witnesses), points.parquet (every element over 1 ulp), score.json and a report to --out. With "
+                    "--compare-with VARIANT, that variant is evaluated on the same inputs on --machine and compared "
+                    "with the outputs point by point (the outputs are 'with', the emulation 'without': helps = the "
+                    "outputs are more accurate): comparisons.csv and disagreements.csv, every element where they "
+                    "differ. That is how a machine model is validated against hardware.",
+        examples=["precision score --inputs run1_inputs.npz --outputs run1_grad.npy",
+                  "precision score --inputs x.npz --outputs grad.bin --dtype float16 --shape 1024,80 "
+                  "--reduction sum --label npu_run1 --compare-with kernel --machine npu"])
+    p.add_argument("--inputs", required=True, metavar="FILE",
+                   help=".npz with pred, target[, dout, weight], or a .npy of pred (required)")
+    p.add_argument("--outputs", required=True, metavar="FILE",
+                   help="the gradient to score: a .npy, or a raw dump with --dtype (required)")
+    p.add_argument("--target", metavar="FILE", help="target .npy (int32), with a .npy --inputs (default: none)")
+    p.add_argument("--dout", metavar="FILE", help="dout .npy, with a .npy --inputs (default: ones)")
+    p.add_argument("--weight", metavar="FILE", help="weight .npy, with a .npy --inputs (default: absent)")
+    p.add_argument("--shape", metavar="N,C", help="shape of a raw --outputs dump (default: pred's shape)")
+    p.add_argument("--dtype", choices=["float16", "float32"],
+                   help="dtype of a raw --outputs dump, little-endian (default: none; required for a raw dump)")
+    p.add_argument("--alpha", default="0.25", help="alpha attribute the outputs were computed with (float32)")
+    p.add_argument("--gamma", default="2.0", help="gamma attribute (float32)")
+    p.add_argument("--reduction", default="mean", choices=["none", "sum", "mean"],
+                   help="reduction attribute (mean: coefficient 1/(N*C))")
+    p.add_argument("--label", help="name of the outputs in the tables (default: the --outputs file's stem)")
+    p.add_argument("--out", metavar="DIR",
+                   help="result folder, replaced as a whole (default: out/score/<label>)")
+    p.add_argument("--compare-with", metavar="VARIANT",
+                   help="also compare the outputs point by point with this variant evaluated on the same inputs "
+                        "(default: none)")
+    p.add_argument("--machine", action=_Given, default="npu",
+                   help="the machine of --compare-with: ieee, numpy, npu, npu+ftz, ...")
+    _add_plugin_option(p)
 
     p = _add_command(
         sub, "cache", func=_cmd_cache,

@@ -14,6 +14,7 @@ __all__ = [
     "StudyFileError",
     "CacheIntegrityError",
     "OracleUndecidedError",
+    "PluginError",
 ]
 
 
@@ -43,3 +44,7 @@ class CacheIntegrityError(PrecisionError, OSError):
 
 class OracleUndecidedError(PrecisionError, ArithmeticError):
     """Raised when the oracle cannot decide a rounding within its precision cap."""
+
+
+class PluginError(PrecisionError, RuntimeError):
+    """Raised when a plugin file cannot be loaded or one of its variants misbehaves; names the file."""

@@ -38,6 +38,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -125,6 +126,10 @@ class Variant:
         ``f(machine, pred, target, dout, weight, alpha, gamma, reduction, **params)``.
     params : tuple of (str, object)
         Keyword arguments bound to ``function`` (e.g. ``("guards", frozenset)``).
+    source : pathlib.Path or None
+        The plugin file that registered the row (absolute; :mod:`precision.plugins`),
+        None for the package's own variants.  Its digest stands for the row's
+        implementation (``function`` is the plugin's function wrapped by the loader).
     """
 
     name: str
@@ -132,6 +137,7 @@ class Variant:
     description: str
     function: Callable
     params: tuple = field(default=())
+    source: Path | None = None
 
     @property
     def guards(self) -> frozenset | None:
@@ -319,15 +325,25 @@ def get_variant(name) -> Variant:
     return Variant(name, "naive" if base == "naive" else "kernel", desc, kernel, params)
 
 
+#: Set by :mod:`precision.plugins` while it imports a plugin file, None otherwise:
+#: ``hook(name, function, exists) -> (function, source)`` is called by :func:`register_variant`
+#: instead of its own name check (``exists``: the name is taken by a row or a parsed
+#: ``naive``/``kernel`` form); it raises on a clash and returns the function to register (the
+#: plugin's, wrapped) and the plugin file (the row's ``source``).
+_registration_hook: Callable | None = None
+
+
 def register_variant(name: str, function: Callable, description: str, *, family: str = "candidate",
-                     params=None, replace: bool = False) -> Variant:
-    """Add a row to the variant table (for candidate implementations).
+                     params=None, replace: bool = False, recipe=None) -> Variant:
+    """Add a row to the variant table (for candidate implementations and plugins).
 
     Parameters
     ----------
     name : str
         The new name; must not collide with an existing row (unless
-        ``replace``) nor look like a parsed ``naive``/``kernel`` name.
+        ``replace``) nor look like a parsed ``naive``/``kernel`` name.  In a
+        plugin file (:mod:`precision.plugins`) a name may never redefine a
+        built-in row or another plugin's, ``replace`` or not.
     function : callable
         ``f(machine, pred, target, dout, weight, alpha, gamma, reduction, **params)``
         returning grad in pred's dtype; it should also take the keyword
@@ -338,6 +354,14 @@ def register_variant(name: str, function: Callable, description: str, *, family:
         Default ``"candidate"``.
     params : mapping or iterable of (str, value), optional
         Keyword arguments bound to ``function``.
+    recipe : RecipeCall or callable, optional
+        The variant as a table of named steps (:mod:`precision.steps`): a
+        :class:`~precision.steps.RecipeCall`, or ``recipe(params) ->
+        RecipeCall`` with ``params`` the row's bound keyword arguments.  It
+        must compute exactly what ``function`` returns; it lets
+        ``precision explain``, :func:`trace_variant` and
+        :func:`evaluate_variants` see the steps.  Default None: the variant
+        is evaluated through ``function`` only.
 
     Returns
     -------
@@ -348,12 +372,40 @@ def register_variant(name: str, function: Callable, description: str, *, family:
         raise ParameterError(f"name={name!r}; expected a non-empty name without spaces")
     if not callable(function):
         raise ParameterError(f"function={function!r} is not callable")
-    if not replace and (name in VARIANTS or _NAME_RE.match(name)):
+    if recipe is not None and not (isinstance(recipe, RecipeCall) or callable(recipe)):
+        raise ParameterError(f"recipe={recipe!r}; expected a RecipeCall or a function params -> RecipeCall")
+    exists = name in VARIANTS or bool(_NAME_RE.match(name))
+    source = None
+    if _registration_hook is not None:
+        function, source = _registration_hook(name, function, exists)
+    elif not replace and exists:
         raise ParameterError(f"variant={name!r} already exists; pick another name or pass replace=True")
     items = tuple(sorted(dict(params or {}).items()))
-    row = Variant(name, family, description, function, items)
+    row = Variant(name, family, description, function, items, source)
+    if recipe is not None:
+        _RECIPE_BUILDERS[function] = recipe if not isinstance(recipe, RecipeCall) else (lambda params, c=recipe: c)
     VARIANTS[name] = row
     return row
+
+
+def _remove_variant(name: str) -> Variant | None:
+    """Take a registered row (and its recipe) out of the table; returns it (None if absent).  For plugins."""
+    row = VARIANTS.pop(name, None)
+    if row is not None and not any(r.function is row.function for r in VARIANTS.values()):
+        _RECIPE_BUILDERS.pop(row.function, None)
+    return row
+
+
+def _restore_variant(row: Variant, recipe=None) -> None:
+    """Put back a row taken out by :func:`_remove_variant` (with its recipe builder, if any)."""
+    VARIANTS[row.name] = row
+    if recipe is not None:
+        _RECIPE_BUILDERS[row.function] = recipe
+
+
+def _recipe_builder(row: Variant):
+    """The recipe builder registered for a row's function (None when it is not a recipe)."""
+    return _RECIPE_BUILDERS.get(row.function)
 
 
 def evaluate(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0, reduction="mean",

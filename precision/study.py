@@ -38,6 +38,8 @@ A study file (``studies/NAME.toml``)::
                                       # besides the guard and G5-threshold pairs found from the names
     attribution = { variants = ["kernel"], points = 8 }   # optional: attribute kept points to recipe steps
                                       # (true: every variant, every kept row; points = "kept" or N per group)
+    plugins = ["my_kernel.py"]        # optional: plugin files registering more variants (relative to
+                                      # this file; precision.plugins), loaded before the names are checked
 
     [report]                          # optional: the report's sections, in order (precision.report.sections)
     sections = ["verdicts", "dominant", "summary"]
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +67,7 @@ from precision.formats import FORMATS, get_format, round_to_format
 from precision.report.sections import SECTION_OPTIONS  # names only: the renderer is not imported
 from precision.guards import get_variant, recipe_call
 from precision.machine import get_machine
+from precision.plugins import check_study_variants, load_plugins
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "pred_values", "study_pred_values",
            "PER_POINT_MODES", "AttributionSpec"]
@@ -92,7 +96,7 @@ _POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count
                "bracket_bands"}
 #: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
 DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
-_RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution"}
+_RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plugins"}
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,10 @@ class Study:
     compare: tuple = ()  # declared (with, without) variant pairs
     report: "ReportSpec | None" = None  # the [report] table; None = the default sections
     attribution: "AttributionSpec | None" = None  # [run] attribution; None = no attribution
+    #: Absolute paths of the plugin files the study needs, in load order: its own ``[run] plugins``
+    #: (relative to the study file) and those given with it (``--plugin``).  Loaded by
+    #: :func:`parse_study`; a worker process loads them with :func:`precision.plugins.ensure_loaded`.
+    plugins: tuple = ()
 
     @property
     def pred(self) -> PredAxis:
@@ -353,8 +361,14 @@ def _parse_profile(reader, text) -> Profile:
     return Profile(*parts)
 
 
-def parse_study(text: str, path: str = "<study>") -> Study:
-    """Parse and validate a study file's text (see the module docstring)."""
+def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
+    """Parse and validate a study file's text (see the module docstring).
+
+    ``plugins`` are more plugin files (``--plugin``), loaded before the
+    study's own ``[run] plugins``; both are loaded before the variant names
+    are checked, and the plugin variants the study names are evaluated once
+    on each of its machines and profiles (:func:`precision.plugins.check_study_variants`).
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -405,14 +419,35 @@ def parse_study(text: str, path: str = "<study>") -> Study:
     if not all(isinstance(v, str) for v in machines):
         raise run.error("machines", "expected an array of machine specs")
     per_point = run.string("per_point", PER_POINT_MODES, default="all")
+    plugin_paths = _load_study_plugins(run, path, plugins)
     _check_registry_names(run, variants, machines)
+    check_study_variants(variants, machines, profiles, alpha=alphas[0], gamma=gammas[0], reduction=reduction,
+                         count=count, weight=any(w is not None for w in weights))
     compare = _parse_compare(run, variants)
     attribution = _parse_attribution(run, variants, per_point)
     report = _parse_report(top, data) if "report" in data else None
     return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
                  tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(machines)), per_point, text, path, bands,
-                 compare, report, attribution)
+                 compare, report, attribution, plugin_paths)
+
+
+def _load_study_plugins(run: _Reader, path: str, extra) -> tuple:
+    """``[run] plugins`` (relative to the study file) after ``extra``: resolved, loaded; their absolute paths."""
+    base = Path(path).parent if path != "<study>" else Path(".")
+    own = []
+    rels = run.table.get("plugins", [])
+    if not isinstance(rels, list):
+        raise run.error("plugins", f"{rels!r} has the wrong type; expected an array of paths")
+    for rel in rels:
+        if not isinstance(rel, str) or not rel:
+            raise run.error("plugins", f"{rel!r}; expected paths of plugin files (relative to the study file)")
+        if not (base / rel).is_file():
+            raise run.error("plugins", f"{rel!r}: no such file ({base / rel}); paths are relative to the study file")
+        own.append(base / rel)
+    paths = tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in [*extra, *own]))
+    load_plugins(paths)  # PluginError names the file
+    return paths
 
 
 def _parse_compare(run: _Reader, variants) -> tuple:
@@ -519,8 +554,11 @@ def _check_registry_names(run: _Reader, variants, machines) -> None:
             raise run.error("machines", str(exc)) from None
 
 
-def load_study(path) -> Study:
-    """Read and validate a study file; StudyFileError names the file on any problem."""
+def load_study(path, plugins=()) -> Study:
+    """Read and validate a study file; StudyFileError names the file on any problem.
+
+    ``plugins``: more plugin files to load first (``--plugin``; see :func:`parse_study`).
+    """
     p = Path(path)
     try:
         text = p.read_text()
@@ -528,7 +566,7 @@ def load_study(path) -> Study:
         raise StudyFileError(f"{path}: cannot read the study file ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise StudyFileError(f"{path}: not a UTF-8 text file") from None
-    return parse_study(text, str(path))
+    return parse_study(text, str(path), plugins)
 
 
 # ---------------------------------------------------------------------------

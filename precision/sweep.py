@@ -97,8 +97,10 @@ from precision.cache import ResultCache, TermCache, atomic_write_npz, default_ca
 from precision.errors import PrecisionError
 from precision.executor import make_executor
 from precision.formats import get_format, round_to_format
+from precision.attribution_table import write_attribution
 from precision.comparisons import find_comparisons
 from precision.guards import variant_names
+from precision.plugins import plugin_digest
 from precision.scoring import CLASS_NAMES, GroupStats, PairedStats
 from precision.study import Study, study_pred_values
 from precision.task import PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest, variant_digest
@@ -224,6 +226,7 @@ def _variants_of(study: Study) -> tuple:
 def _build_tasks(study: Study, preds, terms, variants, comparisons, result_cache) -> list:
     index = {v: i for i, v in enumerate(variants)}
     pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
+    plugins = tuple((str(p), plugin_digest(p)) for p in study.plugins)
     tasks = []
     for machine in study.machines:
         for profile in study.profiles:
@@ -240,7 +243,7 @@ def _build_tasks(study: Study, preds, terms, variants, comparisons, result_cache
                             task = Task("", machine, profile, alpha, gamma, weight, dout, study.reduction,
                                         study.count, study.targets, variants, study.region_edges, study.per_point,
                                         preds[exact], pos.take(exact), neg.take(exact), study.bracket_edges, pairs,
-                                        result_cache)
+                                        result_cache, plugins=plugins)
                             tasks.append(dataclasses.replace(task, key=_task_key(task)))
     return tasks
 
@@ -290,6 +293,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
     try:
         unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
+        if study.attribution is not None:  # reads staging/points.parquet
+            write_attribution(staging, study, preds=preds)
         result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
                            len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
                            unsupported, results_reused, results_computed)

@@ -43,10 +43,11 @@ import pandas as pd
 
 from precision.bracket import bracket_band
 from precision.cache import RESULTS_VERSION, ResultCache, atomic_write_npz
-from precision.errors import PrecisionError
+from precision.errors import PluginError, PrecisionError
 from precision.formats import get_format, round_to_format
 from precision.guards import evaluate_variants, get_variant
 from precision.oracle import ORACLE_VERSION
+from precision.plugins import ensure_loaded, plugin_digest
 from precision.scoring import GroupStats, Grouping, PairedStats, Scorer
 from precision.study import WORST_PER_GROUP, Profile
 from precision.terms import TermTable, derive_gradient
@@ -156,7 +157,8 @@ class Task:
     ``result_cache`` is the cache folder of the pieces (None: no cache);
     ``chunk_file``, when set, is where :func:`run_task` writes the task's
     result itself (a worker sharing the run folder's file system) instead of
-    returning it.
+    returning it; ``plugins`` are loaded first (a worker that did not fork
+    from the run, e.g. Dask's).
     """
 
     key: str
@@ -179,6 +181,7 @@ class Task:
     comparisons: tuple = ()
     result_cache: str | None = None
     chunk_file: str | None = None
+    plugins: tuple = ()  # (path, digest) of each plugin file its variants need (precision.plugins)
 
 
 def task_digest(task: Task) -> str:
@@ -371,6 +374,7 @@ def run_task(task: Task) -> dict:
     task names a ``chunk_file``, writes them there (atomically) and returns
     only the counts ``reused`` and ``computed_pieces``.
     """
+    ensure_loaded([p for p, _ in task.plugins], dict(task.plugins))
     cache = ResultCache(task.result_cache, create=False)
     base = task_digest(task)
     digests = [variant_digest(v) for v in task.variants]
@@ -397,6 +401,8 @@ def run_task(task: Task) -> dict:
         scores, seen = {}, {}
         for i in sorted(need):
             out = outputs[task.variants[i]]
+            if isinstance(out, PluginError):  # a plugin that breaks mid-run stops the run: never a silent gap
+                raise out
             if isinstance(out, PrecisionError):  # e.g. an fp16-only variant on an fp32 profile
                 piece = _UNSUPPORTED
             else:

@@ -7,7 +7,8 @@ def test_all_names_exist_and_are_public():
     exported = {name for name in dir(precision) if not name.startswith("_")}
     modules = {"errors", "formats", "oracle", "scoring", "cli", "implementations", "machine", "guards",
                "terms", "cache", "study", "sweep", "executor", "gate", "report", "oracle_arb", "bracket",
-               "opcount", "hunt", "comparisons", "certify", "steps", "attribution", "task", "attribution_table"}
+               "opcount", "hunt", "comparisons", "certify", "steps", "attribution", "task", "attribution_table",
+               "plugins", "diff", "score_outputs"}
     assert set(precision.__all__) == exported - modules
 
 
