@@ -211,7 +211,7 @@ class TermCache:
 
 
 #: Version of the stored task results' layout (:class:`precision.task.TaskPiece`); part of every key.
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
 
 
 class ResultCache:

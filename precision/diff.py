@@ -85,7 +85,7 @@ from precision.report.document import Code, Details, Heading, Para, Table
 from precision.report.page import write_folder, write_page
 from precision.report.sections.verdicts import verdict_grid
 from precision.scoring import (CLASS_NAMES, SPECIAL_CLASSES, VERDICT_RULE, Grouping, PairedStats, compare_points)
-from precision.sweep import comparison_table, load_stats
+from precision.sweep import comparison_table, hex_witnesses, load_stats
 
 __all__ = ["diff_runs", "write_diff", "DiffResult", "WORDS", "WORST_POINTS", "POINT_KEYS"]
 
@@ -366,8 +366,8 @@ def diff_runs(run_a, run_b, *, tolerance: float = 0.0) -> DiffResult:
 
 
 def _hex_witnesses(table: pd.DataFrame, text: dict) -> pd.DataFrame:
-    """Witness columns of a paired table for people: inputs as hex floats (``none`` for an absent weight),
-    machine and profile codes as their names."""
+    """Witness columns of a paired table for people: machine and profile codes as their names, the inputs
+    as hex floats (:func:`precision.sweep.hex_witnesses`)."""
     t = table.copy()
     for prefix in ("gain_witness_", "loss_witness_"):
         for c in ("machine", "profile"):
@@ -375,17 +375,10 @@ def _hex_witnesses(table: pd.DataFrame, text: dict) -> pd.DataFrame:
             if col in t.columns:
                 codes = pd.to_numeric(t[col], errors="coerce").to_numpy(np.float64)
                 t[col] = [None if np.isnan(k) else text[c][int(k)] for k in codes]
-        for c in ("pred", "alpha", "gamma", "weight", "dout"):
-            col = prefix + c
-            if col in t.columns:
-                v = pd.to_numeric(t[col], errors="coerce").to_numpy(np.float64)
-                none = pd.isna(t[f"{prefix}pred"]).to_numpy()
-                t[col] = np.where(none, None, [_hex(x) for x in v]).astype(object)
-        col = prefix + "target"
-        if col in t.columns:
-            t[col] = t[col].astype(object).where(t[col].notna(), None)
-            t[col] = [None if x is None else int(x) for x in t[col]]
-    return t
+        for c in ("pred", "alpha", "gamma", "weight", "dout"):  # numbers, whatever the frame held them as
+            if prefix + c in t.columns:
+                t[prefix + c] = pd.to_numeric(t[prefix + c], errors="coerce").astype(np.float64)
+    return hex_witnesses(t)
 
 
 def _variant_rows(paired, table, worst, common, order_a, order_b, present_a, present_b, tolerance) -> pd.DataFrame:
@@ -434,7 +427,7 @@ def _maxima(folder_a: Path, folder_b: Path, variants, machines) -> pd.DataFrame:
     tables = []
     for folder, suffix in ((folder_a, "_a"), (folder_b, "_b")):
         stats = load_stats(folder)
-        t = stats.merge(by).table(by)
+        t = hex_witnesses(stats.merge(by).table(by))
         t = t[t["variant"].isin(variants)]
         keep = by + [c for c in _MAXIMA_STATS] + [c for c in t.columns if c.startswith("witness_")]
         t = t[[c for c in keep if c in t.columns]]

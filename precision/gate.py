@@ -59,7 +59,7 @@ import pandas as pd
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.scoring import SPECIAL_CLASSES
 from precision.study import load_study
-from precision.sweep import load_stats, run_study
+from precision.sweep import hex_witnesses, load_stats, run_study
 
 __all__ = ["Budget", "GateSettings", "GateLine", "load_budgets", "measure", "check_budgets", "run_gate",
            "propose_budgets", "append_to_corpus", "METRICS"]
@@ -222,7 +222,7 @@ def measure(run_dir) -> pd.DataFrame:
     keys = ["variant", "format", "machine"]
     by_region = stats.merge(keys + ["region"]).table(keys + ["region"])
     overall = stats.merge(keys).table(keys).assign(region="all")
-    table = pd.concat([overall, by_region], ignore_index=True)
+    table = hex_witnesses(pd.concat([overall, by_region], ignore_index=True))
     for col in SPECIAL_CLASSES:
         table[col] = table[col].astype(float)
     return table

@@ -79,7 +79,7 @@ from precision.report.sections.verdicts import verdict_grid
 from precision.scoring import (CLASS_NAMES, OUTCOME_NAMES, VERDICT_RULE, GroupStats, Grouping, PairedStats,
                                bits_error, classify, compare_points, ulp_error)
 from precision.study import DEFAULT_REGION_EDGES
-from precision.sweep import comparison_table, region_labels
+from precision.sweep import comparison_table, hex_witnesses, region_labels
 from precision.terms import TermTable, derive_gradient, focal_term_tables
 
 __all__ = ["load_inputs", "load_outputs", "parse_shape", "check_outputs", "validate_score_inputs", "score_outputs",
@@ -465,38 +465,16 @@ def _order(t: pd.DataFrame, variants, regions) -> pd.DataFrame:
 
 
 def _hex_witness(t: pd.DataFrame, alpha: float, gamma: float, weighted: bool) -> pd.DataFrame:
-    """Witness columns as a run writes them: inputs in hex (``none`` for an absent weight), plus row and col."""
+    """Witness columns as a run writes them (:func:`precision.sweep.hex_witnesses`), plus the element's row
+    and col; alpha and gamma are the scored outputs' attributes, an absent weight ``none``."""
     t = t.copy()
     for prefix in ("witness_", "finite_witness_"):
         none = t[f"{prefix}pred"].isna().to_numpy()
-
-        def hexes(values, none=none):
-            return np.array([None if z else float(v).hex() for v, z in zip(values, none)], dtype=object)
-        out = {}
-        for c in ("pred", "target", "alpha", "gamma", "weight", "dout", "computed", "exact", "row", "col"):
-            col = f"{prefix}{c}"
-            if c == "pred":
-                out[col] = hexes(t[col].to_numpy(np.float64))
-            elif c == "target" or c in ("row", "col"):
-                out[col] = np.array([None if z else int(v) for v, z in zip(t[col].to_numpy(np.float64), none)],
-                                    dtype=object)
-            elif c == "alpha":
-                out[col] = hexes(np.full(len(t), alpha))
-            elif c == "gamma":
-                out[col] = hexes(np.full(len(t), gamma))
-            elif c == "weight":
-                out[col] = hexes(t[col].to_numpy(np.float64)) if weighted else \
-                    np.array([None if z else "none" for z in none], dtype=object)
-            elif c == "dout":
-                out[col] = hexes(t[col].to_numpy(np.float64))
-            else:
-                out[col] = t[col].to_numpy()
-        for col in out:
-            if col in t.columns:
-                t = t.drop(columns=col)
-        for col, values in out.items():
-            t[col] = values
-    return t
+        t[f"{prefix}alpha"] = np.where(none, np.nan, float(alpha))
+        t[f"{prefix}gamma"] = np.where(none, np.nan, float(gamma))
+        if not weighted:
+            t[f"{prefix}weight"] = np.nan
+    return hex_witnesses(t, integers=("target", "row", "col"))
 
 
 def _hex_points(frame: pd.DataFrame) -> pd.DataFrame:

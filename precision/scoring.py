@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import bdtr
 
+from precision.frames import frame_from_arrays, frame_to_arrays
 from precision.formats import NAN_ORDINAL, get_format, round_to_format, to_ordinal, ulp
 
 __all__ = [
@@ -508,19 +509,17 @@ class _Mergeable:
         return type(self)(out, pd.DataFrame({"row": rows, "bin": bins, "count": counts}))
 
     def to_arrays(self, prefix: str) -> dict:
-        """npz-storable arrays (numeric frame columns only) under ``prefix``."""
-        out = {f"{prefix}.{c}": self.frame[c].to_numpy() for c in self.frame.columns}
-        out.update({f"{prefix}.hist.{c}": self.hist[c].to_numpy() for c in ("row", "bin", "count")})
+        """npz-storable arrays under ``prefix`` (:func:`precision.frames.frame_to_arrays`; the histogram as
+        one int64 matrix)."""
+        out = frame_to_arrays(self.frame, prefix)
+        out[f"{prefix}.hist"] = np.stack([self.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")])
         return out
 
     @classmethod
     def from_arrays(cls, arrays, prefix: str) -> "_Mergeable":
         """The inverse of :meth:`to_arrays`."""
-        head, hh = f"{prefix}.", f"{prefix}.hist."
-        frame = pd.DataFrame({k[len(head):]: arrays[k] for k in arrays
-                              if k.startswith(head) and not k.startswith(hh)})
-        hist = pd.DataFrame({c: arrays[hh + c] for c in ("row", "bin", "count")})
-        return cls(frame, hist)
+        row, bins, count = arrays[f"{prefix}.hist"]
+        return cls(frame_from_arrays(arrays, prefix), pd.DataFrame({"row": row, "bin": bins, "count": count}))
 
 
 #: Summed columns of :class:`GroupStats`: points, points with a finite error and the sum of

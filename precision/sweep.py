@@ -107,7 +107,8 @@ from precision.task import PRED_BIN_EDGES, Task, TaskResult, exact_input, run_ta
 from precision.terms import TermTable, focal_term_tables
 
 __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
-           "load_paired", "sort_table", "comparison_table", "GROUP_KEYS", "PAIR_KEYS", "COMPARISON_KEYS"]
+           "load_paired", "sort_table", "comparison_table", "hex_witnesses", "GROUP_KEYS", "PAIR_KEYS",
+           "COMPARISON_KEYS"]
 
 #: Focal-term pairs per oracle chunk: large enough to amortize process
 #: start-up, small enough to balance two cores and checkpoint often.
@@ -321,25 +322,48 @@ PAIR_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant",
 _WITNESS_INPUTS = ("pred", "target", "alpha", "gamma", "weight", "dout")
 
 
-def _hex_or_none(v):
-    return "none" if v is None or (isinstance(v, float) and np.isnan(v)) else float(v).hex()
+#: Witness families of the raw tables (the prefixes of their columns) and the inputs each names.
+WITNESS_PREFIXES = ("witness_", "finite_witness_", "gain_witness_", "loss_witness_")
+_HEX_INPUTS = ("pred", "alpha", "gamma", "weight", "dout")
 
 
-def _witness_hex(frame: pd.DataFrame, prefix: str, task, targets) -> dict:
-    """Witness input columns of one witness family: the pred of the frame plus the task's constants, in hex.
+def _witness_inputs(frame: pd.DataFrame, prefix: str, task, targets) -> dict:
+    """Witness input columns of one witness family, as numbers: the pred of the frame, the task's constants.
 
-    A group without a witness (its maximum attained by no point: NaN pred) gets empty inputs.
+    A group without a witness (its maximum attained by no point: NaN pred)
+    gets NaN inputs; an absent weight is NaN.  :func:`hex_witnesses` spells
+    them for the tables.
     """
     preds = frame[f"{prefix}pred"].to_numpy(np.float64)
     none = np.isnan(preds)
-    values = {"pred": [float(v).hex() for v in preds], "target": np.asarray(targets, dtype=object),
-              "alpha": float(task.alpha).hex(), "gamma": float(task.gamma).hex(), "weight": _hex_or_none(task.weight),
-              "dout": float(task.dout).hex()}
-    out = {}
-    for name, v in values.items():
-        column = np.asarray(v if isinstance(v, (list, np.ndarray)) else [v] * preds.size, dtype=object)
-        column[none] = None
-        out[f"{prefix}{name}"] = column
+    weight = np.nan if task.weight is None else float(task.weight)
+    out = {f"{prefix}pred": preds, f"{prefix}target": np.where(none, np.nan, np.asarray(targets, dtype=np.float64))}
+    for name, v in (("alpha", task.alpha), ("gamma", task.gamma), ("weight", weight), ("dout", task.dout)):
+        out[f"{prefix}{name}"] = np.where(none, np.nan, float(v))
+    return out
+
+
+def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
+    """A table with its witness inputs spelled as exact hex floats (``none`` for an absent weight; empty where
+    a group has no witness) and the ``integers`` (selectors) as integers, as every CSV table and report shows
+    them."""
+    out = table.copy()
+    for prefix in WITNESS_PREFIXES:
+        pred = f"{prefix}pred"
+        if pred not in out.columns or out[pred].dtype.kind != "f":
+            continue
+        none = out[pred].isna().to_numpy()
+        for name in _HEX_INPUTS:
+            col = f"{prefix}{name}"
+            if col in out.columns:
+                values = out[col].to_numpy(np.float64)
+                text = ["none" if np.isnan(v) else float(v).hex() for v in values]
+                out[col] = np.where(none, None, np.asarray(text, dtype=object))
+        for name in integers:
+            col = f"{prefix}{name}"
+            if col in out.columns:
+                t = pd.to_numeric(out[col], errors="coerce").to_numpy(np.float64)
+                out[col] = np.where(none, None, np.asarray([None if np.isnan(v) else int(v) for v in t], dtype=object))
     return out
 
 
@@ -423,7 +447,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         keys = _decode_groups(f["group"], task, region_names, band_names)
         cols = {"variant": names[f["variant"].to_numpy(np.int64)], **base, **keys}
         for prefix in ("witness_", "finite_witness_"):
-            cols.update(_witness_hex(f, prefix, task, keys["target"]))
+            cols.update(_witness_inputs(f, prefix, task, keys["target"]))
         stats_parts.append(res.stats.with_columns(**cols))
         p = res.paired.frame
         if len(p):
@@ -433,7 +457,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
                     "comparison": [c.name for c in cmp], "with_variant": [c.with_variant for c in cmp],
                     "without_variant": [c.without_variant for c in cmp], **base, **keys}
             for prefix in ("gain_witness_", "loss_witness_"):
-                cols.update(_witness_hex(p, prefix, task, keys["target"]))
+                cols.update(_witness_inputs(p, prefix, task, keys["target"]))
             paired_parts.append(res.paired.with_columns(**cols))
         for vi in res.unsupported.tolist():
             unsupported.add((variants[vi], task.profile.name))
@@ -483,7 +507,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         paired = PairedStats(paired.frame[order], paired.hist)
     tables["comparisons.csv"] = comparison_table(paired, variants, study.machines, region_names)
     for name, t in tables.items():
-        _atomic_csv(out / name, t)
+        _atomic_csv(out / name, hex_witnesses(t))
     # the fine groups' raw sums and histograms, for re-merging by reports and the gate
     atomic_write_npz(out / "hist.npz", {c: stats.hist[c].to_numpy() for c in ("row", "bin", "count")})
     _atomic_parquet(out / "groups_raw.parquet", stats.frame)

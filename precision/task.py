@@ -45,6 +45,7 @@ from precision.bracket import bracket_band
 from precision.cache import RESULTS_VERSION, ResultCache, atomic_write_npz
 from precision.errors import PluginError, PrecisionError
 from precision.formats import get_format, round_to_format
+from precision.frames import frame_from_arrays, frame_to_arrays
 from precision.guards import evaluate_variants, get_variant
 from precision.oracle import ORACLE_VERSION
 from precision.plugins import ensure_loaded, plugin_digest
@@ -235,7 +236,7 @@ class TaskResult:
     def to_arrays(self) -> dict:
         """npz-storable arrays (the chunk file of a finished task)."""
         return {**self.stats.to_arrays("stats"), **self.paired.to_arrays("paired"),
-                **{f"points.{c}": self.points[c].to_numpy() for c in _POINT_COLUMNS},
+                **frame_to_arrays(self.points[list(_POINT_COLUMNS)], "points"),
                 "pred_max": self.pred_max, "fallback": np.array(self.fallback),
                 "unsupported": np.asarray(self.unsupported, dtype=np.int16), "reused": np.array(self.reused),
                 "computed_pieces": np.array(self.computed_pieces)}
@@ -243,7 +244,7 @@ class TaskResult:
     @classmethod
     def from_arrays(cls, arrays: dict) -> "TaskResult":
         return cls(GroupStats.from_arrays(arrays, "stats"), PairedStats.from_arrays(arrays, "paired"),
-                   pd.DataFrame({c: arrays[f"points.{c}"] for c in _POINT_COLUMNS}), arrays["pred_max"],
+                   frame_from_arrays(arrays, "points"), arrays["pred_max"],
                    int(arrays["fallback"]), arrays["unsupported"], int(arrays["reused"]),
                    int(arrays["computed_pieces"]))
 
@@ -337,7 +338,9 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, decisions:
     if same in seen:
         piece, scores = seen[same]
         counts = grouping.tally(fired)
-        return {**piece, **{f"stats.{column}": counts[column] for column in fired}}, scores
+        stats = GroupStats.from_arrays(piece, "stats")
+        stats = stats.with_columns(**{column: counts[column] for column in fired})
+        return {**piece, **stats.to_arrays("stats")}, scores
     err, bits, cls = tensor.scorer.score(computed)
     c64 = computed.astype(np.float64)
     stats = GroupStats.reduce(grouping, err, bits, cls, counts=fired,
@@ -347,10 +350,10 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, decisions:
     with np.errstate(over="ignore"):
         pred_max[tensor.bin_ids] = np.maximum.reduceat(per_pred[tensor.bin_order], tensor.bin_starts)
     idx = _kept_points(task.per_point, err, bits, grouping)
-    points = {"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
-              "class": cls[idx], "exact_hi": tensor.exact[0][idx], "exact_lo": tensor.exact[1][idx],
-              "rounded": tensor.rounded[idx].astype(np.float64)}
-    piece = {**stats.to_arrays("stats"), **{f"points.{k}": v for k, v in points.items()}, "pred_max": pred_max,
+    points = pd.DataFrame({"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx],
+                           "err_bits": bits[idx], "class": cls[idx], "exact_hi": tensor.exact[0][idx],
+                           "exact_lo": tensor.exact[1][idx], "rounded": tensor.rounded[idx].astype(np.float64)})
+    piece = {**stats.to_arrays("stats"), **frame_to_arrays(points, "points"), "pred_max": pred_max,
              "unsupported": np.array(0)}
     seen[same] = piece, (computed.view(fmt.uint_dtype), np.isnan(computed), err, cls)
     return seen[same]
@@ -434,9 +437,9 @@ def _assemble(task: Task, pieces: dict, pairs: dict, fallback: int, reused: int,
             continue
         stats.append(GroupStats.from_arrays(piece, "stats").with_columns(variant=i))
         pred_max[i] = piece["pred_max"]
-        idx = piece["points.index"]
-        points.append(pd.DataFrame({"variant": np.full(idx.size, i, dtype=np.int16),
-                                    **{c: piece[f"points.{c}"] for c in _POINT_COLUMNS if c != "variant"}}))
+        kept = frame_from_arrays(piece, "points")
+        kept.insert(0, "variant", np.full(len(kept), i, dtype=np.int16))
+        points.append(kept)
     paired = [PairedStats.from_arrays(pairs[ci], "paired").with_columns(comparison=ci)
               for ci in range(len(task.comparisons)) if pairs[ci] is not None]
     empty_points = pd.DataFrame({c: np.empty(0) for c in _POINT_COLUMNS})

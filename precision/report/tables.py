@@ -14,7 +14,7 @@ import pandas as pd
 
 from precision.formats import get_format
 from precision.report.findings import fmt_num
-from precision.sweep import COMPARISON_KEYS, comparison_table, sort_table
+from precision.sweep import COMPARISON_KEYS, comparison_table, hex_witnesses, sort_table
 
 __all__ = ["stat_table", "paired_table", "ordered", "region_text", "short_hex", "inputs_text", "maximum_label", "describe_error",
            "error_kind"]
@@ -26,14 +26,15 @@ def ordered(frame: pd.DataFrame, run) -> pd.DataFrame:
 
 
 def stat_table(run, by) -> pd.DataFrame:
-    """:class:`~precision.scoring.GroupStats` of the run merged by the columns ``by``, in run order."""
+    """:class:`~precision.scoring.GroupStats` of the run merged by the columns ``by``, in run order (witness
+    inputs in hex)."""
     by = list(by)
-    return ordered(run.stats.merge(by).table(by), run)
+    return hex_witnesses(ordered(run.stats.merge(by).table(by), run))
 
 
 def paired_table(run, by=COMPARISON_KEYS) -> pd.DataFrame:
     """The run's paired comparisons merged by ``by`` (must include ``region``; rows ``all`` added)."""
-    return comparison_table(run.paired, run.variants, run.machines, run.regions, by)
+    return hex_witnesses(comparison_table(run.paired, run.variants, run.machines, run.regions, by))
 
 
 def region_text(label: str) -> str:

@@ -21,6 +21,7 @@ from precision.report.document import Heading, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
 from precision.report.tables import inputs_text, maximum_label, ordered
 from precision.scoring import SPECIAL_CLASSES
+from precision.sweep import hex_witnesses
 
 __all__ = ["build", "targets_table", "opcount_table", "assess_targets"]
 
@@ -41,7 +42,7 @@ def targets_table(run, c_threshold: float) -> pd.DataFrame:
     stats = run.stats.with_columns(zone=zone)
     keys = ["variant", "machine", "format"]
     allz = stats.merge(keys).table(keys).set_index(keys)
-    zoned = stats.merge(keys + ["zone"]).table(keys + ["zone"])
+    zoned = hex_witnesses(stats.merge(keys + ["zone"]).table(keys + ["zone"]))
     out = zoned[zoned["zone"] == "outside"].set_index(keys)
     ins = zoned[zoned["zone"] == "inside"].set_index(keys)
     t = pd.DataFrame(index=allz.index)
