@@ -84,6 +84,7 @@ from precision.formats import get_format, round_to_format
 from precision.guards import bind_recipe, recipe_call, variant_names
 from precision.scoring import CLASS_NAMES, classify, compare_points, ulp_error
 from precision.study import Study, study_pred_values
+from precision.frames import write_csv
 
 __all__ = ["PREDICTED_CAUSES", "GROUP_KEYS", "CAUSE_COLUMNS", "GUARD_COLUMNS", "AttributionTables",
            "attribution_tables", "write_attribution", "confusion_table", "select_points"]
@@ -559,7 +560,5 @@ def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = No
             if "variant" in names else pd.read_parquet(path)
     tables = attribution_tables(points, study, preds=preds, progress=progress)
     for name, frame in (("attribution.csv", tables.causes), ("attribution_guards.csv", tables.guards)):
-        tmp = out / f"{name}.tmp"
-        frame.to_csv(tmp, index=False, float_format="%.17g")
-        os.replace(tmp, out / name)
+        write_csv(frame, out / name)
     return tables

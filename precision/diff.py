@@ -86,6 +86,7 @@ from precision.report.page import write_folder, write_page
 from precision.report.sections.verdicts import verdict_grid
 from precision.scoring import (CLASS_NAMES, SPECIAL_CLASSES, VERDICT_RULE, Grouping, PairedStats, compare_points)
 from precision.sweep import comparison_table, hex_witnesses, load_stats
+from precision.frames import write_csv
 
 __all__ = ["diff_runs", "write_diff", "DiffResult", "WORDS", "WORST_POINTS", "POINT_KEYS"]
 
@@ -458,7 +459,7 @@ def write_diff(result: DiffResult, out_dir, command: str = "") -> Path:
         tables = {"diff.csv": result.comparisons, "variants.csv": result.variants,
                   "worst_points.csv": result.worst, "maxima.csv": result.maxima}
         for name, frame in tables.items():
-            frame.to_csv(tdir / name, index=False, float_format="%.17g")
+            write_csv(frame, tdir / name)
         first, body = _blocks(result, command)
         write_page(folder, f"Diff: {result.study}", f"RUN_B = {result.run_b} against RUN_A = {result.run_a}: "
                    "every variant of both runs compared point by point on the same points.", first, body)

@@ -81,6 +81,7 @@ from precision.scoring import (CLASS_NAMES, OUTCOME_NAMES, VERDICT_RULE, GroupSt
 from precision.study import DEFAULT_REGION_EDGES
 from precision.sweep import comparison_table, hex_witnesses, region_labels
 from precision.terms import TermTable, derive_gradient, focal_term_tables
+from precision.frames import write_csv
 
 __all__ = ["load_inputs", "load_outputs", "parse_shape", "check_outputs", "validate_score_inputs", "score_outputs",
            "write_score", "ScoreResult", "DEVICE_MACHINE",
@@ -555,14 +556,14 @@ def write_score(result: ScoreResult, out_dir, files: dict, command: str = "") ->
 
     def build(folder: Path) -> None:
         for name, frame in result.tables.items():
-            frame.to_csv(folder / name, index=False, float_format="%.17g")
+            write_csv(frame, folder / name)
         result.stats.frame.to_parquet(folder / "groups_raw.parquet", index=False)
         atomic_write_npz(folder / "hist.npz", {c: result.stats.hist[c].to_numpy(np.int64) for c in ("row", "bin",
                                                                                                   "count")})
         result.points.to_parquet(folder / "points.parquet", index=False)
         if result.comparisons is not None:
-            result.comparisons.to_csv(folder / "comparisons.csv", index=False, float_format="%.17g")
-            result.disagreements.to_csv(folder / "disagreements.csv", index=False, float_format="%.17g")
+            write_csv(result.comparisons, folder / "comparisons.csv")
+            write_csv(result.disagreements, folder / "disagreements.csv")
         (folder / "score.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         first, body = _blocks(result, meta)
         write_page(folder, f"Scored outputs: {result.label}",

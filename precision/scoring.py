@@ -406,6 +406,16 @@ class Grouping:
 _DENSE_CELLS = 1 << 24
 
 
+def _reorder_sparse(key, rows, bins, counts):
+    """A sparse histogram sorted by (row, bin) with its rows renamed by the permutation ``key``: the blocks of
+    rows move, their bins stay in order."""
+    key = np.asarray(key, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    new = key[rows]
+    order = np.argsort(new, kind="stable")  # stable: each block keeps its bins' order
+    return new[order], np.asarray(bins)[order], np.asarray(counts, dtype=np.int64)[order]
+
+
 def _merge_sparse(key, rows, bins, counts, n_bins: int):
     """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed, sorted."""
     key = np.asarray(key, dtype=np.int64)
@@ -505,7 +515,11 @@ class _Mergeable:
             none = np.isnan(out[col].to_numpy(np.float64))  # no point attained a maximum: no witness
             for wcol in (c for c in f.columns if c.startswith(prefix)):
                 out[wcol] = _blank(f[wcol].to_numpy()[first], none)
-        rows, bins, counts = _merge_sparse(key, self.hist["row"], self.hist["bin"], self.hist["count"], self.BINS)
+        if n == len(f):  # one row per key: the merge reorders rows, their histograms move with them
+            rows, bins, counts = _reorder_sparse(key, self.hist["row"], self.hist["bin"], self.hist["count"])
+        else:
+            rows, bins, counts = _merge_sparse(key, self.hist["row"], self.hist["bin"], self.hist["count"],
+                                               self.BINS)
         return type(self)(out, pd.DataFrame({"row": rows, "bin": bins, "count": counts}))
 
     def to_arrays(self, prefix: str) -> dict:
@@ -568,6 +582,19 @@ class GroupStats(_Mergeable):
         GroupStats
             Key column ``group`` (the group id).
         """
+        columns, hist = cls._reduce_columns(grouping, err_ulp, err_bits, classes, witness, counts)
+        return cls(pd.DataFrame(columns), pd.DataFrame(dict(zip(("row", "bin", "count"), hist))))
+
+    @classmethod
+    def reduce_to_arrays(cls, grouping: Grouping, err_ulp, err_bits, classes, prefix: str, witness=None,
+                         counts=None) -> dict:
+        """:meth:`reduce` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built)."""
+        columns, hist = cls._reduce_columns(grouping, err_ulp, err_bits, classes, witness, counts)
+        return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": np.stack(hist).astype(np.int64)}
+
+    @staticmethod
+    def _reduce_columns(grouping: Grouping, err_ulp, err_bits, classes, witness, counts) -> tuple[dict, tuple]:
+        """The columns of :meth:`reduce` as a dict of arrays, and its sparse histogram (rows, bins, counts)."""
         err = np.asarray(err_ulp, dtype=np.float64).ravel()
         cls_ = np.asarray(classes).ravel()
         finite = np.isfinite(err)
@@ -587,8 +614,7 @@ class GroupStats(_Mergeable):
             frame[f"witness_{name}"] = v[at]
             frame[f"finite_witness_{name}"] = _blank(v[fat], ftop == -np.inf)
         frame.update({name: tallied[name] for name in (counts or {})})
-        rows, bins, n = grouping.histogram(histogram_bins(err), HIST_BINS)
-        return cls(pd.DataFrame(frame), pd.DataFrame({"row": rows, "bin": bins, "count": n}))
+        return frame, grouping.histogram(histogram_bins(err), HIST_BINS)
 
     def table(self, keys=None) -> pd.DataFrame:
         """The reported statistics per group: the key columns, :data:`STAT_COLUMNS`, the witnesses.

@@ -105,6 +105,7 @@ from precision.scoring import CLASS_NAMES, GroupStats, PairedStats
 from precision.study import Study, study_pred_values
 from precision.task import PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest, variant_digest
 from precision.terms import TermTable, focal_term_tables
+from precision.frames import write_csv
 
 __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
            "load_paired", "sort_table", "comparison_table", "hex_witnesses", "GROUP_KEYS", "PAIR_KEYS",
@@ -327,22 +328,6 @@ WITNESS_PREFIXES = ("witness_", "finite_witness_", "gain_witness_", "loss_witnes
 _HEX_INPUTS = ("pred", "alpha", "gamma", "weight", "dout")
 
 
-def _witness_inputs(frame: pd.DataFrame, prefix: str, task, targets) -> dict:
-    """Witness input columns of one witness family, as numbers: the pred of the frame, the task's constants.
-
-    A group without a witness (its maximum attained by no point: NaN pred)
-    gets NaN inputs; an absent weight is NaN.  :func:`hex_witnesses` spells
-    them for the tables.
-    """
-    preds = frame[f"{prefix}pred"].to_numpy(np.float64)
-    none = np.isnan(preds)
-    weight = np.nan if task.weight is None else float(task.weight)
-    out = {f"{prefix}pred": preds, f"{prefix}target": np.where(none, np.nan, np.asarray(targets, dtype=np.float64))}
-    for name, v in (("alpha", task.alpha), ("gamma", task.gamma), ("weight", weight), ("dout", task.dout)):
-        out[f"{prefix}{name}"] = np.where(none, np.nan, float(v))
-    return out
-
-
 def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
     """A table with its witness inputs spelled as exact hex floats (``none`` for an absent weight; empty where
     a group has no witness) and the ``integers`` (selectors) as integers, as every CSV table and report shows
@@ -375,14 +360,48 @@ def _read_task(task, chunk_dir: Path) -> TaskResult:
     return TaskResult.from_arrays(arrays)
 
 
-def _decode_groups(gid, task, region_names, band_names) -> dict:
-    """Key columns (target, region[, bracket]) of a task's group ids."""
-    B, R = len(band_names), len(region_names)
-    rest = np.asarray(gid, dtype=np.int64) // B
-    keys = {"target": np.asarray(task.targets)[rest // R], "region": np.asarray(region_names, dtype=object)[rest % R]}
-    if B > 1:
-        keys["bracket"] = np.asarray(band_names, dtype=object)[np.asarray(gid, dtype=np.int64) % B]
-    return keys
+class _TaskColumns:
+    """The key columns of rows that carry a task index and a group id, decoded for many rows at once."""
+
+    def __init__(self, tasks, region_names, band_names):
+        self.tasks = tasks
+        self.regions = np.asarray(region_names, dtype=object)
+        self.bands = np.asarray(band_names, dtype=object)
+        self.targets = np.asarray(tasks[0].targets) if tasks else np.empty(0, dtype=np.int64)
+        weight = [np.nan if t.weight is None else float(t.weight) for t in tasks]
+        self.numbers = {"alpha": np.array([t.alpha for t in tasks], dtype=np.float64),
+                        "gamma": np.array([t.gamma for t in tasks], dtype=np.float64),
+                        "weight": np.array(weight, dtype=np.float64),
+                        "dout": np.array([t.dout for t in tasks], dtype=np.float64)}
+        self.text = {"machine": np.array([t.machine for t in tasks], dtype=object),
+                     "format": np.array([t.profile.pred for t in tasks], dtype=object),
+                     "profile": np.array([t.profile.name for t in tasks], dtype=object)}
+
+    def keys(self, frame: pd.DataFrame) -> dict:
+        """machine, format, profile, alpha, gamma, weight, dout, target, region[, bracket] of each row."""
+        ti = frame["task"].to_numpy(np.int64)
+        gid = frame["group"].to_numpy(np.int64)
+        B, R = len(self.bands), len(self.regions)
+        rest = gid // B
+        out = {name: values[ti] for name, values in self.text.items()}
+        out.update({name: values[ti] for name, values in self.numbers.items()})
+        out["target"] = self.targets[rest // R]
+        out["region"] = self.regions[rest % R]
+        if B > 1:
+            out["bracket"] = self.bands[gid % B]
+        return out
+
+    def witness_inputs(self, frame: pd.DataFrame, prefix: str, targets) -> dict:
+        """The inputs of one witness family as numbers: the frame's pred, the row's task constants and
+        selector; NaN where a group has no witness (:func:`hex_witnesses` spells them for the tables)."""
+        preds = frame[f"{prefix}pred"].to_numpy(np.float64)
+        none = np.isnan(preds)
+        ti = frame["task"].to_numpy(np.int64)
+        out = {f"{prefix}pred": preds,
+               f"{prefix}target": np.where(none, np.nan, np.asarray(targets, dtype=np.float64))}
+        for name, values in self.numbers.items():
+            out[f"{prefix}{name}"] = np.where(none, np.nan, values[ti])
+        return out
 
 
 def sort_table(table: pd.DataFrame, variants, machines=None, regions=None, bands=None) -> pd.DataFrame:
@@ -437,28 +456,14 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     points_tmp = out / "points.parquet.tmp"
     writer = None
     names = np.asarray(variants, dtype=object)
-    for task in tasks:
+    for ti, task in enumerate(tasks):
         res = _read_task(task, chunk_dir)
         fallback += res.fallback
         fmt = task.profile.pred
-        base = dict(machine=task.machine, format=fmt, profile=task.profile.name, alpha=task.alpha, gamma=task.gamma,
-                    weight=np.nan if task.weight is None else task.weight, dout=task.dout)
-        f = res.stats.frame
-        keys = _decode_groups(f["group"], task, region_names, band_names)
-        cols = {"variant": names[f["variant"].to_numpy(np.int64)], **base, **keys}
-        for prefix in ("witness_", "finite_witness_"):
-            cols.update(_witness_inputs(f, prefix, task, keys["target"]))
-        stats_parts.append(res.stats.with_columns(**cols))
-        p = res.paired.frame
-        if len(p):
-            keys = _decode_groups(p["group"], task, region_names, band_names)
-            cmp = [comparisons[i] for i in p["comparison"].to_numpy(np.int64)]
-            cols = {"kind": [c.kind for c in cmp], "subject": [c.subject for c in cmp],
-                    "comparison": [c.name for c in cmp], "with_variant": [c.with_variant for c in cmp],
-                    "without_variant": [c.without_variant for c in cmp], **base, **keys}
-            for prefix in ("gain_witness_", "loss_witness_"):
-                cols.update(_witness_inputs(p, prefix, task, keys["target"]))
-            paired_parts.append(res.paired.with_columns(**cols))
+        # numbers only here (the task's index, its group ids): the key columns are decoded once, below
+        stats_parts.append(res.stats.with_columns(task=ti))
+        if len(res.paired):
+            paired_parts.append(res.paired.with_columns(task=ti))
         for vi in res.unsupported.tolist():
             unsupported.add((variants[vi], task.profile.name))
         pts = res.points
@@ -484,8 +489,13 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
             cur = res.pred_max[vi]
             predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
     fine_keys = list(GROUP_KEYS) + (["bracket"] if bands else [])
+    context = _TaskColumns(tasks, region_names, band_names)
     stats = GroupStats.concat(stats_parts)
-    stats = GroupStats(stats.frame.drop(columns=["group"]), stats.hist)
+    f = stats.frame
+    cols = {"variant": names[f["variant"].to_numpy(np.int64)], **context.keys(f)}
+    for prefix in ("witness_", "finite_witness_"):
+        cols.update(context.witness_inputs(f, prefix, cols["target"]))
+    stats = GroupStats(f.drop(columns=["group", "task"]).assign(**cols), stats.hist)
     order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
     stats = GroupStats(stats.frame[order], stats.hist)
 
@@ -502,7 +512,15 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     pair_keys = list(PAIR_KEYS) + (["bracket"] if bands else [])
     paired = PairedStats.concat(paired_parts)
     if len(paired):
-        paired = PairedStats(paired.frame.drop(columns=["group", "comparison_index"], errors="ignore"), paired.hist)
+        p = paired.frame
+        which = p["comparison"].to_numpy(np.int64)
+        cols = {name: np.asarray([getattr(c, attr) for c in comparisons], dtype=object)[which]
+                for name, attr in (("kind", "kind"), ("subject", "subject"), ("comparison", "name"),
+                                   ("with_variant", "with_variant"), ("without_variant", "without_variant"))}
+        cols.update(context.keys(p))
+        for prefix in ("gain_witness_", "loss_witness_"):
+            cols.update(context.witness_inputs(p, prefix, cols["target"]))
+        paired = PairedStats(p.drop(columns=["group", "task", "comparison"]).assign(**cols), paired.hist)
         order = pair_keys + [c for c in paired.frame.columns if c not in pair_keys]
         paired = PairedStats(paired.frame[order], paired.hist)
     tables["comparisons.csv"] = comparison_table(paired, variants, study.machines, region_names)
@@ -576,9 +594,7 @@ def _atomic_parquet(path: Path, frame: pd.DataFrame) -> None:
 
 
 def _atomic_csv(path: Path, frame: pd.DataFrame) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_csv(tmp, index=False, float_format="%.17g")
-    os.replace(tmp, path)
+    write_csv(frame, path)
 
 
 def _write_run_json(study: Study, out: Path, result: RunResult) -> None:

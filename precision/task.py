@@ -45,7 +45,7 @@ from precision.bracket import bracket_band
 from precision.cache import RESULTS_VERSION, ResultCache, atomic_write_npz
 from precision.errors import PluginError, PrecisionError
 from precision.formats import get_format, round_to_format
-from precision.frames import frame_from_arrays, frame_to_arrays
+from precision.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.guards import evaluate_variants, get_variant
 from precision.oracle import ORACLE_VERSION
 from precision.plugins import ensure_loaded, plugin_digest
@@ -335,26 +335,27 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, decisions:
     computed = np.asarray(computed, dtype=fmt.dtype).ravel()
     fired = _fired(tensor, decisions)
     same = hashlib.sha1(computed.view(fmt.uint_dtype).tobytes()).digest()
-    if same in seen:
+    if same in seen:  # the same outputs: the same statistics, but this variant's own decision counts
         piece, scores = seen[same]
         counts = grouping.tally(fired)
-        stats = GroupStats.from_arrays(piece, "stats")
-        stats = stats.with_columns(**{column: counts[column] for column in fired})
-        return {**piece, **stats.to_arrays("stats")}, scores
+        values = piece["stats.values"].copy()
+        names = list(piece["stats.columns"])
+        for column in fired:
+            values[:, names.index(column)] = counts[column]
+        return {**piece, "stats.values": values}, scores
     err, bits, cls = tensor.scorer.score(computed)
     c64 = computed.astype(np.float64)
-    stats = GroupStats.reduce(grouping, err, bits, cls, counts=fired,
-                              witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]})
+    stats = GroupStats.reduce_to_arrays(grouping, err, bits, cls, "stats", counts=fired,
+                                        witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]})
     per_pred = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T).max(axis=1)
     pred_max = np.full(PRED_BIN_EDGES.size - 1, np.nan, dtype=np.float32)
     with np.errstate(over="ignore"):
         pred_max[tensor.bin_ids] = np.maximum.reduceat(per_pred[tensor.bin_order], tensor.bin_starts)
     idx = _kept_points(task.per_point, err, bits, grouping)
-    points = pd.DataFrame({"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx],
-                           "err_bits": bits[idx], "class": cls[idx], "exact_hi": tensor.exact[0][idx],
-                           "exact_lo": tensor.exact[1][idx], "rounded": tensor.rounded[idx].astype(np.float64)})
-    piece = {**stats.to_arrays("stats"), **frame_to_arrays(points, "points"), "pred_max": pred_max,
-             "unsupported": np.array(0)}
+    points = {"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
+              "class": cls[idx], "exact_hi": tensor.exact[0][idx], "exact_lo": tensor.exact[1][idx],
+              "rounded": tensor.rounded[idx].astype(np.float64)}
+    piece = {**stats, **frame_to_arrays(points, "points"), "pred_max": pred_max, "unsupported": np.array(0)}
     seen[same] = piece, (computed.view(fmt.uint_dtype), np.isnan(computed), err, cls)
     return seen[same]
 
@@ -419,30 +420,26 @@ def run_task(task: Task) -> dict:
                 pairs[ci] = _pair_piece(tensor, scores[w], scores[o])
                 cache.put(pkeys[ci], pairs[ci])
                 computed_pieces += 1
-    arrays = _assemble(task, pieces, pairs, fallback, reused, computed_pieces).to_arrays()
+    arrays = _assemble(task, pieces, pairs, fallback, reused, computed_pieces)
     if task.chunk_file is None:
         return arrays
     atomic_write_npz(Path(task.chunk_file), arrays, durable=False)
     return {"reused": arrays["reused"], "computed_pieces": arrays["computed_pieces"]}
 
 
-def _assemble(task: Task, pieces: dict, pairs: dict, fallback: int, reused: int, computed: int) -> TaskResult:
-    """The task's result from its variant and pair pieces, in the task's variant and comparison order."""
-    stats, points, unsupported = [], [], []
+def _assemble(task: Task, pieces: dict, pairs: dict, fallback: int, reused: int, computed: int) -> dict:
+    """The task's result (the arrays of its :class:`TaskResult`) from its variant and pair pieces, in the
+    task's variant and comparison order; stacked as packed arrays, no frame built."""
+    supported = [i for i in range(len(task.variants)) if not int(pieces[i]["unsupported"])]
     pred_max = np.full((len(task.variants), PRED_BIN_EDGES.size - 1), np.nan, dtype=np.float32)
-    for i in range(len(task.variants)):
-        piece = pieces[i]
-        if int(piece["unsupported"]):
-            unsupported.append(i)
-            continue
-        stats.append(GroupStats.from_arrays(piece, "stats").with_columns(variant=i))
-        pred_max[i] = piece["pred_max"]
-        kept = frame_from_arrays(piece, "points")
-        kept.insert(0, "variant", np.full(len(kept), i, dtype=np.int16))
-        points.append(kept)
-    paired = [PairedStats.from_arrays(pairs[ci], "paired").with_columns(comparison=ci)
-              for ci in range(len(task.comparisons)) if pairs[ci] is not None]
-    empty_points = pd.DataFrame({c: np.empty(0) for c in _POINT_COLUMNS})
-    return TaskResult(GroupStats.concat(stats), PairedStats.concat(paired),
-                      pd.concat(points, ignore_index=True) if points else empty_points, pred_max, fallback,
-                      np.asarray(unsupported, dtype=np.int16), reused, computed)
+    for i in supported:
+        pred_max[i] = pieces[i]["pred_max"]
+    compared = [ci for ci in range(len(task.comparisons)) if pairs[ci] is not None]
+    points = stack_arrays([pieces[i] for i in supported], "points", "variant", supported)
+    if not supported:  # every variant unsupported here: no kept rows, with the columns they would have
+        points = frame_to_arrays(pd.DataFrame({c: np.empty(0) for c in _POINT_COLUMNS}), "points")
+    return {**stack_arrays([pieces[i] for i in supported], "stats", "variant", supported, hist=True),
+            **stack_arrays([pairs[ci] for ci in compared], "paired", "comparison", compared, hist=True),
+            **points, "pred_max": pred_max, "fallback": np.array(fallback),
+            "unsupported": np.asarray([i for i in range(len(task.variants)) if i not in supported], dtype=np.int16),
+            "reused": np.array(reused), "computed_pieces": np.array(computed)}

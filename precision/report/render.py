@@ -40,6 +40,7 @@ from precision.report.load import RunData, load_run
 from precision.report.sections import DEFAULT_SECTIONS, SECTION_OPTIONS, section_module
 from precision.study import load_study
 from precision.sweep import run_study
+from precision.frames import write_csv
 
 __all__ = ["build_report", "report_all", "ReportContext", "FIRST_SCREEN_FINDINGS"]
 
@@ -66,7 +67,7 @@ class ReportContext:
 
 
 def _write_csv(frame, path: Path) -> None:
-    frame.to_csv(path, index=False, float_format="%.17g")
+    write_csv(frame, path)
 
 
 def _reproduce(run: dict, study: str) -> str:
