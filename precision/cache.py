@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import platformdirs
+import safetensors.numpy
 
 from precision.oracle import ORACLE_VERSION
 from precision.terms import TermTable
@@ -43,7 +44,7 @@ __all__ = ["CacheIntegrityWarning", "TermCache", "ResultCache", "default_cache_d
 
 _COLUMNS = ("hi", "lo", "exp", "rel")
 #: What reading a truncated, altered or foreign .npz raises.
-_UNREADABLE = (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError)
+_UNREADABLE = (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, safetensors.SafetensorError)
 
 
 class CacheIntegrityWarning(UserWarning):
@@ -68,13 +69,39 @@ def _digest(arrays: dict) -> np.ndarray:
     return np.frombuffer(h.digest(), dtype=np.uint8)
 
 
+def _encode(arrays: dict) -> dict:
+    """Safetensors holds numbers only: a unicode array travels as its UCS-4 code units (``name#text``)."""
+    out = {}
+    for key, a in arrays.items():
+        a = np.require(a, requirements="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        if a.dtype.kind == "U":
+            width = max(a.dtype.itemsize // 4, 1)
+            a = np.ascontiguousarray(a.astype(f"<U{width}")).view(np.uint32).reshape(a.shape + (width,))
+            key = f"{key}#text"
+        out[key] = a
+    return out
+
+
+def _decode(arrays: dict) -> dict:
+    out = {}
+    for key, a in arrays.items():
+        if key.endswith("#text"):
+            width = a.shape[-1]
+            key, a = key[:-5], np.ascontiguousarray(a).view(f"<U{width}").reshape(a.shape[:-1])
+        out[key] = a
+    return out
+
+
 def atomic_write_npz(path: Path, arrays: dict, durable: bool = True) -> None:
     """Write arrays plus their SHA-256 ``digest`` to ``path`` atomically.
 
-    ``durable`` syncs the file to disk before the rename (the oracle's
-    shards, run tables); a result that is cheap to recompute skips it (a
-    crash can then lose it, never corrupt it unnoticed: the digest catches a
-    torn file).
+    The format follows the suffix: ``.npz`` (numpy's, for the run's tables
+    and the oracle's shards) or ``.safetensors`` (a few hundred times quicker
+    for the many small files of task results and chunks; unicode arrays
+    stored as their code units).  ``durable`` syncs the file to disk before
+    the rename (the oracle's shards, run tables); a result that is cheap to
+    recompute skips it (a crash can then lose it, never corrupt it
+    unnoticed: the digest catches a torn file).
     """
     path = Path(path)
     arrays = dict(arrays)
@@ -82,7 +109,10 @@ def atomic_write_npz(path: Path, arrays: dict, durable: bool = True) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
+            if path.suffix == ".safetensors":
+                fh.write(safetensors.numpy.save(_encode(arrays)))
+            else:
+                np.savez(fh, **arrays)
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -94,26 +124,32 @@ def atomic_write_npz(path: Path, arrays: dict, durable: bool = True) -> None:
 
 
 def read_checked_npz(path: Path) -> dict | None:
-    """Arrays of an npz written by :func:`atomic_write_npz`, or None if missing or corrupt.
+    """Arrays of a file written by :func:`atomic_write_npz`, or None if missing or corrupt.
 
     A corrupt file (unreadable, truncated, digest mismatch) is removed with one
     :class:`CacheIntegrityWarning`.
     """
     path = Path(path)
-    if not path.exists():
-        return None
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-        if "digest" not in arrays or not np.array_equal(arrays["digest"], _digest(arrays)):
-            raise ValueError("digest mismatch")
-        return arrays
-    except _UNREADABLE as exc:
-        warnings.warn(f"{path}: failed its integrity check ({exc}); recomputing it",
-                      CacheIntegrityWarning, stacklevel=2)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        if path.suffix == ".safetensors":
+            arrays = _decode(safetensors.numpy.load(path.read_bytes()))
+        else:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+    except FileNotFoundError:
         return None
+    except _UNREADABLE as exc:
+        return _corrupt(path, exc)
+    if "digest" not in arrays or not np.array_equal(arrays["digest"], _digest(arrays)):
+        return _corrupt(path, "digest mismatch")
+    return arrays
+
+
+def _corrupt(path: Path, why) -> None:
+    warnings.warn(f"{path}: failed its integrity check ({why}); recomputing it", CacheIntegrityWarning, stacklevel=3)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return None
 
 
 class TermCache:
@@ -211,11 +247,11 @@ class TermCache:
 
 
 #: Version of the stored task results' layout (:class:`precision.task.TaskPiece`); part of every key.
-RESULTS_VERSION = 2
+RESULTS_VERSION = 3
 
 
 class ResultCache:
-    """Scored task results on disk, content-addressed (``results-v<N>/<k[:2]>/<k>.npz``).
+    """Scored task results on disk, content-addressed (``results-v<N>/<k[:2]>/<k>.safetensors``).
 
     A key is a SHA-256 of what determines the result (:mod:`precision.task`:
     the task's inputs, the oracle version, the digest of the variant's source
@@ -243,7 +279,7 @@ class ResultCache:
         return self.folder is not None
 
     def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.npz"
+        return self.folder / key[:2] / f"{key}.safetensors"
 
     def get(self, key: str) -> dict | None:
         """The arrays stored under ``key``, or None (absent, corrupt, or the cache disabled)."""
@@ -260,7 +296,9 @@ class ResultCache:
         atomic_write_npz(path, arrays, durable=False)
 
     def _files(self) -> list:
-        return sorted(self.root.glob("results-v*/*/*.npz")) if self.root is not None and self.root.is_dir() else []
+        if self.root is None or not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.glob("results-v*/*/*") if p.suffix in (".npz", ".safetensors"))
 
     def info(self) -> dict:
         """Folder, result count and bytes on disk (every layout version)."""

@@ -799,12 +799,13 @@ class PairedStats(_Mergeable):
     BINS = DELTA_BINS
 
     @classmethod
-    @classmethod
     def reduce(cls, grouping: Grouping, outcome, fix, delta_bits, changed, witness=None) -> "PairedStats":
         """Paired counts of each nonempty group from :func:`compare_points`'s per-point outcomes (every point)."""
         at = np.flatnonzero(np.asarray(changed, dtype=bool).ravel())
-        return cls._reduce_changed(grouping, at, np.asarray(outcome).ravel()[at], np.asarray(fix).ravel()[at],
-                                   np.asarray(delta_bits, dtype=np.float64).ravel()[at], witness)
+        columns, hist = cls._changed_columns(grouping, at, np.asarray(outcome).ravel()[at],
+                                             np.asarray(fix).ravel()[at],
+                                             np.asarray(delta_bits, dtype=np.float64).ravel()[at], witness)
+        return cls(pd.DataFrame(columns), pd.DataFrame(dict(zip(("row", "bin", "count"), hist))))
 
     @classmethod
     def compare(cls, grouping: Grouping, err_with, cls_with, err_without, cls_without, changed,
@@ -814,15 +815,28 @@ class PairedStats(_Mergeable):
         The same as :func:`compare_points` then :meth:`reduce`, computed on
         the changed points only (most outputs of a guard pair do not change).
         """
+        columns, hist = cls._compare_columns(grouping, err_with, cls_with, err_without, cls_without, changed, witness)
+        return cls(pd.DataFrame(columns), pd.DataFrame(dict(zip(("row", "bin", "count"), hist))))
+
+    @classmethod
+    def compare_to_arrays(cls, grouping: Grouping, err_with, cls_with, err_without, cls_without, changed,
+                          prefix: str, witness=None) -> dict:
+        """:meth:`compare` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built)."""
+        columns, hist = cls._compare_columns(grouping, err_with, cls_with, err_without, cls_without, changed, witness)
+        return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": np.stack(hist).astype(np.int64)}
+
+    @classmethod
+    def _compare_columns(cls, grouping, err_with, cls_with, err_without, cls_without, changed, witness):
         at = np.flatnonzero(np.asarray(changed, dtype=bool).ravel())
         outcome, fix, delta = compare_points(np.asarray(err_with).ravel()[at], np.asarray(cls_with).ravel()[at],
                                              np.asarray(err_without).ravel()[at],
                                              np.asarray(cls_without).ravel()[at], np.ones(at.size, dtype=bool))
-        return cls._reduce_changed(grouping, at, outcome, fix, delta, witness)
+        return cls._changed_columns(grouping, at, outcome, fix, delta, witness)
 
-    @classmethod
-    def _reduce_changed(cls, grouping: Grouping, at, o, fx, d, witness) -> "PairedStats":
-        """The counts of :meth:`reduce` from the changed points ``at`` (indices) and their outcomes."""
+    @staticmethod
+    def _changed_columns(grouping: Grouping, at, o, fx, d, witness) -> tuple[dict, tuple]:
+        """The columns of :meth:`reduce` (a dict of arrays) and its sparse histogram (rows, bins, counts), from
+        the changed points ``at`` (indices) and their outcomes."""
         n = grouping.ids.size
         zeros = np.zeros(n, dtype=np.int64)
         frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64)}
@@ -858,7 +872,7 @@ class PairedStats(_Mergeable):
             evs = Grouping(sub.group[ev], grouping.n_groups)
             hist_rows, bins, hist_counts = evs.histogram(_delta_bins(d[ev]), DELTA_BINS)
             hist_rows = np.searchsorted(grouping.ids, evs.ids)[hist_rows]
-        return cls(pd.DataFrame(frame), pd.DataFrame({"row": hist_rows, "bin": bins, "count": hist_counts}))
+        return frame, (hist_rows, bins, hist_counts)
 
     def table(self, keys=None) -> pd.DataFrame:
         """The reported comparison per group: keys, counts, tests, change in bits, verdict.

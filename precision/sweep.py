@@ -11,7 +11,7 @@ The pipeline (one direction, as in DESIGN.md)::
 A task's tensor is the whole (pred x target) grid of the study, so the
 results of tile-level guards (G4) depend on the study, never on the chunking
 or the executor.  Finished tasks are written atomically to
-``OUT/chunks/<key>.npz`` (key: SHA-256 of the task, the study and the
+``OUT/chunks/<key>.safetensors`` (key: SHA-256 of the task, the study and the
 package's source), so an interrupted run (Ctrl-C, kill -9) resumes without
 redoing them and ends with identical tables.
 
@@ -275,16 +275,16 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                              None if cache_folder is None else str(cache_folder))
         # finished tasks live on disk only (memory stays bounded by one task's results);
         # their integrity is checked when the tables are assembled
-        todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.npz").exists()]
+        todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.safetensors").exists()]
         # workers on this machine write their chunk themselves; a remote Dask cluster returns it
         local = scheduler is None or scheduler == "local"
-        work = [dataclasses.replace(tasks[i], chunk_file=str(chunk_dir / f"{tasks[i].key}.npz")) if local
+        work = [dataclasses.replace(tasks[i], chunk_file=str(chunk_dir / f"{tasks[i].key}.safetensors")) if local
                 else tasks[i] for i in todo]
         results_reused = results_computed = 0
         with _progress(len(todo), study.name) as bar:
             for j, res in executor.map_unordered(run_task, work):
                 if work[j].chunk_file is None:
-                    atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.npz", res)
+                    atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)
                 results_reused += int(res["reused"])
                 results_computed += int(res["computed_pieces"])
                 bar.update(1)
@@ -353,10 +353,10 @@ def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
 
 
 def _read_task(task, chunk_dir: Path) -> TaskResult:
-    arrays = read_checked_npz(chunk_dir / f"{task.key}.npz")
+    arrays = read_checked_npz(chunk_dir / f"{task.key}.safetensors")
     if arrays is None:  # truncated or altered on disk (warned once): recompute it here
         arrays = run_task(task)
-        atomic_write_npz(chunk_dir / f"{task.key}.npz", arrays)
+        atomic_write_npz(chunk_dir / f"{task.key}.safetensors", arrays)
     return TaskResult.from_arrays(arrays)
 
 

@@ -364,8 +364,8 @@ def _pair_piece(tensor: _Tensor, with_scores, without_scores) -> dict:
     bits_w, nan_w, err_w, cls_w = with_scores
     bits_o, nan_o, err_o, cls_o = without_scores
     changed = (bits_w != bits_o) & ~(nan_w & nan_o)
-    return PairedStats.compare(tensor.grouping, err_w, cls_w, err_o, cls_o, changed,
-                               witness={"pred": tensor.flat_preds}).to_arrays("paired")
+    return PairedStats.compare_to_arrays(tensor.grouping, err_w, cls_w, err_o, cls_o, changed, "paired",
+                                         witness={"pred": tensor.flat_preds})
 
 
 _UNSUPPORTED = {"unsupported": np.array(1)}

@@ -293,12 +293,12 @@ def test_ctrl_c_exits_130_with_one_line_and_the_rerun_resumes(tmp_path, workers)
                             start_new_session=True, preexec_fn=_default_sigint)
     chunks = tmp_path / "out" / "sigint" / "chunks"
     deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None and not list(chunks.glob("*.npz")):
+    while time.time() < deadline and proc.poll() is None and not list(chunks.glob("*.safetensors")):
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert (proc.returncode, out, err) == (130, "", "precision: interrupted; rerun the same command to resume\n")
-    done = list(chunks.glob("*.npz"))
+    done = list(chunks.glob("*.safetensors"))
     assert 1 <= len(done) < 16  # interrupted while working, with finished tasks kept
     leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".staging")]
     assert leftovers == [] and not (tmp_path / "out" / "sigint" / "summary.csv").exists()

@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -193,11 +192,11 @@ def test_kill_9_then_resume_gives_identical_results(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "precision.cli", "run", str(study), "--out", str(out),
                              "--workers", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while time.time() < deadline and len(list((out / "chunks").glob("*.npz"))) < 3:
+    while time.time() < deadline and len(list((out / "chunks").glob("*.safetensors"))) < 3:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    done = len(list((out / "chunks").glob("*.npz")))
+    done = len(list((out / "chunks").glob("*.safetensors")))
     assert 3 <= done < 20 and not (out / "summary.csv").exists()
     code = main(["run", str(study), "--out", str(out), "--workers", "2", "--cache-dir", str(tmp_path / "cache")])
     assert code == 0
@@ -275,13 +274,11 @@ def test_altered_chunk_is_detected_and_recomputed(reference_run, tmp_path):
     from precision.cache import CacheIntegrityWarning
     out = tmp_path / "o"
     run_study(small_study(), out, use_cache=False, workers=1)
-    chunk = sorted((out / "chunks").glob("*.npz"))[3]
+    chunk = sorted((out / "chunks").glob("*.safetensors"))[3]
     data = bytearray(chunk.read_bytes())
-    with zipfile.ZipFile(chunk) as z:  # a byte of an array's data (zip header fields can be unused copies)
-        info = max(z.infolist(), key=lambda i: i.file_size)
-    h = info.header_offset  # the local header's own name and extra lengths locate the member's data
-    start = h + 30 + int.from_bytes(data[h + 26:h + 28], "little") + int.from_bytes(data[h + 28:h + 30], "little")
-    data[start + info.compress_size - 3] ^= 0x55
+    # a byte of the arrays' data: safetensors puts an 8-byte header length and the JSON header before it
+    start = 8 + int.from_bytes(data[:8], "little")
+    data[start + (len(data) - start) // 2] ^= 0x55
     chunk.write_bytes(bytes(data))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

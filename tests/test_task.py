@@ -100,7 +100,7 @@ class TestResultCache:
 
     def test_a_corrupt_result_is_reported_once_and_recomputed(self, tmp_path):
         _, a = _run(tmp_path, "a")
-        victim = sorted((tmp_path / "cache").glob("results-v*/*/*.npz"))[5]
+        victim = sorted((tmp_path / "cache").glob("results-v*/*/*.safetensors"))[5]
         victim.write_bytes(victim.read_bytes()[:-40])  # truncated
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
