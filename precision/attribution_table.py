@@ -83,7 +83,7 @@ from precision.errors import ParameterError
 from precision.formats import get_format, round_to_format
 from precision.guards import bind_recipe, recipe_call, variant_names
 from precision.scoring import CLASS_NAMES, classify, compare_points, ulp_error
-from precision.study import Study, study_pred_values
+from precision.study import Study, study_preds_by_gamma
 from precision.frames import write_csv
 
 __all__ = ["PREDICTED_CAUSES", "GROUP_KEYS", "CAUSE_COLUMNS", "GUARD_COLUMNS", "AttributionTables",
@@ -149,8 +149,7 @@ def _attributed_variants(study: Study) -> list:
 
 
 def _region_labels(study: Study) -> list:
-    from precision.sweep import region_labels  # the sweep imports this module: no import at module level
-    return region_labels(study.region_edges)
+    return study.regions
 
 
 def _same_bits(a, b) -> np.ndarray:
@@ -188,9 +187,9 @@ def select_points(points: pd.DataFrame, study: Study) -> pd.DataFrame:
 class _Tensors:
     """The sweep's task tensors, for G4's tile decision (see the module docstring)."""
 
-    def __init__(self, study: Study, preds=None):
+    def __init__(self, study: Study, preds_by_gamma=None):
         self.study = study
-        self._preds = None if preds is None else np.asarray(preds, np.float64)
+        self._preds = preds_by_gamma
         self.profiles = {p.name: p for p in study.profiles}
         self._task_preds: dict = {}
         self._flags: dict = {}
@@ -198,15 +197,22 @@ class _Tensors:
     def profile(self, name: str):
         return self.profiles[name]
 
-    def task_preds(self, profile) -> np.ndarray:
-        """The pred values of a task of this profile: those exact in its pred format, sorted as the run's."""
-        if profile.name not in self._task_preds:
+    def task_preds(self, profile, gamma: float) -> np.ndarray:
+        """The pred values of a task of this profile and gamma: those exact in its pred format, sorted as the
+        run's."""
+        key = (profile.name, gamma)
+        if key not in self._task_preds:
             if self._preds is None:
-                self._preds = study_pred_values(self.study)
-            preds, fmt = self._preds, get_format(profile.pred)
+                self._preds = study_preds_by_gamma(self.study)
+            preds, fmt = self._preds[gamma], get_format(profile.pred)
             exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
-            self._task_preds[profile.name] = preds[exact]
-        return self._task_preds[profile.name]
+            self._task_preds[key] = preds[exact]
+        return self._task_preds[key]
+
+    @property
+    def per_gamma(self) -> bool:
+        """The study's pred values depend on gamma (a ``windows`` set): so do its tensors."""
+        return any(axis.per_gamma for axis in self.study.pred_sets)
 
     def operands(self, profile, pred, target, weight: float, dout: float):
         """pred, target, dout, weight arrays ``[1, n]`` in the profile's formats (weight None when absent)."""
@@ -223,19 +229,21 @@ class _Tensors:
         plan = call.recipe.plan(call.config)
         if "g4_tile" not in plan.names:
             return None
-        key = (machine, call.compute, profile.name, plan.keys[plan.names.index("g4_tile")])
+        gamma = float(batch["gamma"])
+        key = (machine, call.compute, profile.name, gamma if self.per_gamma else None,
+               plan.keys[plan.names.index("g4_tile")])
         if key not in self._flags:  # g4_tile reads pF and qF only: one evaluation per configuration and profile
-            preds = self.task_preds(profile)
+            preds = self.task_preds(profile, gamma)
             targets = np.asarray(self.study.targets, np.int32)
             P, T = preds.size, targets.size
             x, t, d, w = self.operands(profile, np.repeat(preds, T), np.tile(targets, P), batch["weight"],
                                        batch["dout"])
             bound = _bind(variant, x, t, d, w, self.study, machine, batch)
             memo: dict = {}
-            bound.run(memo=memo, keep={key[3]})
+            bound.run(memo=memo, keep={key[-1]})
             bits = preds.view(np.int64)
             by_bits = np.argsort(bits, kind="stable")  # rows of the tensor, looked up by the bits of pred
-            self._flags[key] = (bits[by_bits], by_bits, np.asarray(memo[key[3]], bool).reshape(-1))
+            self._flags[key] = (bits[by_bits], by_bits, np.asarray(memo[key[-1]], bool).reshape(-1))
         bits, rows, flags = self._flags[key]
         wanted = np.asarray(pred, np.float64).view(np.int64)
         k = np.minimum(np.searchsorted(bits, wanted), bits.size - 1)
@@ -447,7 +455,7 @@ def _guard_table(pts: pd.DataFrame, study: Study, tensors: _Tensors, task_tiles:
     return t[list(GUARD_COLUMNS)].reset_index(drop=True)
 
 
-def attribution_tables(points: pd.DataFrame, study: Study, *, preds=None, progress=None,
+def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_gamma=None, progress=None,
                        task_tiles: bool = True) -> AttributionTables:
     """Attribute a run's kept points (the study's ``[run] attribution``) and tabulate the top causes.
 
@@ -457,8 +465,9 @@ def attribution_tables(points: pd.DataFrame, study: Study, *, preds=None, progre
         The run's ``points.parquet`` (columns: :mod:`precision.sweep`).
     study : precision.study.Study
         The study the run ran (its ``attribution``, variants, targets, reduction, regions, profiles).
-    preds : numpy.ndarray of float64, optional
-        The study's pred values (:func:`precision.study.study_pred_values`), if the caller has them.
+    preds_by_gamma : dict, optional
+        The study's pred values per gamma (:func:`precision.study.study_preds_by_gamma`), if the caller has
+        them.
     progress : bool, optional
         Show a progress bar (default: on a terminal).
     task_tiles : bool
@@ -472,7 +481,7 @@ def attribution_tables(points: pd.DataFrame, study: Study, *, preds=None, progre
     """
     started = time.perf_counter()
     frame = select_points(points, study)
-    tensors = _Tensors(study, preds)
+    tensors = _Tensors(study, preds_by_gamma)
     pts = _attribute_points(frame, study, tensors, task_tiles, progress)
     causes = _sorted(_cause_table(pts), study)
     guards = _guard_table(pts, study, tensors, task_tiles)
@@ -530,7 +539,7 @@ def confusion_table(causes: pd.DataFrame, by=("variant", "machine", "format")) -
     return t[cols]
 
 
-def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = None, preds=None,
+def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = None, preds_by_gamma=None,
                       progress=None) -> AttributionTables | None:
     """Write ``attribution.csv`` and ``attribution_guards.csv`` into a run folder (atomically each).
 
@@ -541,7 +550,7 @@ def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = No
     study : precision.study.Study
     points : pandas.DataFrame, optional
         ``points.parquet`` if already read.
-    preds, progress
+    preds_by_gamma, progress
         As :func:`attribution_tables`.
 
     Returns
@@ -558,7 +567,7 @@ def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = No
         # only the attributed variants' rows are read (a run keeps every variant's)
         points = pd.read_parquet(path, filters=[("variant", "in", _attributed_variants(study))]) \
             if "variant" in names else pd.read_parquet(path)
-    tables = attribution_tables(points, study, preds=preds, progress=progress)
+    tables = attribution_tables(points, study, preds_by_gamma=preds_by_gamma, progress=progress)
     for name, frame in (("attribution.csv", tables.causes), ("attribution_guards.csv", tables.guards)):
         write_csv(frame, out / name)
     return tables

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cancellation_factor", "bracket_band", "band_labels", "band_ranges", "neighbourhood",
-           "ROOT_NEIGHBOURHOOD_C"]
+__all__ = ["cancellation_factor", "bracket_band", "band_labels", "band_ranges", "neighbourhood", "roots",
+           "cancellation_windows", "ROOT_NEIGHBOURHOOD_C"]
 
 #: The documented root neighbourhood: the bracket cancels by a factor of 4 (2 bits) or more.
 ROOT_NEIGHBOURHOOD_C = 4.0
@@ -44,11 +44,8 @@ def cancellation_factor(s, gamma: float) -> np.ndarray:
     s = np.asarray(s, dtype=np.float64)
     if gamma >= 0:
         return np.ones(s.shape)
+    r = _bracket_ratio(s, gamma)
     with np.errstate(all="ignore"):
-        e = np.exp(-np.abs(s))
-        l1p = np.log1p(e)
-        log1p_over_e = np.where(e == 0, 1.0, l1p / np.where(e == 0, 1.0, e))
-        r = np.where(s >= 0, -gamma * log1p_over_e, gamma * e * (s - l1p))
         c = np.maximum(r, 1.0) / np.abs(r - 1.0)
     return np.where(np.isnan(c), 1.0, c)
 
@@ -94,41 +91,90 @@ def band_ranges(edges) -> list:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def neighbourhood(gamma: float, threshold: float = ROOT_NEIGHBOURHOOD_C, lo: float = -64.0, hi: float = 64.0,
-                  grid: int = 1 << 16) -> list:
-    """Intervals of the argument s of A where C(s, gamma) >= threshold, as (a, b) pairs (gamma < -1).
+def _bracket_ratio(s, gamma: float) -> np.ndarray:
+    """``r = u / q`` of :func:`cancellation_factor` (float64): the bracket vanishes where r = 1."""
+    s = np.asarray(s, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(s))
+        l1p = np.log1p(e)
+        log1p_over_e = np.where(e == 0, 1.0, l1p / np.where(e == 0, 1.0, e))
+        return np.where(s >= 0, -gamma * log1p_over_e, gamma * e * (s - l1p))
 
-    Found on a uniform grid of ``grid`` points over [lo, hi] and refined by 60
-    bisection steps at each crossing.  An interval reaching ``hi`` ends at
-    +inf when C's limit ``|g| / |g + 1|`` is at least the threshold (C is
-    monotone there), else at ``hi``; likewise ``lo`` and -inf (C -> 1 as
-    s -> -inf).  Empty for gamma >= -1 (no roots).
+
+def _refine(f, a: float, b: float, steps: int = 60) -> float:
+    """The crossing of the boolean f between a and b (f(a) != f(b)), by bisection in float64."""
+    fa = f(a)
+    for _ in range(steps):
+        mid = 0.5 * (a + b)
+        if f(mid) == fa:
+            a = mid
+        else:
+            b = mid
+    return 0.5 * (a + b)
+
+
+def roots(gamma: float, lo: float = -64.0, hi: float = 64.0, grid: int = 1 << 16) -> list:
+    """The roots of A(s, gamma) in [lo, hi] (float64, increasing): where the bracket's terms cancel exactly.
+
+    A has roots only for gamma < -1 (empty otherwise); they are located as
+    sign changes of ``r - 1`` on a uniform grid and refined by bisection.
     """
     if gamma >= -1:
         return []
     s = np.linspace(lo, hi, grid)
+    above = _bracket_ratio(s, gamma) > 1.0
+    return [_refine(lambda v: bool(_bracket_ratio(v, gamma) > 1.0), s[i], s[i + 1])
+            for i in np.flatnonzero(above[1:] != above[:-1])]
+
+
+def cancellation_windows(gamma: float, threshold: float, lo: float = -64.0, hi: float = 64.0,
+                         grid: int = 1 << 16) -> list:
+    """Intervals of s in [lo, hi] where C(s, gamma) >= threshold, as (a, b) pairs, for any gamma.
+
+    Found on a uniform grid of ``grid`` points and refined by 60 bisection
+    steps at each crossing; an interval that reaches an end of [lo, hi] is
+    cut there.  Empty for gamma >= 0 (nothing cancels).  For -1 <= gamma < 0
+    there is no root, but C grows towards ``|g| / |g + 1|`` as s grows (without
+    bound at gamma = -1), so the interval can start anywhere and reach hi.
+    """
+    if gamma >= 0:
+        return []
+    s = np.linspace(lo, hi, grid)
     inside = cancellation_factor(s, gamma) >= threshold
 
-    def crossing(a, b):
-        fa = cancellation_factor(a, gamma) >= threshold
-        for _ in range(60):
-            mid = 0.5 * (a + b)
-            if (cancellation_factor(mid, gamma) >= threshold) == fa:
-                a = mid
-            else:
-                b = mid
-        return 0.5 * (a + b)
+    def test(v):
+        return bool(cancellation_factor(v, gamma) >= threshold)
 
     out = []
-    start = (-np.inf if threshold <= 1 else lo) if inside[0] else None
+    start = lo if inside[0] else None
     for i in np.flatnonzero(inside[1:] != inside[:-1]):
-        edge = crossing(s[i], s[i + 1])
+        edge = _refine(test, s[i], s[i + 1])
         if inside[i + 1]:
             start = edge
         else:
             out.append((float(start), float(edge)))
             start = None
     if start is not None:
-        open_end = abs(gamma) / abs(gamma + 1.0) >= threshold
-        out.append((float(start), np.inf if open_end else float(hi)))
+        out.append((float(start), float(hi)))
+    return out
+
+
+def neighbourhood(gamma: float, threshold: float = ROOT_NEIGHBOURHOOD_C, lo: float = -64.0, hi: float = 64.0,
+                  grid: int = 1 << 16) -> list:
+    """Intervals of the argument s of A where C(s, gamma) >= threshold, as (a, b) pairs (gamma < -1).
+
+    :func:`cancellation_windows` for gamma < -1, with open ends: an interval
+    reaching ``hi`` ends at +inf when C's limit ``|g| / |g + 1|`` is at least
+    the threshold (C is monotone there), else at ``hi``; likewise ``lo`` and
+    -inf (C -> 1 as s -> -inf).  Empty for gamma >= -1 (no roots).
+    """
+    if gamma >= -1:
+        return []
+    out = []
+    for a, b in cancellation_windows(gamma, threshold, lo, hi, grid):
+        if a == lo:
+            a = -np.inf if threshold <= 1 else lo
+        if b == hi and abs(gamma) / abs(gamma + 1.0) >= threshold:
+            b = np.inf
+        out.append((float(a), float(b)))
     return out

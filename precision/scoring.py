@@ -485,6 +485,16 @@ class _Mergeable:
             return cls(pd.DataFrame(), pd.DataFrame({"row": [], "bin": [], "count": []}))
         return cls(pd.concat(frames, ignore_index=True), pd.concat(hists, ignore_index=True))
 
+    def select(self, mask) -> "_Mergeable":
+        """The groups where ``mask`` (one bool per row) holds, with their histograms."""
+        mask = np.asarray(mask, dtype=bool)
+        new_row = np.cumsum(mask) - 1
+        rows = self.hist["row"].to_numpy()
+        keep = mask[rows] if rows.size else np.zeros(0, dtype=bool)
+        hist = pd.DataFrame({"row": new_row[rows[keep]], "bin": self.hist["bin"].to_numpy()[keep],
+                             "count": self.hist["count"].to_numpy()[keep]})
+        return type(self)(self.frame[mask], hist)
+
     def with_columns(self, **columns) -> "_Mergeable":
         """The same groups with key columns added (scalars or one value per group)."""
         return type(self)(self.frame.assign(**columns), self.hist)

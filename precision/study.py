@@ -8,6 +8,7 @@ A study file (``studies/NAME.toml``)::
 
     [pred]                            # the pred axis: one point set, or several [[pred]] (their union)
     kind = "exhaustive"               # exhaustive | stratified | grid | list | file | normal | uniform_real
+                                      # | windows
     format = "fp16"                   # values are exact in this format
     # exhaustive:   range = [lo, hi] (optional filter)
     # stratified:   per_binade = N, range = [lo, hi] (optional), both signs
@@ -16,16 +17,22 @@ A study file (``studies/NAME.toml``)::
     # file:         path = "corpus.txt" (one value a line, '#' comments; relative to the study file)
     # normal:       sigma, mean (0), count
     # uniform_real: low, high, count
+    # windows:      per gamma, where the bracket of A cancels: cancellation = C (default 2),
+    #               per_window = N (default 100000), core = K (default 2048), range = [lo, hi]
+    #               (default [-20, 20]), selector = 0 | 1 (A(x) or A(-x)); see window_values
 
     [points]
     target = [0, 1]                   # raw selector values
     alpha = [0.25]                    # float32 attribute values
     gamma = [2.0]                     # float32; negatives allowed
-    weight = ["none"]                 # "none" (absent) or numbers
-    dout = [1.0]
+    weight = ["none"]                 # "none" (absent) or numbers, or tables of seeded random values:
+    dout = [1.0]                      # { random = N, low = "0x1p-149", high = "0x1p-100" } (N float32
+                                      # values log-uniform in [low, high], random mantissas)
     reduction = "none"                # none | sum | mean
     count = 1                         # mean only: N*C, the coefficient is 1/count
     regions = [-20, -8, 0, 8, 20]     # pred region edges for the tables
+    region_names = ["..."]            # optional: one name per region (len(regions) + 1)
+    separate = ["q-hole"]             # optional: regions kept out of the pooled ("all") comparisons
     bracket_bands = [4, 16]           # optional: edges on the bracket's cancellation factor C
                                       # (precision.bracket); adds a bracket column and by_bracket.csv
     profiles = ["fp16", "fp32"]       # pred dtype (= output format), or "pred/dout/weight"
@@ -36,6 +43,8 @@ A study file (``studies/NAME.toml``)::
     per_point = "all"                 # all | incorrect | over_1ulp | worst | none
     compare = [["candidate", "kernel"]]   # optional: (with, without) pairs compared point by point,
                                       # besides the guard and G5-threshold pairs found from the names
+    threshold_search = true           # optional: place the best G5 threshold by bisection
+                                      # (precision.threshold_search; needs kernel[G5=always] and never)
     attribution = { variants = ["kernel"], points = 8 }   # optional: attribute kept points to recipe steps
                                       # (true: every variant, every kept row; points = "kept" or N per group)
     plugins = ["my_kernel.py"]        # optional: plugin files registering more variants (relative to
@@ -63,20 +72,22 @@ from pathlib import Path
 import numpy as np
 
 from precision.errors import ParameterError, PrecisionError, StudyFileError
-from precision.formats import FORMATS, get_format, round_to_format
+from precision.bracket import cancellation_windows, roots
+from precision.formats import FORMATS, from_ordinal, get_format, round_to_format, to_ordinal
 from precision.report.sections import SECTION_OPTIONS  # names only: the renderer is not imported
 from precision.guards import get_variant, recipe_call
 from precision.machine import get_machine
 from precision.plugins import check_study_variants, load_plugins
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "pred_values", "study_pred_values",
-           "PER_POINT_MODES", "AttributionSpec"]
+           "study_preds_by_gamma", "window_values", "PER_POINT_MODES", "AttributionSpec"]
 
-PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real")
+PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real", "windows")
 #: Which distribution each pred kind samples (uniform over floats and over reals weigh errors differently).
 SAMPLING_LABELS = {
     "exhaustive": "every float", "stratified": "uniform over binades", "grid": "grid",
     "list": "list", "file": "list", "normal": "normal over reals", "uniform_real": "uniform over reals",
+    "windows": "cancellation windows per gamma",
 }
 PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "worst", "none")
 #: per_point = "worst" keeps this many worst points per (variant, target, region) of each task.
@@ -91,12 +102,13 @@ _PRED_KEYS = {
     "file": {"kind", "format", "path"},
     "normal": {"kind", "format", "sigma", "mean", "count"},
     "uniform_real": {"kind", "format", "low", "high", "count"},
+    "windows": {"kind", "format", "range", "cancellation", "per_window", "core", "selector"},
 }
 _POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count", "profiles", "regions",
-               "bracket_bands"}
+               "bracket_bands", "region_names", "separate"}
 #: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
 DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
-_RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plugins"}
+_RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plugins", "threshold_search"}
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,11 @@ class PredAxis:
 
     def get(self, key, default=None):
         return dict(self.params).get(key, default)
+
+    @property
+    def per_gamma(self) -> bool:
+        """The set depends on gamma (``windows``): each gamma has its own pred values."""
+        return self.kind == "windows"
 
 
 @dataclass(frozen=True)
@@ -158,6 +175,17 @@ class Study:
     #: (relative to the study file) and those given with it (``--plugin``).  Loaded by
     #: :func:`parse_study`; a worker process loads them with :func:`precision.plugins.ensure_loaded`.
     plugins: tuple = ()
+    region_names: tuple = ()  # one per region; () = the labels of the edges (precision.sweep.region_labels)
+    separate: tuple = ()  # region names kept out of the pooled comparisons
+    threshold_search: bool = False  # [run] threshold_search: precision.threshold_search on the pooled points
+
+    @property
+    def regions(self) -> list:
+        """The region names, in order of x."""
+        if self.region_names:
+            return list(self.region_names)
+        from precision.sweep import region_labels  # the sweep imports this module
+        return region_labels(self.region_edges)
 
     @property
     def pred(self) -> PredAxis:
@@ -341,6 +369,18 @@ def _parse_pred(reader: _Reader) -> PredAxis:
         params["sigma"] = sub.number("sigma", positive=True)
         params["mean"] = sub.number("mean", default=0.0)
         params["count"] = sub.number("count", integer=True, positive=True)
+    elif kind == "windows":
+        params["cancellation"] = float(sub.number("cancellation", default=2.0))
+        if not params["cancellation"] > 1:
+            raise sub.error("cancellation", f"{params['cancellation']!r}; expected a factor C > 1")
+        params["per_window"] = sub.number("per_window", default=100000, integer=True, positive=True)
+        params["core"] = sub.number("core", default=2048, integer=True)
+        if params["core"] < 0:
+            raise sub.error("core", f"{params['core']!r}; expected a count >= 0")
+        params["selector"] = sub.number("selector", default=0, integer=True)
+        if params["selector"] not in (0, 1):
+            raise sub.error("selector", f"{params['selector']!r}; expected 0 (A(x)) or 1 (A(-x))")
+        params.setdefault("range", (-20.0, 20.0))
     elif kind == "uniform_real":
         params["low"] = sub.number("low")
         params["high"] = sub.number("high")
@@ -395,9 +435,9 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     alphas = _float32_axis(pts, "alpha", [0.25])
     gammas = _float32_axis(pts, "gamma", [2.0])
     weights = []
-    for v in pts.array("weight", ["none"]):
-        weights.append(None if v == "none" else _parse_float_text(pts, "weight", v))
-    douts = tuple(_parse_float_text(pts, "dout", v) for v in pts.array("dout", [1.0]))
+    for i, v in enumerate(pts.array("weight", ["none"])):
+        weights += [None] if v == "none" else _axis_values(pts, "weight", v, seed, i)
+    douts = tuple(x for i, v in enumerate(pts.array("dout", [1.0])) for x in _axis_values(pts, "dout", v, seed, i))
     reduction = pts.string("reduction", ("none", "sum", "mean"), default="none")
     count = pts.number("count", default=1, integer=True, positive=True)
     if reduction != "mean" and count != 1:
@@ -408,6 +448,7 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     edges = tuple(_parse_float_text(pts, "regions", v) for v in pts.array("regions", list(DEFAULT_REGION_EDGES)))
     if any(b <= a for a, b in zip(edges, edges[1:])):
         raise pts.error("regions", f"{list(edges)}; expected strictly increasing edges")
+    region_names, separate = _parse_region_names(pts, edges)
     bands = tuple(_parse_float_text(pts, "bracket_bands", v) for v in pts.array("bracket_bands", []))
     if any(b <= a for a, b in zip(bands, bands[1:])) or any(not (1.0 < b < math.inf) for b in bands):
         raise pts.error("bracket_bands", f"{list(bands)}; expected strictly increasing finite edges above 1")
@@ -425,11 +466,85 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
                          count=count, weight=any(w is not None for w in weights))
     compare = _parse_compare(run, variants)
     attribution = _parse_attribution(run, variants, per_point)
+    search = _parse_threshold_search(run, variants)
     report = _parse_report(top, data) if "report" in data else None
     return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
                  tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(machines)), per_point, text, path, bands,
-                 compare, report, attribution, plugin_paths)
+                 compare, report, attribution, plugin_paths, region_names, separate, search)
+
+
+def _parse_threshold_search(run: "_Reader", variants) -> bool:
+    """``[run] threshold_search = true``: needs kernel[G5=always], kernel[G5=never] and some finite threshold."""
+    if not run.has("threshold_search"):
+        return False
+    value = run.table["threshold_search"]
+    if not isinstance(value, bool):
+        raise run.error("threshold_search", f"{value!r}; expected true or false")
+    if value:
+        from precision.threshold_search import ALWAYS, NEVER, thresholds_of
+        missing = [v for v in (ALWAYS, NEVER) if v not in variants]
+        if missing or not thresholds_of(variants):
+            raise run.error("threshold_search", f"needs {ALWAYS}, {NEVER} and some kernel[G5=2^-k] among the "
+                                                "variants" + (f"; {missing[0]} is missing" if missing else ""))
+    return value
+
+
+def _parse_region_names(pts: "_Reader", edges) -> tuple:
+    """``region_names`` (one per region, distinct) and ``separate`` (some of them)."""
+    names = ()
+    if pts.has("region_names"):
+        names = tuple(pts.array("region_names"))
+        if len(names) != len(edges) + 1 or not all(isinstance(n, str) and n for n in names):
+            raise pts.error("region_names", f"{list(names)!r}; expected {len(edges) + 1} names (one per region of "
+                                            f"regions = {list(edges)})")
+        if len(set(names)) != len(names):
+            raise pts.error("region_names", f"{list(names)!r}; expected distinct names")
+    separate = tuple(pts.array("separate", []))
+    if separate and not names:
+        raise pts.error("separate", "names regions: give region_names first")
+    unknown = [n for n in separate if n not in names]
+    if unknown:
+        raise pts.error("separate", f"{unknown[0]!r} is not among region_names {list(names)}")
+    if separate and len(set(separate)) == len(names):
+        raise pts.error("separate", "keeps every region apart; at least one region must be pooled")
+    return names, tuple(dict.fromkeys(separate))
+
+
+_RANDOM_KEYS = {"random", "low", "high"}
+
+
+def _axis_values(reader: "_Reader", key: str, value, seed: int, index: int) -> list:
+    """One entry of the weight or dout axis: a number, or a table of seeded random float32 values.
+
+    ``{ random = N, low = L, high = H }`` (0 < L < H, float32): N values
+    log-uniform in [L, H] with uniformly random mantissas, rounded to
+    float32, distinct (repeats are redrawn), drawn from the seed
+    ``(study seed, axis, entry index)``, so the same file gives the same values.
+    """
+    if not isinstance(value, dict):
+        return [_parse_float_text(reader, key, value)]
+    where = f"{key}[{index}]"
+    sub = _Reader(reader.path, value, f"{reader.prefix}{where}.", _RANDOM_KEYS)
+    n = sub.number("random", integer=True, positive=True)
+    low, high = (_parse_float_text(sub, k, sub.table.get(k)) if k in sub.table else None for k in ("low", "high"))
+    if low is None or high is None or not 0 < low < high or not math.isfinite(float(np.float32(high))):
+        raise reader.error(key, f"{value!r}; expected {{ random = N, low = L, high = H }} with 0 < L < H finite "
+                                "in float32")
+    lo32, hi32 = float(np.float32(low)), float(np.float32(high))
+    available = int(np.float32(hi32).view(np.int32)) - int(np.float32(lo32).view(np.int32)) + 1
+    if n > available:
+        raise sub.error("random", f"{n}; only {available} float32 values lie in [{lo32!r}, {hi32!r}]")
+    tag = int.from_bytes(hashlib.sha256(f"{key}:{index}".encode()).digest()[:4], "little")
+    rng = np.random.default_rng([seed, tag])
+    drawn = np.empty(0)
+    while drawn.size < n:  # distinct values, in order of first draw
+        batch = np.exp2(rng.uniform(np.log2(low), np.log2(high), 2 * n))
+        batch = np.clip(round_to_format(batch, "fp32").astype(np.float64), lo32, hi32)
+        merged = np.concatenate([drawn, batch])
+        _, first = np.unique(merged, return_index=True)
+        drawn = merged[np.sort(first)]
+    return [float(v) for v in drawn[:n]]
 
 
 def _load_study_plugins(run: _Reader, path: str, extra) -> tuple:
@@ -603,21 +718,98 @@ def _stratified(axis: PredAxis, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(out)
 
 
-def study_pred_values(study: "Study") -> np.ndarray:
-    """The union of a study's pred sets (float64, unique by bits, sorted; -0 kept).
-
-    Set i draws its random values from seed ``study.seed + i``.
-    """
-    parts = [pred_values(axis, study.seed + i) for i, axis in enumerate(study.pred_sets)]
-    values = np.unique(np.concatenate(parts).view(np.int64)).view(np.float64)
+def _unique_sorted(values: np.ndarray) -> np.ndarray:
+    """Unique by bits (-0 and +0 are two inputs, as the kernel sees them), sorted by value."""
+    values = np.unique(np.asarray(values, dtype=np.float64).view(np.int64)).view(np.float64)
     return values[np.argsort(values, kind="stable")]
 
 
-def pred_values(axis: PredAxis, seed: int) -> np.ndarray:
-    """The exact pred values of one set (float64, unique by bits, sorted, finite; -0 kept)."""
+def study_pred_values(study: "Study", gamma: float | None = None) -> np.ndarray:
+    """The union of a study's pred sets at one gamma (float64, unique by bits, sorted; -0 kept).
+
+    Set i draws its random values from seed ``study.seed + i``.  A set that
+    depends on gamma (``windows``) contributes its values at ``gamma``; with
+    ``gamma=None``, its values at every gamma of the study.
+    """
+    parts = []
+    for i, axis in enumerate(study.pred_sets):
+        if axis.per_gamma:
+            parts += [pred_values(axis, study.seed + i, g) for g in (study.gammas if gamma is None else [gamma])]
+        else:
+            parts.append(pred_values(axis, study.seed + i))
+    return _unique_sorted(np.concatenate(parts))
+
+
+def study_preds_by_gamma(study: "Study") -> dict:
+    """{gamma: pred values at that gamma} (:func:`study_pred_values`); one shared array when no set depends
+    on gamma."""
+    if not any(axis.per_gamma for axis in study.pred_sets):
+        shared = study_pred_values(study)
+        return {g: shared for g in study.gammas}
+    return {g: study_pred_values(study, g) for g in study.gammas}
+
+
+def window_values(axis: PredAxis, seed: int, gamma: float) -> np.ndarray:
+    """The ``windows`` pred set at one gamma: points where the bracket of A cancels (float64, in the format).
+
+    The windows are the intervals of x in ``range`` where the cancellation
+    factor ``C >= cancellation`` (:func:`precision.bracket.cancellation_windows`;
+    for selector 1, A(-x): the windows mirrored).  A window with no more
+    floats than ``per_window`` is taken whole.  Otherwise it gets about
+    ``per_window`` distinct points: uniform over the reals of the window, or,
+    when roots of A lie in it (:func:`precision.bracket.roots`), half so and
+    half at ordinal distances ``round(2**u)`` (u uniform) on either side of
+    each root, plus every float within ``core`` ordinals of each root.  Random draws come from the seed ``(seed, float32
+    bits of gamma)``.  Empty where nothing cancels (gamma >= 0).
+    """
+    fmt = get_format(axis.format)
+    lo, hi = axis.get("range")
+    sign = -1.0 if axis.get("selector") == 1 else 1.0
+    s_lo, s_hi = (lo, hi) if sign > 0 else (-hi, -lo)
+    rng = np.random.default_rng([seed, int(np.float32(gamma).view(np.uint32))])
+    n = axis.get("per_window")
+    core = axis.get("core")
+    centres = [sign * r for r in roots(gamma, s_lo, s_hi)]
+    parts = [np.empty(0)]
+    for a, b in cancellation_windows(gamma, axis.get("cancellation"), s_lo, s_hi):
+        a, b = sorted((sign * a, sign * b))
+        oa, ob = (int(o) for o in to_ordinal(round_to_format(np.array([a, b]), fmt), fmt))
+        if ob - oa + 1 <= n:
+            parts.append(from_ordinal(np.arange(oa, ob + 1, dtype=np.int64), fmt).astype(np.float64))
+            continue
+        inside = [c for c in centres if a <= c <= b]
+        uniform = n - (n // 2 if inside else 0)
+        parts.append(rng.uniform(a, b, uniform))
+        for c in inside:
+            oc = int(to_ordinal(round_to_format(np.array([c]), fmt), fmt)[0])
+            reach = max(ob - oc, oc - oa, 1)
+            quota = (n // 2) // len(inside)
+            ords = np.unique(np.clip(np.arange(oc - core, oc + core + 1, dtype=np.int64), oa, ob))
+            target = ords.size + quota
+            for _ in range(16):  # small distances repeat: draw until the quota of distinct floats is met
+                missing = target - ords.size
+                if missing <= 0:
+                    break
+                d = np.rint(np.exp2(rng.uniform(0.0, np.log2(reach), missing))).astype(np.int64)
+                ords = np.unique(np.clip(np.concatenate([ords, oc + np.where(rng.integers(0, 2, d.size) == 1, d, -d)]),
+                                         oa, ob))
+            parts.append(from_ordinal(ords, fmt).astype(np.float64))
+    values = round_to_format(np.concatenate(parts), fmt).astype(np.float64)
+    return values[np.isfinite(values) & (values >= lo) & (values <= hi)]
+
+
+def pred_values(axis: PredAxis, seed: int, gamma: float | None = None) -> np.ndarray:
+    """The exact pred values of one set (float64, unique by bits, sorted, finite; -0 kept).
+
+    ``gamma`` is required by the sets that depend on it (``windows``) and ignored by the others.
+    """
     fmt = get_format(axis.format)
     rng = np.random.default_rng(seed)
-    if axis.kind == "exhaustive":
+    if axis.per_gamma:
+        if gamma is None:
+            raise ParameterError(f"pred kind={axis.kind!r} depends on gamma; pass one")
+        values = window_values(axis, seed, gamma)
+    elif axis.kind == "exhaustive":
         values = _in_range(fmt.finite_values().astype(np.float64), axis)
     elif axis.kind == "stratified":
         values = _stratified(axis, rng)
@@ -633,7 +825,4 @@ def pred_values(axis: PredAxis, seed: int) -> np.ndarray:
     else:  # pragma: no cover - parse_study admits only PRED_KINDS
         raise ParameterError(f"pred kind={axis.kind!r}")
     values = round_to_format(values, fmt).astype(np.float64)
-    values = values[np.isfinite(values)]
-    # unique by bits (so -0 and +0 are two inputs, as the kernel sees them), sorted by value
-    values = np.unique(values.view(np.int64)).view(np.float64)
-    return values[np.argsort(values, kind="stable")]
+    return _unique_sorted(values[np.isfinite(values)])

@@ -102,8 +102,11 @@ from precision.comparisons import find_comparisons
 from precision.guards import variant_names
 from precision.plugins import plugin_digest
 from precision.scoring import CLASS_NAMES, GroupStats, PairedStats
-from precision.study import Study, study_pred_values
-from precision.task import PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest, variant_digest
+from precision.study import Study, study_preds_by_gamma
+from precision import threshold_search
+from precision.frames import frame_from_arrays, frame_to_arrays
+from precision.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest,
+                            threshold_search_digest, variant_digest)
 from precision.terms import TermTable, focal_term_tables
 from precision.frames import write_csv
 
@@ -172,26 +175,43 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="chunk", disable=not sys.stderr.isatty(), leave=False)
 
 
-def _compute_terms(study: Study, preds: np.ndarray, cache: TermCache, executor) -> tuple[dict, int, int]:
-    """{gamma: (pos TermTable, neg TermTable)} aligned with preds; pairs total and from cache."""
+def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executor) -> tuple[dict, int, int]:
+    """{gamma: (pos TermTable, neg TermTable)}, each aligned with that gamma's preds; pairs total and from cache.
+
+    The (x, gamma) pairs missing from the cache are computed in chunks of x
+    values that miss the same gammas (one chunk computes all of them,
+    sharing exp and log1p across them; x and -x in one chunk share their
+    parts).
+    """
     need_pos = any(a * (1 - t) != 0 for a in study.alphas for t in study.targets)
     need_neg = any((1 - a) * t != 0 for a in study.alphas for t in study.targets)
-    xs = np.unique(np.concatenate([preds if need_pos else [], -preds if need_neg else []]).view(np.int64))
-    xs = xs.view(np.float64)
-    parts: dict = {g: [] for g in study.gammas}
-    missing_any = np.zeros(xs.size, dtype=bool)
+    gammas = list(study.gammas)
+    xs_of, parts = {}, {g: [] for g in gammas}
+    missing_x, missing_g = [], []
     total = cached = 0
-    for g in study.gammas:
+    for gi, g in enumerate(gammas):
+        preds = preds_by_gamma[g]
+        xs = np.unique(np.concatenate([preds if need_pos else [], -preds if need_neg else []]).view(np.int64))
+        xs_of[g] = xs = xs.view(np.float64)
         found, table = cache.lookup(g, xs)
         total += xs.size
         cached += int(found.sum())
         parts[g].append((xs[found], table))
-        missing_any |= ~found
-    # one chunk computes every gamma for its x values, sharing exp and log1p across them
-    missing = xs[missing_any]
-    order = np.argsort(np.abs(missing), kind="stable")  # x and -x in one chunk share their parts
-    missing = missing[order]
-    chunks = [(missing[i:i + TERM_CHUNK], tuple(study.gammas)) for i in range(0, missing.size, TERM_CHUNK)]
+        missing_x.append(xs[~found].view(np.int64))
+        missing_g.append(np.full(int((~found).sum()), gi, dtype=np.int64))
+    chunks = []
+    if missing_x and sum(m.size for m in missing_x):
+        bits = np.concatenate(missing_x)
+        gidx = np.concatenate(missing_g)
+        keys, inverse = np.unique(bits, return_inverse=True)
+        wanted = np.zeros((keys.size, len(gammas)), dtype=bool)
+        wanted[inverse, gidx] = True
+        signatures, group = np.unique(np.packbits(wanted, axis=1), axis=0, return_inverse=True)
+        for si in range(len(signatures)):
+            x = keys[group.ravel() == si].view(np.float64)
+            x = x[np.argsort(np.abs(x), kind="stable")]
+            want = tuple(g for g, w in zip(gammas, np.unpackbits(signatures[si])[:len(gammas)]) if w)
+            chunks += [(x[i:i + TERM_CHUNK], want) for i in range(0, x.size, TERM_CHUNK)]
     if chunks:
         with _progress(len(chunks), "oracle") as bar:
             for i, tables in executor.map_unordered(_term_chunk, chunks):
@@ -201,8 +221,9 @@ def _compute_terms(study: Study, preds: np.ndarray, cache: TermCache, executor) 
                     parts[g].append((x, table))
                 bar.update(1)
     result = {}
-    nan = TermTable(*(np.full(preds.size, v) for v in (0.0, 0.0, 0, np.inf)))
     for g, pieces in parts.items():
+        preds = preds_by_gamma[g]
+        nan = TermTable(*(np.full(preds.size, v) for v in (0.0, 0.0, 0, np.inf)))
         x_all = np.concatenate([p[0] for p in pieces])
         t_all = TermTable.concatenate([p[1] for p in pieces])
         keys, first = np.unique(x_all.view(np.int64), return_index=True)
@@ -225,19 +246,20 @@ def _variants_of(study: Study) -> tuple:
     return tuple(dict.fromkeys(names))
 
 
-def _build_tasks(study: Study, preds, terms, variants, comparisons, result_cache) -> list:
+def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparisons, result_cache) -> list:
     index = {v: i for i, v in enumerate(variants)}
     pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
     plugins = tuple((str(p), plugin_digest(p)) for p in study.plugins)
     tasks = []
     for machine in study.machines:
         for profile in study.profiles:
-            # a tensor of the profile's pred format holds only the values exact in it
             fmt = get_format(profile.pred)
-            exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
-            if not exact.any():
-                continue
             for gamma in study.gammas:
+                # a tensor of the profile's pred format holds only the values exact in it
+                preds = preds_by_gamma[gamma]
+                exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
+                if not exact.any():
+                    continue
                 pos, neg = terms[gamma]
                 for alpha in study.alphas:
                     for weight in study.weights:
@@ -256,7 +278,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     started = time.perf_counter()
     out = Path(out_dir)
     chunk_dir = out / "chunks"
-    preds = study_pred_values(study)
+    preds_by_gamma = study_preds_by_gamma(study)
     variants = _variants_of(study)
     comparisons = find_comparisons(variants, study.compare)
     executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
@@ -270,8 +292,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         cache_folder = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
         cache = TermCache(cache_folder)
         ResultCache(cache_folder)  # created here, once, before the workers use it
-        terms, pairs, pairs_cached = _compute_terms(study, preds, cache, executor)
-        tasks = _build_tasks(study, preds, terms, variants, comparisons,
+        terms, pairs, pairs_cached = _compute_terms(study, preds_by_gamma, cache, executor)
+        tasks = _build_tasks(study, preds_by_gamma, terms, variants, comparisons,
                              None if cache_folder is None else str(cache_folder))
         # finished tasks live on disk only (memory stays bounded by one task's results);
         # their integrity is checked when the tables are assembled
@@ -288,6 +310,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                 results_reused += int(res["reused"])
                 results_computed += int(res["computed_pieces"])
                 bar.update(1)
+        searched = _threshold_search(study, tasks, variants, executor, cache_folder) \
+            if study.threshold_search else None
     finally:
         executor.close()
     # the tables are written into a staging folder and moved into place only when all are written,
@@ -296,7 +320,10 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     try:
         unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
         if study.attribution is not None:  # reads staging/points.parquet
-            write_attribution(staging, study, preds=preds)
+            write_attribution(staging, study, preds_by_gamma=preds_by_gamma)
+        if searched is not None:
+            for name, frame in zip(("threshold_search.csv", "threshold_search_octaves.csv"), searched):
+                write_csv(frame, staging / name)
         result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
                            len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
                            unsupported, results_reused, results_computed)
@@ -309,6 +336,31 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return result
+
+
+def _threshold_search(study: Study, tasks, variants, executor, cache_folder) -> tuple:
+    """``threshold_search.csv`` and ``threshold_search_octaves.csv`` (:mod:`precision.threshold_search`) over the
+    study's pooled regions; stored in the result cache under the tasks' inputs and the code that decides them."""
+    pooled = tuple(name not in study.separate for name in study.regions)
+    taus = threshold_search.thresholds_of(variants)
+    key = hashlib.sha256(json.dumps(dict(
+        kind="threshold_search", tasks=[[task_digest(t), t.machine] for t in tasks], pooled=pooled,
+        taus=[float(t).hex() for t in taus], code=threshold_search_digest(),
+        variants=[variant_digest(v) for v in (threshold_search.ALWAYS, threshold_search.NEVER)]),
+        sort_keys=True).encode()).hexdigest()
+    cache = ResultCache(cache_folder, create=False)
+    stored = cache.get(key)
+    if stored is not None:
+        return tuple(frame_from_arrays(stored, name) for name in ("search", "octaves"))
+    rows, octaves = [], []
+    for evidence in threshold_search.collect(tasks, executor, pooled):
+        row, per_octave = threshold_search.search(evidence, taus)
+        rows.append(row)
+        octaves += per_octave
+    frames = (pd.DataFrame(rows, columns=list(threshold_search.SEARCH_COLUMNS)),
+              pd.DataFrame(octaves, columns=list(threshold_search.OCTAVE_COLUMNS)))
+    cache.put(key, {**frame_to_arrays(frames[0], "search"), **frame_to_arrays(frames[1], "octaves")})
+    return frames
 
 
 # ---------------------------------------------------------------------------
@@ -446,7 +498,7 @@ def load_paired(run_dir) -> PairedStats:
 
 def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> tuple[list, int]:
     """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks)."""
-    region_names = region_labels(study.region_edges)
+    region_names = study.regions
     band_names = band_labels(study.bracket_edges)  # ["all"] without bands
     bands = len(band_names) > 1
     stats_parts, paired_parts = [], []
@@ -523,7 +575,8 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         paired = PairedStats(p.drop(columns=["group", "task", "comparison"]).assign(**cols), paired.hist)
         order = pair_keys + [c for c in paired.frame.columns if c not in pair_keys]
         paired = PairedStats(paired.frame[order], paired.hist)
-    tables["comparisons.csv"] = comparison_table(paired, variants, study.machines, region_names)
+    tables["comparisons.csv"] = comparison_table(paired, variants, study.machines, region_names,
+                                                 separate=study.separate)
     for name, t in tables.items():
         _atomic_csv(out / name, hex_witnesses(t))
     # the fine groups' raw sums and histograms, for re-merging by reports and the gate
@@ -551,13 +604,17 @@ COMPARISON_KEYS = ("kind", "subject", "comparison", "with_variant", "without_var
                    "profile", "region")
 
 
-def comparison_table(paired: PairedStats, variants, machines, regions, by=COMPARISON_KEYS) -> pd.DataFrame:
-    """The paired statistics and verdict per comparison, machine, format and profile: overall (region ``all``) and per region."""
+def comparison_table(paired: PairedStats, variants, machines, regions, by=COMPARISON_KEYS,
+                     separate=()) -> pd.DataFrame:
+    """The paired statistics and verdict per comparison, machine, format and profile: pooled over the regions
+    (region ``all``; the ``separate`` regions, a study's labelled subsets, are left out of it) and per region."""
     by = list(by)
     if not len(paired):
         return pd.DataFrame(columns=by)
     per_region = paired.merge(by).table(by)
-    overall = paired.merge([c for c in by if c != "region"]).table([c for c in by if c != "region"])
+    pooled = paired.select(~paired.frame["region"].isin(list(separate)).to_numpy()) if separate else paired
+    rest = [c for c in by if c != "region"]
+    overall = pooled.merge(rest).table(rest)
     overall.insert(by.index("region"), "region", "all")
     t = pd.concat([overall, per_region], ignore_index=True)
     order = {c: i for i, c in enumerate(dict.fromkeys(paired.frame["comparison"]))}
@@ -606,14 +663,14 @@ def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
         "study": study.name, "study_file": study.path, "study_sha256": study.digest, "seed": study.seed,
         "oracle_version": oracle.ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
         "versions": versions, "machines": list(study.machines), "variants": list(_variants_of(study)),
-        "region_edges": list(study.region_edges), "regions": region_labels(study.region_edges),
+        "region_edges": list(study.region_edges), "regions": study.regions, "separate": list(study.separate),
         "bracket_edges": list(study.bracket_edges), "brackets": band_labels(study.bracket_edges),
         "report": None if study.report is None else {
             "sections": list(study.report.sections),
             "options": {name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts}
                         for name, opts in study.report.options}},
         "pred_sets": [{"kind": p.kind, "format": p.format, "weighting": p.label,
-                       **({"range": list(p.get("range"))} if p.get("range") is not None else {})}
+                       **{k: (list(v) if isinstance(v, tuple) else v) for k, v in p.params if k != "values"}}
                       for p in study.pred_sets],
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(result).items()
            if k != "seconds"},

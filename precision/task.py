@@ -139,11 +139,18 @@ def variant_digest(name: str) -> str:
     return _digest_files(module_closure(Path(source)))
 
 
+@functools.lru_cache(maxsize=1)
+def threshold_search_digest() -> str:
+    """SHA-256 of :mod:`precision.threshold_search` and every module of the package it imports."""
+    return _digest_files(module_closure(_PACKAGE / "threshold_search.py"))
+
+
 def clear_digests() -> None:
     """Forget the digests computed so far (after source files change within one process)."""
     module_closure.cache_clear()
     shared_digest.cache_clear()
     variant_digest.cache_clear()
+    threshold_search_digest.cache_clear()
 
 
 # ---------------------------------------------------------------------------

@@ -29,10 +29,17 @@ name = "tiny"
 description = "tiny <script>alert('x')</script> & \\"quotes\\""
 seed = 0
 
-[pred]
+[[pred]]
 kind = "list"
 format = "fp32"
 values = ["-0x1.8p+3", "-1.0", "-0x1.cp-1", "0.0", "0x1.4p+0", "3.5", "17.0", "40.0"]
+
+[[pred]]
+kind = "windows"
+format = "fp32"
+range = [-8, 8]
+per_window = 6
+core = 2
 
 [points]
 target = [0, 1]
@@ -129,6 +136,15 @@ class TestBuildReport:
                 assert (tiny_report / "plots" / f"{stem}.{ext}").stat().st_size > 0, stem
         for name in ("report.md", "report.html", "findings.json"):
             assert (tiny_report / name).is_file()
+
+    def test_cancellation_window_counts_points_once_and_fires_per_machine(self, tiny_report):
+        w = pd.read_csv(tiny_report / "tables" / "cancellation_window.csv").set_index("gamma")
+        # gamma = -1: 8 listed preds + 6 window preds; x 2 targets x 2 weights x 2 douts, counted once
+        assert w.loc[-1.0, "points_pooled"] == 14 * 8 and w.loc[2.0, "points_pooled"] == 8 * 8
+        assert w.loc[2.0, "windows"] == "none" and w.loc[-1.0, "windows"] != "none"
+        fired = [c for c in w.columns if c.startswith("fired_1/64_")]
+        assert fired == ["fired_1/64_ieee_pooled", "fired_1/64_npu+ftz_pooled"]
+        assert (w.loc[2.0, fired] == 0).all() and (w.loc[-1.0, fired] > 0).all()
 
     def test_html_is_self_contained(self, tiny_report):
         page = (tiny_report / "report.html").read_text()

@@ -70,6 +70,23 @@ class TestParse:
         ("[points]", "[points]\nbracket_bands = [1, 4]", ["points.bracket_bands", "above 1"]),
         ("[points]", '[points]\nbracket_bands = ["x"]', ["points.bracket_bands", "does not parse"]),
         ("name = \"t\"", "name = ", ["TOML syntax"]),
+        ("[points]", '[points]\nregion_names = ["a", "b"]', ["points.region_names", "6 names"]),
+        ("[points]", '[points]\nregions = [0]\nregion_names = ["a", "a"]', ["points.region_names", "distinct"]),
+        ("[points]", '[points]\nregions = [0]\nseparate = ["a"]', ["points.separate", "region_names"]),
+        ("[points]", '[points]\nregions = [0]\nregion_names = ["a", "b"]\nseparate = ["c"]',
+         ["points.separate", "'c'"]),
+        ("[points]", '[points]\nregions = [0]\nregion_names = ["a", "b"]\nseparate = ["a", "b"]',
+         ["points.separate", "pooled"]),
+        ("[points]", '[points]\nweight = [{ random = 3, low = 2, high = 1 }]', ["points.weight", "0 < L < H"]),
+        ("[points]", '[points]\ndout = [{ random = 0, low = 1, high = 2 }]', ["points.dout[0].random", "positive"]),
+        ("[points]", '[points]\ndout = [{ random = 2, low = 1, high = 2, seed = 4 }]',
+         ["points.dout[0].seed", "unknown key"]),
+        ("[run]", "[run]\nthreshold_search = true", ["run.threshold_search", "kernel[G5=always]"]),
+        ("[run]", "[run]\nthreshold_search = 1", ["run.threshold_search", "true or false"]),
+        ('kind = "list"\nformat = "fp32"\nvalues = ["-0x1.4p+0", "2.5", "0"]',
+         'kind = "windows"\nformat = "fp32"\ncancellation = 1.0', ["pred.cancellation", "C > 1"]),
+        ('kind = "list"\nformat = "fp32"\nvalues = ["-0x1.4p+0", "2.5", "0"]',
+         'kind = "windows"\nformat = "fp32"\nselector = 2', ["pred.selector", "0 (A(x))"]),
     ])
     def test_errors_name_file_key_and_expectation(self, old, new, words):
         with pytest.raises(StudyFileError) as info:
@@ -152,6 +169,71 @@ class TestPredValues:
             v = pred_values(s.pred, s.seed)
             fmt = FP16 if 'fp16' in pred else FP32
             assert v.size > 50 and np.all(v.astype(fmt.dtype).astype(np.float64) == v)
+
+
+class TestAxes:
+    def test_random_weights_and_douts_are_seeded_float32_in_range(self):
+        text = study_with(**{"[points]": '[points]\nweight = [1.0, { random = 12, low = "0x1p-149", high = "0x1p-100" }]'
+                                         '\ndout = [{ random = 5, low = 1.0, high = "0x1p+100" }, 2.0]'})
+        s = parse_study(text)
+        w, d = np.array(s.weights[1:]), np.array(s.douts[:5])
+        assert s.weights[0] == 1.0 and s.douts[5] == 2.0 and w.size == 12
+        assert np.all((w >= 2.0 ** -149) & (w <= 2.0 ** -100)) and np.all((d >= 1) & (d <= 2.0 ** 100))
+        assert np.all(w.astype(np.float32) == w) and np.all(d.astype(np.float32) == d)
+        m, _ = np.frexp(d)
+        assert np.sum(m != 0.5) >= 4  # random mantissas, not powers of two
+        assert parse_study(text).weights == s.weights  # seeded: the same file gives the same values
+        assert parse_study(text.replace("seed = 3", "seed = 4")).weights != s.weights
+
+    def test_region_names_and_separate(self):
+        s = parse_study(study_with(**{"[points]": '[points]\nregions = [0, 8]\nregion_names = ["neg", "mid", "hole"]'
+                                                  '\nseparate = ["hole"]'}))
+        assert s.regions == ["neg", "mid", "hole"] and s.separate == ("hole",)
+        assert parse_study(BASE).regions[0] == "x < -20"
+
+
+class TestWindows:
+    TEXT = BASE.replace('kind = "list"\nformat = "fp32"\nvalues = ["-0x1.4p+0", "2.5", "0"]',
+                        'kind = "windows"\nformat = "fp32"\nper_window = 2000\ncore = 16\nrange = [-8.0, 18.0]')
+
+    def test_each_gamma_has_its_windows_dense_at_the_roots(self):
+        from precision.bracket import cancellation_factor, roots
+        from precision.formats import from_ordinal, to_ordinal
+        s = parse_study(self.TEXT)
+        for g in (-2.0, -1.5):
+            v = pred_values(s.pred, s.seed, g)
+            assert v.size >= 2000 and np.all(v.astype(np.float32) == v)
+            assert np.all((v >= -8) & (v <= 18)) and np.all(np.diff(v) > 0)
+            assert np.all(cancellation_factor(v, g) >= 2 * (1 - 1e-6))  # only where the bracket cancels
+            (r,) = roots(g, -8, 18)
+            o = int(to_ordinal(np.float32([r]), "fp32")[0])
+            core = from_ordinal(np.arange(o - 16, o + 17), "fp32").astype(np.float64)
+            assert set(core.tolist()) <= set(v.tolist())  # every float32 within 16 ordinals of the root
+            assert np.array_equal(v, pred_values(s.pred, s.seed, g))
+        assert pred_values(s.pred, s.seed, 2.0).size == 0  # nothing cancels for gamma >= 0
+        assert not np.array_equal(pred_values(s.pred, s.seed, -2.0), pred_values(s.pred, s.seed, -1.5))
+        with pytest.raises(Exception, match="depends on gamma"):
+            pred_values(s.pred, s.seed)
+
+    def test_selector_1_mirrors_the_windows(self):
+        s0 = parse_study(self.TEXT)
+        s1 = parse_study(self.TEXT.replace("core = 16", "core = 16\nselector = 1\n").replace("[-8.0, 18.0]",
+                                                                                          "[-18.0, 8.0]"))
+        from precision.bracket import cancellation_factor
+        v1 = pred_values(s1.pred, s1.seed, -2.0)
+        assert np.all(cancellation_factor(-v1, -2.0) >= 2 * (1 - 1e-6)) and v1.min() < 0
+        assert pred_values(s0.pred, s0.seed, -2.0).size > 0
+
+    def test_sweep_computes_each_gammas_own_terms(self, tmp_path):
+        from precision.study import study_preds_by_gamma
+        from precision.sweep import run_study
+        text = self.TEXT.replace("per_window = 2000", "per_window = 300").replace(
+            'gamma = [2.0, -1.5]', 'gamma = [-2.0, -1.5]').replace("target = [0, 1]", "target = [0]")
+        s = parse_study(text)
+        by_gamma = study_preds_by_gamma(s)
+        result = run_study(s, tmp_path / "o", cache_dir=tmp_path / "c", workers=1)
+        assert result.term_pairs == sum(v.size for v in by_gamma.values())
+        assert result.points == sum(v.size for v in by_gamma.values()) * len(s.machines)
 
 
 class TestPredUnion:

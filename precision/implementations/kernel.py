@@ -98,6 +98,8 @@ __all__ = [
     "kernel_config",
     "kernel_call",
     "validate_g5_threshold",
+    "g5_big",
+    "g5_cancels",
     "validate_tile",
     "tile_ids",
 ]
@@ -298,14 +300,23 @@ def _either(m, c, k, a, b):
     return a | b
 
 
+def g5_big(m, lhs, rhs):
+    """S5's ``big = max(|lhs|, |rhs|)`` on machine m."""
+    return m.maximum(m.abs(lhs), m.abs(rhs))
+
+
+def g5_cancels(m, big, orig, threshold: float):
+    """S5's cancellation test ``|orig| <= big * tau`` on machine m (the product rounded, flushed, as m does)."""
+    return m.le(m.abs(orig), m.mul(big, m.asarray(np.float32(threshold))))
+
+
 def _g5_use(m, c, k, lhs, rhs, orig, q, qg1):
     """S5 decision: |orig| <= big*tau and big, q, qg1 > MIN_NORMAL and qg1 <= MAX_FLOAT."""
-    big = m.maximum(m.abs(lhs), m.abs(rhs))
+    big = g5_big(m, lhs, rhs)
     use = m.gt(big, c.min_normal) & m.gt(q, c.min_normal) & m.gt(qg1, c.min_normal) & m.le(qg1, c.max_float)
     threshold = k["g5_threshold"]
     if threshold != G5_ALWAYS:
-        limit = m.mul(big, m.asarray(np.float32(threshold)))
-        use = use & m.le(m.abs(orig), limit)
+        use = use & g5_cancels(m, big, orig, threshold)
     return use
 
 

@@ -91,6 +91,11 @@ class RunData:
         return list(self.run.get("regions") or dict.fromkeys(self.by_region["region"]))
 
     @property
+    def separate(self) -> list:
+        """Regions the study keeps out of the pooled comparisons (its labelled subsets)."""
+        return list(self.run.get("separate", []))
+
+    @property
     def region_edges(self) -> list:
         """The region edges (numbers) that cut the labels of :attr:`regions`."""
         return list(self.run.get("region_edges", []))

@@ -34,7 +34,8 @@ def stat_table(run, by) -> pd.DataFrame:
 
 def paired_table(run, by=COMPARISON_KEYS) -> pd.DataFrame:
     """The run's paired comparisons merged by ``by`` (must include ``region``; rows ``all`` added)."""
-    return hex_witnesses(comparison_table(run.paired, run.variants, run.machines, run.regions, by))
+    return hex_witnesses(comparison_table(run.paired, run.variants, run.machines, run.regions, by,
+                                          separate=run.separate))
 
 
 def region_text(label: str) -> str:

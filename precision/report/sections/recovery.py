@@ -1,15 +1,19 @@
-"""Subnormal recovery (G7): paired verdicts by band of |raw*weight|, outputs rescued from zero and zeroed.
+"""Subnormal recovery (G7): paired verdicts by subset and band of |raw*weight|, outputs rescued and zeroed.
 
 G7 re-derives ``raw*weight*dout`` by reciprocal divisions when ``raw*weight``
 underflows below 2^-126.  Its bands (disjoint; ``rw = |exact| / |dout|``, the
 exact ``|raw*weight|``): ``rw >= 2^-126`` (G7 cannot engage),
 ``rw < 2^-126, 1/w finite`` (it can recover), ``rw < 2^-126, 1/w = inf``
 (weight <= 2^-128: the float32 reciprocal overflows and the division by it
-gives 0).  The comparisons (``kernel`` vs ``kernel-G7``, ``naive+G7`` vs
-``naive``) are paired on the run's per-point rows and scored by
-:func:`precision.scoring.compare_points`, grouped by (machine, band) and by
-(machine, weight); ``rescued`` counts outputs that are 0 without G7 and not
-with it where the correctly rounded value is not 0, ``zeroed`` the reverse.
+gives 0).  Its subsets of (weight, dout): ``powers of two`` (both are; every
+reciprocal is exact) and ``random mantissas`` (either is not).  The
+comparisons (``kernel`` vs ``kernel-G7``, ``naive+G7`` vs ``naive``) are
+paired on the run's per-point rows and scored by
+:func:`precision.scoring.compare_points`, grouped by (machine, subset, band)
+and by (machine, weight); ``rescued`` counts outputs that are 0 without G7
+and not with it where the correctly rounded value is not 0, ``zeroed`` the
+reverse.  The first screen answers "does G7 earn its place, and on which
+machines" from ``kernel`` vs ``kernel-G7`` in the band where G7 can recover.
 """
 
 from __future__ import annotations
@@ -18,18 +22,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from precision.report.document import Details, Image, Para, Section, Table
-from precision.report.findings import Finding, cite
+from precision.report.document import Details, Heading, Image, Para, Section, Table
+from precision.report.findings import Finding, cite, fmt_num
 from precision.report.plots import clip_errors, save
 from precision.scoring import CLASS_NAMES, GroupStats, Grouping, PairedStats, compare_points
 
-__all__ = ["build", "G7_PAIRS", "G7_BANDS", "recovery_points", "paired_by", "plot_recovery"]
+__all__ = ["build", "G7_PAIRS", "G7_BANDS", "SUBSETS", "recovery_points", "paired_by", "plot_recovery",
+           "answer_grid"]
 
 #: Variant pairs (with G7, without G7) whose difference is guard G7.
 G7_PAIRS = (("kernel", "kernel-G7"), ("naive+G7", "naive"))
 #: Bands of |raw*weight|: where G7 cannot engage, where it can recover, where its reciprocal overflows.
 G7_BANDS = ("rw >= 2^-126", "rw < 2^-126, 1/w finite", "rw < 2^-126, 1/w = inf")
 MIN_NORMAL_FP32 = 2.0 ** -126
+#: Subsets of (weight, dout): both powers of two (exact reciprocals), or not.
+SUBSETS = ("random mantissas", "powers of two")
 _CODES = {name: code for code, name in CLASS_NAMES.items()}
 _KEYS = ["machine", "format", "alpha", "gamma", "weight", "dout", "target", "pred_bits"]  # -0.0 and 0.0 differ
 
@@ -41,8 +48,13 @@ def _recip_overflows(weight) -> np.ndarray:
         return ~np.isfinite((np.float64(1.0) / w).astype(np.float32)) & (w > 0)
 
 
+def _power_of_two(v) -> np.ndarray:
+    m, _ = np.frexp(np.abs(np.asarray(v, dtype=np.float64)))
+    return m == 0.5
+
+
 def recovery_points(run) -> pd.DataFrame:
-    """Weighted per-point rows with ``rw`` (exact |raw*weight|), ``band`` and ``log2_rw``."""
+    """Weighted per-point rows with ``rw`` (exact |raw*weight|), ``band``, ``subset`` and ``log2_rw``."""
     pts = run.points(["pred", "target", "alpha", "gamma", "weight", "dout", "variant", "machine", "format",
                       "computed", "exact", "rounded", "err_ulp", "err_bits", "class"])
     pts = pts[pts["weight"].notna()].reset_index(drop=True)
@@ -55,6 +67,8 @@ def recovery_points(run) -> pd.DataFrame:
     pts["rw"] = rw
     small = rw < MIN_NORMAL_FP32
     pts["band"] = np.where(~small, G7_BANDS[0], np.where(_recip_overflows(pts["weight"]), G7_BANDS[2], G7_BANDS[1]))
+    exact = _power_of_two(pts["weight"]) & _power_of_two(pts["dout"])
+    pts["subset"] = np.where(exact, SUBSETS[1], SUBSETS[0])
     return pts
 
 
@@ -126,30 +140,75 @@ def plot_recovery(binades: pd.DataFrame, folder, stem: str = "recovery") -> str 
     return save(fig, folder, stem)
 
 
+def _machine_findings(bands: pd.DataFrame) -> list:
+    """On which machines G7 (kernel vs kernel-G7) helps, hurts or does nothing where it can recover."""
+    k = bands[(bands["comparison"] == f"{G7_PAIRS[0][0]} vs {G7_PAIRS[0][1]}") & (bands["band"] == G7_BANDS[1])]
+    if k.empty:
+        return []
+    parts = []
+    for subset, rows in k.groupby("subset", sort=False):
+        by = {v: ", ".join(rows.loc[rows["verdict"] == v, "machine"]) for v in dict.fromkeys(rows["verdict"])}
+        parts.append(f"{subset}: " + "; ".join(f"{v} on {m}" for v, m in by.items()))
+    return [Finding("recovery/machines", "recovery",
+                    f"Where G7 can recover (band {G7_BANDS[1]}), kernel against kernel-G7: " + "; ".join(parts)
+                    + " (each cell's counts in recovery_g7.csv).", [], 4)]
+
+
+def answer_grid(bands: pd.DataFrame, machines) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(cells, CSS classes): kernel vs kernel-G7, one row per (machine, subset), one column per band."""
+    k = bands[bands["comparison"] == f"{G7_PAIRS[0][0]} vs {G7_PAIRS[0][1]}"]
+    cols = [band for band in G7_BANDS if (k["band"] == band).any()]
+    rows = [(m, sub) for m in machines for sub in SUBSETS if ((k["machine"] == m) & (k["subset"] == sub)).any()]
+    text = pd.DataFrame("", index=range(len(rows)), columns=["machine", "subset"] + cols)
+    style = pd.DataFrame("", index=text.index, columns=text.columns)
+    for i, (m, sub) in enumerate(rows):
+        text.loc[i, "machine"], text.loc[i, "subset"] = m, sub
+        for r in k[(k["machine"] == m) & (k["subset"] == sub)].itertuples(index=False):
+            cell = "no_effect" if r.verdict == "no_effect" else \
+                f"{r.verdict} {fmt_num(int(r.better))}/{fmt_num(int(r.worse))}"
+            if r.rescued or r.zeroed:
+                cell += f"; rescued {fmt_num(int(r.rescued))}, zeroed {fmt_num(int(r.zeroed))}"
+            text.loc[i, r.band], style.loc[i, r.band] = cell, r.verdict
+    style = style.where(text != "", "na")
+    style[["machine", "subset"]] = ""
+    return text, style
+
+
 def build(ctx) -> Section:
     run = ctx.run
     section = Section("recovery", "Subnormal recovery (G7)")
     pts = recovery_points(run)
     if pts.empty or not set(pts["variant"]) & {v for pair in G7_PAIRS for v in pair}:
         return section
-    bands = paired_by(pts, ["machine", "band"])
+    bands = paired_by(pts, ["machine", "subset", "band"])
     weights = paired_by(pts, ["machine", "weight"])
     binades = _binade_table(pts)
     if bands.empty:
         return section
     bkey = {b: i for i, b in enumerate(G7_BANDS)}
     mkey = {m: i for i, m in enumerate(run.machines)}
-    bands = bands.assign(_m=bands["machine"].map(mkey), _b=bands["band"].map(bkey)).sort_values(
-        ["_m", "_b"], kind="stable").drop(columns=["_m", "_b"]).reset_index(drop=True)
+    skey = {b: i for i, b in enumerate(SUBSETS)}
+    bands = bands.assign(_m=bands["machine"].map(mkey), _s=bands["subset"].map(skey), _b=bands["band"].map(bkey)
+                         ).sort_values(["_m", "_s", "_b"], kind="stable").drop(columns=["_m", "_s", "_b"]
+                                                                            ).reset_index(drop=True)
     weights = weights.assign(log2_weight=np.log2(np.abs(weights["weight"].to_numpy(np.float64))),
                              recip_overflows=_recip_overflows(weights["weight"]))
     section.tables.update({"recovery_g7.csv": bands, "recovery_weight.csv": weights, "recovery.csv": binades})
-    cols = ["comparison", "machine", "band", "count", "changed", "better", "worse", "rescued", "zeroed",
+    cols = ["comparison", "machine", "subset", "band", "count", "changed", "better", "worse", "rescued", "zeroed",
             "specials_fixed", "specials_caused", "p_value", "verdict"]
+    text, style = answer_grid(bands, run.machines)
+    section.first = [
+        Heading("Does G7 earn its place?", 2, "recovery-answer"),
+        Table(text, "recovery_g7.csv", " (kernel vs kernel-G7, paired on the same points; naive+G7 vs naive there too)",
+              style, id="recovery-answer-table"),
+        Para("Cell: verdict, then better/worse = outputs whose error falls / rises with G7; rescued: 0 without G7, "
+             "nonzero with it, where the correctly rounded value is nonzero; zeroed: the reverse. Bands of the "
+             "exact rw = |raw*weight|; subsets: weight and dout both powers of two, or not.", "rule"),
+    ]
     section.body = [
-        Para("Per machine and band of the exact |raw*weight| (rw = |exact| / |dout|): G7's comparisons paired on "
-             "the same points. rescued: 0 without G7, nonzero with it, where the correctly rounded value is "
-             "nonzero; zeroed: the reverse."),
+        Para("Per machine, subset and band of the exact |raw*weight| (rw = |exact| / |dout|): G7's comparisons "
+             "paired on the same points. rescued: 0 without G7, nonzero with it, where the correctly rounded value "
+             "is nonzero; zeroed: the reverse."),
         Table(bands[cols], "recovery_g7.csv"),
         Image(plot_recovery(binades, ctx.plot_dir), "Max finite ulp error and outputs lost to zero per binade of "
                                                     "|raw*weight|, per variant"),
@@ -159,18 +218,22 @@ def build(ctx) -> Section:
     ]
     findings = []
     T = "recovery_g7.csv"
-    for (comparison, machine), rows in bands.groupby(["comparison", "machine"], sort=False):
+    for (comparison, machine, subset), rows in bands.groupby(["comparison", "machine", "subset"], sort=False):
         nums, parts = [], []
         for _, r in rows.iterrows():
-            w = {"comparison": comparison, "machine": machine, "band": r["band"]}
-            cnt, b, wo, rs, z = (cite(f"{c}_{bkey[r['band']]}", T, bands, w, c) for c in
+            w = {"comparison": comparison, "machine": machine, "subset": subset, "band": r["band"]}
+            tag = f"{skey[subset]}_{bkey[r['band']]}"
+            cnt, b, wo, rs, z = (cite(f"{c}_{tag}", T, bands, w, c) for c in
                                  ("count", "better", "worse", "rescued", "zeroed"))
             nums += [cnt, b, wo, rs, z]
             parts.append(f"{r['band']} ({cnt.text} outputs): {r['verdict']}, {b.text} better, {wo.text} worse, "
                          f"{rs.text} rescued from zero, {z.text} zeroed")
         verdicts = set(rows["verdict"]) - {"no_effect"}
-        rank = 8 if verdicts & {"helps", "hurts", "mixed"} else 35
-        findings.append(Finding(f"recovery/{comparison}/{machine}", "recovery",
-                                f"G7 on {machine} ({comparison}): " + "; ".join(parts) + ".", nums, rank))
+        production = comparison == f"{G7_PAIRS[0][0]} vs {G7_PAIRS[0][1]}"
+        rank = (8 if production else 14) if verdicts & {"helps", "hurts", "mixed"} else 35
+        findings.append(Finding(f"recovery/{comparison}/{machine}/{subset}", "recovery",
+                                f"G7 on {machine}, {subset} ({comparison}): " + "; ".join(parts) + ".", nums, rank,
+                                shown=production))
+    findings += _machine_findings(bands)
     section.findings = findings
     return section

@@ -1,147 +1,136 @@
 """The G5 cancellation threshold: each threshold against no correction and against the production 1/64.
 
-Reads the run's comparisons of kind ``threshold`` (:mod:`precision.comparisons`)
-and the statistics of each ``kernel[G5=...]`` variant over the same points.
-``threshold.csv`` has one row per (machine, format, threshold): max finite
-error, mean bits, specials, then the paired counts and verdict against
-``never`` (``*_vs_never``) and against 1/64 (``*_vs_production``).  The
-finding answers "is 1/64 right": which thresholds beat no correction, which
-beat or lose to 1/64 by a significant paired difference, which are
-indistinguishable from it.  ``cancellation_window.csv`` locates where the dpos
-terms cancel at all (float64, over the run's kept pred values).
+Reads the run's paired comparisons of kind ``threshold`` (:mod:`precision.comparisons`) and the statistics
+of each ``kernel[G5=...]`` variant, per **subset** of points: ``pooled`` (every region the study pools) and
+each region it keeps apart (``[points] separate``, e.g. the q-hole, where q = 1 - p has lost half its bits
+and no threshold can help); a separate subset never enters the pooled verdicts.
+
+``threshold.csv``
+    One row per (machine, format, profile, subset, threshold): ``fired`` (points where the variant's G5
+    test held: its ``g5_use`` step), ``count``, max finite error, mean bits, specials over the same points,
+    then the paired counts and verdict against ``never`` (``*_vs_never``, with ``changed``: outputs that
+    differ) and against 1/64 (``*_vs_production``).
+``threshold_search.csv``, ``threshold_search_octaves.csv``
+    When the run has them (``[run] threshold_search``, :mod:`precision.threshold_search`): the best float32
+    threshold of the pooled points (each point's critical threshold found by bisection in float32 ordinal
+    space, the split placed as Herbie's regime inference does), and the net gain of correcting per octave
+    of the threshold.
+``cancellation_window.csv``
+    Per gamma: where the pred values were drawn (the windows where the bracket's cancellation factor
+    C >= the set's ``cancellation``, :func:`precision.bracket.cancellation_windows`), A's roots, the points
+    per subset and, per machine, how many of them 1/64 fired on.
+
+The findings answer "is 1/64 right": which thresholds beat no correction, which are indistinguishable from
+1/64, which is best and by how much (sign-test p-values), where the bisection puts the boundary; and, when the
+run attributes points (``attribution_guards.csv``), whether the error of the uncorrected value is born in the
+subtraction G5 corrects or upstream of it.
 """
 
 from __future__ import annotations
-
-import math
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from precision.bracket import cancellation_windows, roots
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_name
-from precision.report.document import Details, Image, Para, Section, Table
-from precision.report.findings import Finding, cite, fmt_num
+from precision.report.document import Details, Heading, Image, Para, Section, Table
+from precision.report.findings import Finding, cite, fmt_num, p_text
 from precision.report.plots import save
-from precision.report.tables import stat_table
 from precision.scoring import SPECIAL_CLASSES
 
-__all__ = ["build", "threshold_table", "dpos_term_ratio", "cancellation_window_table", "plot_threshold"]
+__all__ = ["build", "threshold_table", "subsets", "window_table", "plot_threshold", "POOLED"]
 
 T = "threshold.csv"
+S = "threshold_search.csv"
+POOLED = "pooled"
 _PAIRED = ("changed", "better", "worse", "specials_fixed", "specials_caused", "p_value", "verdict")
+_KEYS = ["machine", "format", "profile"]
+
+
+def subsets(run) -> list:
+    """(name, regions) of each subset: ``pooled`` (the regions the study pools), then each separate region."""
+    return [(POOLED, [r for r in run.regions if r not in run.separate]), *[(r, [r]) for r in run.separate]]
 
 
 def threshold_table(run) -> pd.DataFrame:
-    """One row per (machine, format, profile, threshold variant); empty without threshold comparisons."""
-    comps = run.comparisons
-    comps = comps[(comps["kind"] == "threshold") & (comps["region"] == "all")] if not comps.empty else comps
+    """One row per (machine, format, profile, subset, threshold variant); empty without threshold comparisons."""
     taus = {v: g5_threshold(v) for v in run.variants}
     taus = {v: t for v, t in taus.items() if t is not None}
-    if comps.empty or len(taus) < 2:
+    paired = run.paired
+    if not len(paired) or not (paired.frame["kind"] == "threshold").any() or len(taus) < 2:
         return pd.DataFrame()
-    s = stat_table(run, ["variant", "machine", "format", "profile"])
-    s = s[s["variant"].isin(list(taus))].copy()
-    s["tau"] = s["variant"].map(taus)
+    by_pair = ["kind", "subject", "comparison", "with_variant", "without_variant", *_KEYS]
+    frames = []
+    for name, regions in subsets(run):
+        stats = run.stats.select(run.stats.frame["region"].isin(regions).to_numpy())
+        stats = stats.select(stats.frame["variant"].isin(list(taus)).to_numpy())
+        s = stats.merge(["variant", *_KEYS]).table(["variant", *_KEYS])
+        s.insert(len(_KEYS) + 1, "subset", name)
+        s["tau"] = s["variant"].map(taus)
+        s["fired"] = s["fired_g5"].astype(np.int64) if "fired_g5" in s.columns else 0
+        p = paired.select((paired.frame["region"].isin(regions) & (paired.frame["kind"] == "threshold")).to_numpy())
+        c = p.merge(by_pair).table(by_pair)
+        for label, base in (("never", 0.0), ("production", PRODUCTION_THRESHOLD)):
+            sel = c[c["without_variant"].map(g5_threshold) == base].rename(
+                columns={"with_variant": "variant", **{k: f"{k}_vs_{label}" for k in _PAIRED}})
+            s = s.merge(sel[["variant", *_KEYS] + [f"{k}_vs_{label}" for k in _PAIRED]], on=["variant", *_KEYS],
+                        how="left")
+        frames.append(s)
+    t = pd.concat(frames, ignore_index=True)
     with np.errstate(divide="ignore"):
-        k = -np.log2(s["tau"].to_numpy(np.float64))
-    s["k"] = np.where(np.isfinite(k), k, np.nan)
-    s["threshold"] = s["tau"].map(threshold_name)
-    base = {v: g5_threshold(v) for v in comps["without_variant"].unique()}
-    keys = ["variant", "machine", "format", "profile"]
-    for label, is_base in (("never", lambda t: t == 0.0), ("production", lambda t: t == PRODUCTION_THRESHOLD)):
-        c = comps[comps["without_variant"].map(base).map(is_base)]
-        c = c.rename(columns={"with_variant": "variant", **{p: f"{p}_vs_{label}" for p in _PAIRED}})
-        s = s.merge(c[keys + [f"{p}_vs_{label}" for p in _PAIRED]], on=keys, how="left")
+        k = -np.log2(t["tau"].to_numpy(np.float64))
+    t["k"] = np.where(np.isfinite(k), k, np.nan)
+    t["threshold"] = t["tau"].map(threshold_name)
     mkey = {m: i for i, m in enumerate(run.machines)}
-    s = s.assign(_m=s["machine"].map(mkey), _t=-s["tau"]).sort_values(["_m", "format", "_t"], kind="stable")
-    cols = ["machine", "format", "profile", "threshold", "k", "tau", "variant", "count", "max_finite_ulp", "mean_bits",
-            "share_correct", *SPECIAL_CLASSES] + [f"{p}_vs_{b}" for b in ("never", "production") for p in _PAIRED]
-    return s[cols].reset_index(drop=True)
+    skey = {name: i for i, (name, _) in enumerate(subsets(run))}
+    t = t.assign(_m=t["machine"].map(mkey), _s=t["subset"].map(skey), _t=-t["tau"]).sort_values(
+        ["_m", "format", "profile", "_s", "_t"], kind="stable")
+    cols = ["machine", "format", "profile", "subset", "threshold", "k", "tau", "variant", "count", "fired",
+            "max_finite_ulp", "mean_bits", "share_correct", *SPECIAL_CLASSES] + [
+        f"{p}_vs_{b}" for b in ("never", "production") for p in _PAIRED]
+    return t[cols].reset_index(drop=True)
 
 
-def dpos_term_ratio(x, gamma):
-    """The two terms of dpos and their cancellation ratio, in float64.
-
-    With ``p = sigmoid(x)``, ``q = 1 - p``: ``u = gamma*p*ln(p)`` and ``v = -q``
-    are the terms of ``dpos / (alpha * q**gamma)`` (the common factor
-    ``q**gamma > 0`` does not change signs or the ratio).
-
-    Parameters
-    ----------
-    x, gamma : array_like of float64
-
-    Returns
-    -------
-    opposite : numpy.ndarray of bool
-        The terms have opposite signs (both nonzero).
-    ratio : numpy.ndarray of float64
-        ``|u + v| / max(|u|, |v|)``: 1 without cancellation, near 0 close to a
-        root of A; ``orig`` of spec S5 is corrected when about ``ratio <= tau``.
-
-    Notes
-    -----
-    p, q and ln p come from ``exp(-|x|)`` and ``log1p`` (no ``1 - p``), so
-    the float64 ratio is accurate to a few ulps of float64 except within
-    ~1e-15 of a root, far below any threshold studied.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    g = np.asarray(gamma, dtype=np.float64)
-    e = np.exp(-np.abs(x))
-    l1 = np.log1p(e)
-    p = np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-    q = np.where(x >= 0, e / (1.0 + e), 1.0 / (1.0 + e))
-    lp = np.where(x >= 0, -l1, x - l1)
-    u = g * p * lp
-    v = -q
-    opposite = (np.sign(u) * np.sign(v)) < 0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.abs(u + v) / np.maximum(np.abs(u), np.abs(v))
-    return opposite, ratio
-
-
-def cancellation_window_table(preds, gammas) -> pd.DataFrame:
-    """Where the dpos terms have opposite signs and cancel to 1/64, per gamma, over the study's preds."""
-    preds = np.asarray(preds, dtype=np.float64)
-    gammas = np.asarray(sorted(gammas), dtype=np.float64)
-    X = np.broadcast_to(preds[None, :], (gammas.size, preds.size))
-    G = np.broadcast_to(gammas[:, None], X.shape)
-    opposite, ratio = dpos_term_ratio(X, G)
-    c64 = ratio <= 2.0 ** -6
-    big = np.inf
-    t = pd.DataFrame({
-        "gamma": gammas, "count": preds.size, "opposite": opposite.sum(axis=1),
-        "min_ratio": ratio.min(axis=1), "x_min_ratio": preds[ratio.argmin(axis=1)],
-        "cancel_64": c64.sum(axis=1),
-        "x_lo_64": np.where(c64, X, big).min(axis=1), "x_hi_64": np.where(c64, X, -big).max(axis=1)})
-    none = t["cancel_64"] == 0
-    t.loc[none, ["x_lo_64", "x_hi_64"]] = np.nan
-    return t
-
-
-def cancellation_window_table(preds, gammas) -> pd.DataFrame:
-    """Where the dpos terms have opposite signs and cancel to 1/64, per gamma, over the given preds."""
-    preds = np.asarray(preds, dtype=np.float64)
-    gammas = np.asarray(sorted(gammas), dtype=np.float64)
-    X = np.broadcast_to(preds[None, :], (gammas.size, preds.size))
-    G = np.broadcast_to(gammas[:, None], X.shape)
-    opposite, ratio = dpos_term_ratio(X, G)
-    c64 = ratio <= PRODUCTION_THRESHOLD
-    t = pd.DataFrame({
-        "gamma": gammas, "count": preds.size, "opposite": opposite.sum(axis=1),
-        "min_ratio": ratio.min(axis=1), "x_min_ratio": preds[ratio.argmin(axis=1)],
-        "cancel_64": c64.sum(axis=1),
-        "x_lo_64": np.where(c64, X, np.inf).min(axis=1), "x_hi_64": np.where(c64, X, -np.inf).max(axis=1)})
-    t.loc[t["cancel_64"] == 0, ["x_lo_64", "x_hi_64"]] = np.nan
-    return t
+def window_table(run) -> pd.DataFrame:
+    """Per gamma: the cancellation windows the study drew its preds from, A's roots in them, points per subset
+    and the points where 1/64 fired (empty when no pred set is a ``windows`` set)."""
+    sets = [p for p in run.run.get("pred_sets", []) if p.get("kind") == "windows"]
+    if not sets:
+        return pd.DataFrame()
+    spec = sets[0]
+    lo, hi = spec.get("range", (-20.0, 20.0))
+    sign = -1.0 if spec.get("selector", 0) == 1 else 1.0
+    s_lo, s_hi = (lo, hi) if sign > 0 else (-hi, -lo)
+    prod = [v for v in run.variants if g5_threshold(v) == PRODUCTION_THRESHOLD]
+    keys = ["variant", "machine", "gamma", "region"]
+    by_gamma = run.stats.merge(keys).table(keys)
+    machines = list(dict.fromkeys(by_gamma["machine"]))
+    rows = []
+    for g in sorted(run.by_gamma["gamma"].unique()):
+        wins = [tuple(sorted((sign * a, sign * b))) for a, b in cancellation_windows(g, spec["cancellation"], s_lo,
+                                                                                      s_hi)]
+        rts = [sign * r for r in roots(g, s_lo, s_hi)]
+        row = {"gamma": g, "windows": "; ".join(f"[{a:.6g}, {b:.6g}]" for a, b in wins) or "none",
+               "roots": "; ".join(f"{r:.9g}" for r in rts) or "none"}
+        one = by_gamma[(by_gamma["gamma"] == g) & (by_gamma["variant"] == (prod[0] if prod else run.variants[0]))]
+        for name, regions in subsets(run):  # the points are the same on every machine; where G5 fires is not
+            part = one[one["region"].isin(regions)]
+            row[f"points_{name}"] = int(part[part["machine"] == machines[0]]["count"].sum())
+            if prod and "fired_g5" in part.columns:
+                for m in machines:
+                    row[f"fired_1/64_{m}_{name}"] = int(part[part["machine"] == m]["fired_g5"].sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | None:
-    """Per machine and format: outputs better / worse than never and than 1/64 per threshold; verdicts marked."""
+    """Pooled subset, per machine and format: outputs better / worse than never and than 1/64 per threshold."""
+    t = t[t["subset"] == POOLED]
     if t.empty:
         return None
     cells = list(dict.fromkeys(zip(t["machine"], t["format"])))
-    fig, axes = plt.subplots(1, len(cells), figsize=(4.6 * len(cells), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.3), squeeze=False, sharey=True)
     for j, (machine, fmt) in enumerate(cells):
         ax = axes[0, j]
         sub = t[(t["machine"] == machine) & (t["format"] == fmt)].reset_index(drop=True)
@@ -155,7 +144,7 @@ def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | No
             ax.axvline(prod[0], color="k", lw=0.8, ls=":", label="1/64 (production)")
         ax.set_yscale("symlog", linthresh=1)
         ax.set_xticks(x, sub["threshold"], fontsize=6, rotation=60)
-        ax.set_title(f"{machine}, {fmt}", fontsize=8)
+        ax.set_title(f"{machine}, {fmt} (pooled points)", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.set_xlabel("G5 threshold tau", fontsize=7)
     axes[0, 0].set_ylabel("changed outputs (symlog)", fontsize=7)
@@ -164,48 +153,158 @@ def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | No
     return save(fig, folder, stem)
 
 
+def _has_never(prod: pd.DataFrame, finite: pd.DataFrame) -> bool:
+    """Whether the study ran kernel[G5=never] here (the *_vs_never columns are filled)."""
+    return bool(len(prod) and prod["better_vs_never"].notna().all() and finite["better_vs_never"].notna().all())
+
+
 def _names(rows) -> str:
     return ", ".join(rows["threshold"]) if len(rows) else "none"
 
 
-def _threshold_findings(t: pd.DataFrame) -> list:
-    """Per machine and format: is 1/64 right? The verdicts against never and against 1/64, with their evidence."""
+def _answer(t: pd.DataFrame, search: pd.DataFrame) -> list:
+    """Per machine and format, on the pooled points: is 1/64 right?  Every number cited."""
     out = []
-    for (machine, fmt), sub in t.groupby(["machine", "format"], sort=False):
+    pooled = t[t["subset"] == POOLED]
+    for (machine, fmt, profile), sub in pooled.groupby(_KEYS, sort=False):
         prod = sub[sub["tau"] == PRODUCTION_THRESHOLD]
-        others = sub[(sub["tau"] != PRODUCTION_THRESHOLD)]
         if prod.empty:
             continue
-        w = {"machine": machine, "format": fmt, "variant": prod.iloc[0]["variant"]}
-        nums = [cite(f"prod_{c}", T, t, w, f"{c}_vs_never") for c in ("better", "worse")]
-        v_never = prod.iloc[0]["verdict_vs_never"]
-        text = (f"On {machine} {fmt}: against no correction, 1/64 {v_never} ({nums[0].text} better, {nums[1].text} "
-                f"worse)")
-        helps_never = others[(others["verdict_vs_never"] == "helps") & (others["tau"] > 0)]
-        text += f"; thresholds that help against no correction: {_names(helps_never)}"
-        vs = others[others["tau"] != 0]
-        better = vs[vs["verdict_vs_production"] == "helps"]
-        worse = vs[vs["verdict_vs_production"] == "hurts"]
-        same = vs[vs["verdict_vs_production"].isin(["no_effect", "inconclusive"])]
-        mixed = vs[vs["verdict_vs_production"] == "mixed"]
-        text += (f". Against 1/64: better {_names(better)}; worse {_names(worse)}; indistinguishable "
-                 f"(no change or no significant one) {_names(same)}"
-                 + (f"; mixed {_names(mixed)}" if len(mixed) else ""))
-        if len(better):
-            best = better.assign(_n=better["better_vs_production"] - better["worse_vs_production"]).sort_values(
-                "_n", ascending=False, kind="stable").iloc[0]
-            wb = {"machine": machine, "format": fmt, "variant": best["variant"]}
+        key = {"machine": machine, "format": fmt, "profile": profile, "subset": POOLED}
+        w = {**key, "variant": prod.iloc[0]["variant"]}
+        finite = sub[(sub["tau"] > 0) & np.isfinite(sub["tau"])]
+        if not _has_never(prod, finite):
+            others = finite[finite["tau"] != PRODUCTION_THRESHOLD]
+            same = others[others["verdict_vs_production"].isin(["no_effect", "inconclusive"])]
+            out.append(Finding(f"threshold/{machine}/{fmt}/{profile}", "threshold",
+                               f"{machine} {fmt}, pooled points: the study runs no kernel[G5=never], so no threshold "
+                               f"is compared with no correction. Indistinguishable from 1/64: {_names(same)}.",
+                               [], 3, shown=True))
+            continue
+        nums = [cite(f"prod_{c}", T, t, w, f"{c}_vs_never") for c in ("better", "worse", "p_value")]
+        helps = finite[finite["verdict_vs_never"] == "helps"]
+        hurts = finite[finite["verdict_vs_never"].isin(["hurts"])]
+        text = (f"{machine} {fmt}, pooled points: against no correction 1/64 {prod.iloc[0]['verdict_vs_never']} "
+                f"({nums[0].text} better, {nums[1].text} worse, {p_text(nums[2].value)}); thresholds that help: "
+                f"{_names(helps)}; that hurt: {_names(hurts)}")
+        others = finite[finite["tau"] != PRODUCTION_THRESHOLD]
+        same = others[others["verdict_vs_production"].isin(["no_effect", "inconclusive"])]
+        text += f". Indistinguishable from 1/64: {_names(same)}"
+        net = (finite["better_vs_never"] - finite["worse_vs_never"]).to_numpy()
+        best = finite.iloc[int(np.argmax(net))] if len(finite) else None
+        if best is not None and best["tau"] != PRODUCTION_THRESHOLD:
+            wb = {**key, "variant": best["variant"]}
             b, wo, p = (cite(f"best_{c}", T, t, wb, f"{c}_vs_production") for c in ("better", "worse", "p_value"))
             nums += [b, wo, p]
-            text += (f". The data do not single out 1/64: {best['threshold']} is better ({b.text} better, "
-                     f"{wo.text} worse than 1/64, p = {p.text})")
-        elif len(worse) and not len(same):
-            text += ". Every other threshold is significantly worse than 1/64: the data support it here"
+            text += (f". Best against no correction: {best['threshold']}; against 1/64 it {best['verdict_vs_production']}"
+                     f" ({b.text} better, {wo.text} worse, {p_text(p.value)})")
+        elif best is not None:
+            text += ". Best against no correction: 1/64 itself"
+        s = search[(search["machine"] == machine) & (search["format"] == fmt) & (search["profile"] == profile)] \
+            if not search.empty else search
+        if len(s) and isinstance(s.iloc[0]["boundary"], str):
+            ws = {"machine": machine, "format": fmt, "profile": profile}
+            bt, bn, bb, bw, bp = (cite(f"search_{c}", S, search, ws, c) for c in
+                                  ("boundary", "boundary_net", "better_vs_production", "worse_vs_production",
+                                   "p_value_vs_production"))
+            nums += [bt, bn, bb, bw, bp]
+            text += (f". The best float32 threshold of these points is tau = {bt.text} "
+                     f"({s.iloc[0]['boundary_tau']:.6g}, net {bn.text} over never); against 1/64 it "
+                     f"{s.iloc[0]['verdict_vs_production']} ({bb.text} better, {bw.text} worse, {p_text(bp.value)})")
+        elif len(s):
+            text += ". No threshold beats no correction on balance on these points"
+        out.append(Finding(f"threshold/{machine}/{fmt}/{profile}", "threshold", text + ".", nums, 3, shown=True))
+    return out
+
+
+def answer_grid(t: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
+    """The first-screen answer, one row per machine and format (pooled points): 1/64 against never, the best
+    threshold against never and against 1/64, the thresholds indistinguishable from 1/64, the bisection."""
+    rows = []
+    pooled = t[t["subset"] == POOLED]
+    for (machine, fmt, profile), sub in pooled.groupby(_KEYS, sort=False):
+        prod = sub[sub["tau"] == PRODUCTION_THRESHOLD]
+        finite = sub[(sub["tau"] > 0) & np.isfinite(sub["tau"])]
+        if prod.empty or finite.empty:
+            continue
+        p = prod.iloc[0]
+        if not _has_never(prod, finite):
+            continue
+        net = (finite["better_vs_never"] - finite["worse_vs_never"]).to_numpy()
+        best = finite.iloc[int(np.argmax(net))]
+        others = finite[finite["tau"] != PRODUCTION_THRESHOLD]
+        same = others[others["verdict_vs_production"].isin(["no_effect", "inconclusive"])]
+        s = search[(search["machine"] == machine) & (search["format"] == fmt)] if not search.empty else search
+        if len(s) and isinstance(s.iloc[0]["boundary"], str):
+            r = s.iloc[0]
+            bis = (f"{r['boundary_tau']:.6g}: {r['verdict_vs_production']} vs 1/64 "
+                   f"{fmt_num(int(r['better_vs_production']))}/{fmt_num(int(r['worse_vs_production']))}")
+        elif len(s):
+            bis = str(s.iloc[0]["result"])
         else:
-            text += (". No threshold is significantly better than 1/64; "
-                     + ("it is not distinguishable from " + _names(same) if len(same) else "")
-                     + ": a tie is not support for 1/64 over them")
-        out.append(Finding(f"threshold/{machine}/{fmt}", "threshold", text + ".", nums, 5))
+            bis = ""
+        vs = ("(is 1/64)" if best["tau"] == PRODUCTION_THRESHOLD else
+              f"{best['verdict_vs_production']} {fmt_num(int(best['better_vs_production']))}/"
+              f"{fmt_num(int(best['worse_vs_production']))}, {p_text(float(best['p_value_vs_production']))}")
+        counts = finite["verdict_vs_never"].value_counts()
+        rows.append({"machine": machine, "format": fmt, "points": fmt_num(int(p["count"])),
+                     "thresholds vs never": ", ".join(f"{v} {fmt_num(int(n))}" for v, n in counts.items()),
+                     "1/64 vs never": f"{p['verdict_vs_never']} {fmt_num(int(p['better_vs_never']))}/"
+                                      f"{fmt_num(int(p['worse_vs_never']))}",
+                     "best vs never (net)": f"{best['threshold']} ({fmt_num(int(net.max()))})",
+                     "best vs 1/64": vs, "indistinguishable from 1/64": _names(same), "best float32 tau": bis})
+    return pd.DataFrame(rows)
+
+
+def _separate_findings(t: pd.DataFrame) -> list:
+    """Per separate subset and machine: how many points, where 1/64 fired, and what the thresholds did there."""
+    out = []
+    for (machine, fmt, profile, subset), sub in t[t["subset"] != POOLED].groupby(_KEYS + ["subset"], sort=False):
+        prod = sub[sub["tau"] == PRODUCTION_THRESHOLD]
+        if prod.empty:
+            continue
+        w = {"machine": machine, "format": fmt, "profile": profile, "subset": subset, "variant": prod.iloc[0]["variant"]}
+        n, f, b, wo = (cite(f"{c}", T, t, w, col) for c, col in (("count", "count"), ("fired", "fired"),
+                                                                   ("better", "better_vs_never"),
+                                                                   ("worse", "worse_vs_never")))
+        verdicts = sorted(set(sub.loc[sub["tau"] > 0, "verdict_vs_never"].dropna()))
+        out.append(Finding(f"threshold/{subset}/{machine}/{fmt}", "threshold",
+                           f"{subset} on {machine} {fmt} (kept apart from the verdict): {n.text} points, 1/64 fired "
+                           f"at {f.text}; against no correction 1/64 {prod.iloc[0]['verdict_vs_never']} ({b.text} "
+                           f"better, {wo.text} worse); verdicts of the thresholds there: {', '.join(verdicts)}.",
+                           [n, f, b, wo], 30))
+    return out
+
+
+def _attribution_finding(ctx, t: pd.DataFrame) -> list:
+    """Where the uncorrected value's error is born at the attributed points where 1/64 changes the output."""
+    path = ctx.run.folder / "attribution_guards.csv"
+    if not path.is_file():
+        return []
+    g = pd.read_csv(path)
+    g = g[(g["kind"] == "threshold") & (g["without_variant"].map(g5_threshold) == 0.0)
+          & (g["with_variant"].map(g5_threshold) == PRODUCTION_THRESHOLD)]
+    if g.empty:
+        return []
+    out = []
+    for (machine, fmt), sub in g.groupby(["machine", "format"], sort=False):
+        changed = sub[sub["changed"] > 0]
+        total = int(changed["changed"].sum())
+        if total == 0:
+            continue
+        at = changed[changed["top_step"] == "orig"]
+        up = changed[changed["top_step"] != "orig"]
+
+        def tally(rows):
+            return (f"{fmt_num(int(rows['changed'].sum()))} (with 1/64: {fmt_num(int(rows['better'].sum()))} better, "
+                    f"{fmt_num(int(rows['worse'].sum()))} worse)")
+        steps = up.groupby("top_step")["changed"].sum().sort_values(ascending=False)
+        where = ", ".join(f"{step} {fmt_num(int(n))}" for step, n in steps.items())
+        out.append(Finding(f"threshold/attribution/{machine}/{fmt}", "threshold",
+                           f"At the attributed points where 1/64 changes the output ({machine} {fmt}: "
+                           f"{fmt_num(total)}), the uncorrected value's largest local error is born in the "
+                           f"subtraction G5 corrects (orig) at {tally(at)} and elsewhere at {tally(up)}"
+                           + (f" ({where})" if where else "") + " (attribution_guards.csv).", [], 12))
     return out
 
 
@@ -216,24 +315,58 @@ def build(ctx) -> Section:
     if t.empty:
         return section
     section.tables[T] = t
-    preds = run.points(["pred"])["pred"].to_numpy()
-    window = cancellation_window_table(np.unique(preds), run.by_gamma["gamma"].unique()) if preds.size else \
-        pd.DataFrame()
+    search = pd.read_csv(run.folder / S) if (run.folder / S).is_file() else pd.DataFrame()
+    octaves_file = run.folder / "threshold_search_octaves.csv"
+    octaves = pd.read_csv(octaves_file) if octaves_file.is_file() else pd.DataFrame()
+    if not search.empty:
+        section.tables[S] = search
+        section.tables["threshold_search_octaves.csv"] = octaves
+    window = window_table(run)
     if not window.empty:
         section.tables["cancellation_window.csv"] = window
-    shown = ["machine", "format", "threshold", "max_finite_ulp", "mean_bits", "nan", "changed_vs_never",
-             "better_vs_never", "worse_vs_never", "verdict_vs_never", "changed_vs_production",
+    names = [n for n, _ in subsets(run)]
+    grid = answer_grid(t, search)
+    if not grid.empty:
+        apart = [n for n in names if n != POOLED]
+        section.first = [
+            Heading("Is 1/64 right?", 2, "threshold-answer"),
+            Table(grid, T, " (pooled points" + (f"; {', '.join(apart)} kept apart" if apart else "") + ")",
+                  id="threshold-answer-table"),
+            Para("Cells: verdict, then better/worse = outputs whose error falls / rises with the first threshold, "
+                 "paired on the same points; best = the largest net (better - worse) against no correction; best "
+                 "float32 tau: the threshold of largest net over every float32 value, from each point's critical "
+                 "threshold found by bisection in ordinal space (threshold_search.csv).",
+                 "rule"),
+        ]
+    shown = ["machine", "format", "subset", "threshold", "count", "fired", "max_finite_ulp", "mean_bits", "nan",
+             "changed_vs_never", "better_vs_never", "worse_vs_never", "verdict_vs_never", "changed_vs_production",
              "better_vs_production", "worse_vs_production", "p_value_vs_production", "verdict_vs_production"]
     section.body = [
-        Para("Each threshold tau (the correction is used when |orig| <= tau * max(|lhs|, |rhs|)) compared point "
-             "by point with no correction (never) and with the production 1/64, on the same points; max finite "
-             "error and mean bits over the same points."),
-        Table(t[shown], T),
-        Image(plot_threshold(t, ctx.plot_dir), "Outputs better (blue) and worse (red) than never (solid) and than "
-                                                "1/64 (dashed), per threshold; 1/64 dotted"),
+        Para("Each threshold tau (G5 corrects when |orig| <= tau * max(|lhs|, |rhs|) and its range conditions "
+             "hold) compared point by point with no correction (never) and with the production 1/64, on the same "
+             f"points, per subset ({', '.join(names)}; only 'pooled' decides). fired: points where the test held; "
+             "changed: outputs that differ from never."),
+        Table(t[t["subset"] == POOLED][shown], T),
+        Image(plot_threshold(t, ctx.plot_dir), "Pooled points: outputs better (blue) and worse (red) than never "
+                                                "(solid) and than 1/64 (dashed), per threshold; 1/64 dotted"),
     ]
+    if not search.empty:
+        section.body.append(Para("Threshold search (precision.threshold_search): each point's critical threshold "
+                                 "(the smallest float32 tau at which its test passes, by bisection in float32 "
+                                 "ordinal space) and the outcome of correcting it; the best float32 threshold is "
+                                 "where the running net (better - worse against never) is largest. A property of "
+                                 "this sample of points."))
+        section.body.append(Table(search[["machine", "format", "best_threshold", "best_net", "result", "boundary",
+                                          "boundary_tau", "boundary_net", "better_vs_production",
+                                          "worse_vs_production", "p_value_vs_production", "verdict_vs_production"]],
+                                  S))
+        section.body.append(Details("Net gain of correcting per octave of the critical threshold",
+                                    [Table(octaves, "threshold_search_octaves.csv")]))
+    if len(names) > 1:
+        section.body.append(Details("Separate subsets (kept out of the verdict)",
+                                    [Table(t[t["subset"] != POOLED][shown], T)]))
     if not window.empty:
-        section.body.append(Details("Where the dpos terms cancel (float64, over the run's pred values)", [
-            Table(window, "cancellation_window.csv")]))
-    section.findings = _threshold_findings(t)
+        section.body.append(Details("Where the pred values were drawn: the cancellation windows per gamma",
+                                    [Table(window, "cancellation_window.csv")]))
+    section.findings = _answer(t, search) + _attribution_finding(ctx, t) + _separate_findings(t)
     return section

@@ -75,6 +75,17 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
     """
     out = []
     silent = []
+    thresholds = grid[grid["kind"] == "threshold"]
+    if len(thresholds):  # one line for the G5 thresholds against no correction; the threshold section has the rest
+        cells = []
+        for (machine, profile), rows in thresholds.groupby(["machine", "profile"], sort=False):
+            counts = rows["verdict"].value_counts()
+            cells.append(f"{machine} {profile}: " + ", ".join(f"{v} {fmt_num(int(n))}" for v, n in counts.items()))
+        out.append(Finding("verdicts/thresholds", "verdicts",
+                           f"G5 thresholds against no correction ({fmt_num(len(dict.fromkeys(thresholds['subject'])))}"
+                           f" thresholds): " + "; ".join(cells) + " (each threshold, against never and against "
+                           "1/64, in the threshold section).", [], 20))
+        grid = grid[grid["kind"] != "threshold"]
     for (subject, comparison), rows in grid.groupby(["subject", "comparison"], sort=False):
         if (rows["verdict"] == "no_effect").all():
             silent.append(f"{subject} ({comparison})")
@@ -134,6 +145,8 @@ def build(ctx) -> Section:
         Heading("Verdicts", 2, "verdict-grid"),
         Table(text, T, " (every region, every count and test; thresholds against 1/64 in the threshold section)",
               style, id="verdict-table"),
+        *([Para(f"Pooled over every region except {', '.join(run.separate)} (kept apart by the study; per region in "
+                f"{T}).", "rule")] if run.separate else []),
         Para("Cell: verdict, then better/worse = changed outputs whose error falls / rises with the first variant "
              "of the comparison. Rule: paired on the same points; exact sign tests at level 0.01 on specials "
              "fixed/caused and on finite outputs better/worse; ties and outputs wrong by over 2^20 ulp either way "
