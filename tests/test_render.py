@@ -1,9 +1,9 @@
 """The committed reports as a reviewer sees them: rendered by headless Chromium, verdicts on the first screen.
 
 Each committed ``reports/<study>/report.html`` is loaded in a 1280 x 900
-window with a probe script appended that records where the first verdict
-table (the candidate's targets grid, else the verdict grid) and the first
-screen's findings sit; the DOM is dumped and the positions read back.
+window with a probe script appended that records where the first answer
+table (a section's answer grid, the candidate's targets grid or the verdict
+grid, whichever comes first) and the first screen's findings sit; the DOM is dumped and the positions read back.
 Chromium is Debian's package (``.ci/run`` installs it); without it the test
 is skipped locally and fails in CI.
 """
@@ -27,7 +27,7 @@ WIDTH, HEIGHT = 1280, 900
 PROBE = """<script>
 (function () {
   function box(el) { if (!el) return null; var r = el.getBoundingClientRect(); return [r.top, r.bottom]; }
-  var grid = document.querySelector('#targets-grid + div table') || document.querySelector('#verdict-table table');
+  var grid = document.querySelector('[id$="-answer-table"] table, #targets-grid + div table, #verdict-table table');
   var out = {grid: box(grid), findings: box(document.getElementById('findings')),
              height: window.innerHeight, width: document.documentElement.scrollWidth,
              rows: grid ? grid.querySelectorAll('tbody tr').length : 0};

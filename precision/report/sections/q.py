@@ -22,11 +22,11 @@ import pandas as pd
 
 from precision.formats import ulp
 from precision.machine import get_machine
-from precision.report.document import Details, Image, Para, Section, Table
+from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
 from precision.report.plots import clip_errors, save
 
-__all__ = ["build", "q_table", "onset_table", "ONSET_LEVELS", "plot_onset"]
+__all__ = ["build", "q_table", "onset_table", "onset_grid", "ONSET_LEVELS", "plot_onset"]
 
 #: Error levels (ulp) of the onsets, with their column suffixes.
 ONSET_LEVELS = {"1ulp": 1.0, "10ulp": 10.0, "1e3ulp": 1e3, "2p20ulp": 2.0 ** 20}
@@ -177,6 +177,32 @@ def _onset_findings(onset: pd.DataFrame, gamma: float) -> list:
     return out
 
 
+def _span(values) -> str:
+    """'a' or 'a-b' (the range over gammas of an onset |x|); 'never' where no gamma's hole opens."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return "never"
+    lo, hi = float(v.min()), float(v.max())
+    text = f"{lo:.4g}" if lo == hi else f"{lo:.4g}-{hi:.4g}"
+    return text if v.size == len(values) else f"{text} ({v.size} of {len(values)} gammas)"
+
+
+def onset_grid(onset: pd.DataFrame) -> pd.DataFrame:
+    """The first-screen answer, one row per (variant, machine, format): per hole (t = 0 at x > 0, t = 1 at
+    x < 0), the |x| from which every point is over 1 ulp and over 2^20 ulp, as its range over the gammas."""
+    rows = []
+    for (variant, machine, fmt), sub in onset[onset["target"].isin([0, 1])].groupby(
+            ["variant", "machine", "format"], sort=False):
+        row = {"variant": variant, "machine": machine, "format": fmt}
+        for t, side in ((0, "t=0 (x > 0)"), (1, "t=1 (x < 0)")):
+            part = sub[sub["target"] == t]
+            for level, name in (("1ulp", "> 1 ulp"), ("2p20ulp", "> 2^20 ulp")):
+                row[f"{side} {name} from |x|"] = _span(part[f"from_{level}"]) if len(part) else ""
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def build(ctx) -> Section:
     run = ctx.run
     section = Section("q", "q = 1 - p and ln p as |x| grows: where the holes open")
@@ -188,6 +214,17 @@ def build(ctx) -> Section:
     section.tables.update({"onset.csv": onset, "q_table.csv": qt})
     points = run.points(["pred", "target", "gamma", "variant", "machine", "err_ulp", "class"])
     shown = onset[onset["gamma"] == gamma]
+    grid = onset_grid(onset)
+    if not grid.empty:
+        section.first = [
+            Heading("Where do the holes open?", 2, "q-answer"),
+            Table(grid, "onset.csv", " (per hole: the |x| from which every point is over the level; range over "
+                  "the gammas)", id="q-answer-table"),
+            Para("Cell: the smallest |x| on the hole's side of zero from which every point of the grid is over "
+                 "1 ulp (or over 2^20 ulp, or a special output), as its range over the study's gammas; 'never': "
+                 "no gamma's hole opens on the grid. first_* in onset.csv gives where it is first exceeded.",
+                 "rule"),
+        ]
     section.body = [
         Para("Per variant, machine, selector and gamma, on the selector's hole side: the smallest |x| where the "
              "error first exceeds 1, 10, 1e3 and 2^20 ulp (first_*), and the |x| from which every point exceeds "
