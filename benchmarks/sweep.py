@@ -86,7 +86,7 @@ def naive_scorer(study, preds, variants):
 
 def _shared_evaluation_seconds(study, preds, terms, variants) -> float:
     """Seconds of the pipeline's variant evaluation alone (every task's variants together, no scoring)."""
-    tasks = sweep._build_tasks(study, preds, terms, variants, [], None)
+    tasks = sweep._build_tasks(study, {g: preds for g in study.gammas}, terms, variants, [], None)
     seconds = 0.0
     for task in tasks:
         tensor = _Tensor(task)
@@ -117,7 +117,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         # the pipeline's oracle stage alone: focal terms (cold cache) and every derived rounding
         t0 = time.perf_counter()
-        terms, _, _ = sweep._compute_terms(study, preds, TermCache(Path(tmp) / "c0"), InlineExecutor())
+        terms, _, _ = sweep._compute_terms(study, {g: preds for g in study.gammas}, TermCache(Path(tmp) / "c0"),
+                                           InlineExecutor())
         n = np.ones(preds.size)
         for g in study.gammas:
             pos, neg = terms[g]
