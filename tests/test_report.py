@@ -137,6 +137,17 @@ class TestBuildReport:
         for name in ("report.md", "report.html", "findings.json"):
             assert (tiny_report / name).is_file()
 
+    def test_threshold_table_counts_where_g5_fired_and_what_changed(self, tiny_report):
+        t = pd.read_csv(tiny_report / "tables" / "threshold.csv")
+        pooled = t[t["subset"] == "pooled"].set_index(["machine", "threshold"])
+        assert pooled.index.is_unique  # one row per threshold: the variants of the threshold comparisons only
+        for machine in ("ieee", "npu+ftz"):
+            never, always, prod = (pooled.loc[(machine, k)] for k in ("never", "always", "2^-6"))
+            assert never["fired"] == 0 and never["changed"] == 0
+            assert always["fired"] > prod["fired"] > 0  # a larger threshold passes the test more often
+            assert prod["changed"] == prod["changed_vs_never"] <= prod["fired"]  # G5 changes only where it fires
+            assert prod["better_vs_never"] + prod["worse_vs_never"] <= prod["changed"]
+
     def test_cancellation_window_counts_points_once_and_fires_per_machine(self, tiny_report):
         w = pd.read_csv(tiny_report / "tables" / "cancellation_window.csv").set_index("gamma")
         # gamma = -1: 8 listed preds + 6 window preds; x 2 targets x 2 weights x 2 douts, counted once

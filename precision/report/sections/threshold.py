@@ -7,9 +7,9 @@ and no threshold can help); a separate subset never enters the pooled verdicts.
 
 ``threshold.csv``
     One row per (machine, format, profile, subset, threshold): ``fired`` (points where the variant's G5
-    test held: its ``g5_use`` step), ``count``, max finite error, mean bits, specials over the same points,
-    then the paired counts and verdict against ``never`` (``*_vs_never``, with ``changed``: outputs that
-    differ) and against 1/64 (``*_vs_production``).
+    test held: its ``g5_use`` step), ``changed`` (outputs whose bits differ from never's; 0 for never),
+    ``count``, max finite error, mean bits, specials over the same points, then the paired counts and
+    verdict against ``never`` (``*_vs_never``) and against 1/64 (``*_vs_production``).
 ``threshold_search.csv``, ``threshold_search_octaves.csv``
     When the run has them (``[run] threshold_search``, :mod:`precision.threshold_search`): the best float32
     threshold of the pooled points (each point's critical threshold found by bisection in float32 ordinal
@@ -55,10 +55,14 @@ def subsets(run) -> list:
 
 def threshold_table(run) -> pd.DataFrame:
     """One row per (machine, format, profile, subset, threshold variant); empty without threshold comparisons."""
-    taus = {v: g5_threshold(v) for v in run.variants}
-    taus = {v: t for v, t in taus.items() if t is not None}
     paired = run.paired
-    if not len(paired) or not (paired.frame["kind"] == "threshold").any() or len(taus) < 2:
+    if not len(paired) or not (paired.frame["kind"] == "threshold").any():
+        return pd.DataFrame()
+    pairs = paired.frame[paired.frame["kind"] == "threshold"]
+    compared = set(pairs["with_variant"]) | set(pairs["without_variant"])  # not e.g. kernel-G7 (G5 at 1/64)
+    taus = {v: g5_threshold(v) for v in run.variants if v in compared}
+    taus = {v: t for v, t in taus.items() if t is not None}
+    if len(taus) < 2:
         return pd.DataFrame()
     by_pair = ["kind", "subject", "comparison", "with_variant", "without_variant", *_KEYS]
     frames = []
@@ -82,11 +86,13 @@ def threshold_table(run) -> pd.DataFrame:
         k = -np.log2(t["tau"].to_numpy(np.float64))
     t["k"] = np.where(np.isfinite(k), k, np.nan)
     t["threshold"] = t["tau"].map(threshold_name)
+    # outputs that differ from no correction (never itself: 0)
+    t["changed"] = t["changed_vs_never"].where(t["tau"] != 0.0, 0).astype("Int64")  # empty without never
     mkey = {m: i for i, m in enumerate(run.machines)}
     skey = {name: i for i, (name, _) in enumerate(subsets(run))}
     t = t.assign(_m=t["machine"].map(mkey), _s=t["subset"].map(skey), _t=-t["tau"]).sort_values(
         ["_m", "format", "profile", "_s", "_t"], kind="stable")
-    cols = ["machine", "format", "profile", "subset", "threshold", "k", "tau", "variant", "count", "fired",
+    cols = ["machine", "format", "profile", "subset", "threshold", "k", "tau", "variant", "count", "fired", "changed",
             "max_finite_ulp", "mean_bits", "share_correct", *SPECIAL_CLASSES] + [
         f"{p}_vs_{b}" for b in ("never", "production") for p in _PAIRED]
     return t[cols].reset_index(drop=True)
@@ -339,7 +345,7 @@ def build(ctx) -> Section:
                  "rule"),
         ]
     shown = ["machine", "format", "subset", "threshold", "count", "fired", "max_finite_ulp", "mean_bits", "nan",
-             "changed_vs_never", "better_vs_never", "worse_vs_never", "verdict_vs_never", "changed_vs_production",
+             "changed", "better_vs_never", "worse_vs_never", "verdict_vs_never", "changed_vs_production",
              "better_vs_production", "worse_vs_production", "p_value_vs_production", "verdict_vs_production"]
     section.body = [
         Para("Each threshold tau (G5 corrects when |orig| <= tau * max(|lhs|, |rhs|) and its range conditions "
