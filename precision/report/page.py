@@ -40,7 +40,8 @@ def require_replaceable(out, marker: str, option: str = "--out") -> Path:
     return out
 
 
-def write_page(folder: Path, title: str, description: str, first: list, body: list) -> None:
+def write_page(folder: Path, title: str, description: str, first: list, body: list,
+               plot_dir: Path | None = None) -> None:
     """Write ``report.md`` and ``report.html`` into ``folder``.
 
     Parameters
@@ -53,17 +54,20 @@ def write_page(folder: Path, title: str, description: str, first: list, body: li
         The first screen (after the title).
     body : list of blocks
         The rest; its level-2 headings make the table of contents.
+    plot_dir : Path, optional
+        Where the blocks' plots are (embedded in the HTML, linked from the Markdown).
     """
     head = [Heading(title, 1), Para(description, "desc")]
     toc = [(b.text, b.id or anchor(b.text)) for b in body if isinstance(b, Heading) and b.level == 2]
     nav_md = "Contents: " + " · ".join(f"[{t}](#{i})" for t, i in toc) + "\n"
     nav_html = ("<nav>Contents: " + "".join(f"<a href='#{html.escape(i, quote=True)}'>{html.escape(t)}</a>"
                                            for t, i in toc) + "</nav>")
-    (folder / "report.md").write_text(to_markdown(head + first) + "\n" + nav_md + "\n" + to_markdown(body))
+    (folder / "report.md").write_text(to_markdown(head + first, plot_dir) + "\n" + nav_md + "\n"
+                                      + to_markdown(body, plot_dir))
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-            + "<div id='first-screen'>" + to_html(head + first) + "</div>" + nav_html + to_html(body)
-            + "</body></html>\n")
+            + "<div id='first-screen'>" + to_html(head + first, plot_dir) + "</div>" + nav_html
+            + to_html(body, plot_dir) + "</body></html>\n")
     (folder / "report.html").write_text(page)
 
 

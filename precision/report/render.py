@@ -23,20 +23,17 @@ failed report leaves the previous one (or nothing) behind, never a partial one.
 
 from __future__ import annotations
 
-import html
 import json
-import os
-import shutil
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from precision.errors import ParameterError
 from precision.report import DEFAULT_STUDIES
-from precision.report.document import (CSS, Bullets, Code, Details, Heading, Para, anchor, to_html, to_markdown)
+from precision.report.document import Bullets, Code, Details, Heading, Para
 from precision.report.findings import findings_json
 from precision.report.load import RunData, load_run
+from precision.report.page import write_folder, write_page
 from precision.report.sections import DEFAULT_SECTIONS, SECTION_OPTIONS, section_module
 from precision.study import load_study
 from precision.sweep import run_study
@@ -116,7 +113,7 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     order = sorted((i for i, f in enumerate(findings) if not f.shown), key=lambda i: (findings[i].rank, i))
     top = [findings[i] for i in order[:FIRST_SCREEN_FINDINGS]]
 
-    first = [Heading(f"Precision report: {name}", 1), Para(description, "desc")]
+    first = []
     for s in sections:
         first += s.first
     if top:
@@ -125,7 +122,6 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
                        "excepted); each section lists all of its own. Every sentence is computed from this report's "
                        "tables (findings.json cites the table, row and column of each number).", "note"),
                   Bullets([f.text for f in top])]
-    toc = [(s.title, s.id) for s in sections] + [("Reproduce", "reproduce")]
     body = []
     for s in sections:
         body.append(Heading(s.title, 2, s.id))
@@ -135,20 +131,12 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
                                 [Bullets([f.text for f in s.findings])]))
     body += [Heading("Reproduce", 2, "reproduce"), Code(_reproduce(run.run, study))]
 
-    nav_md = "Contents: " + " · ".join(f"[{t}](#{anchor(i)})" for t, i in toc) + "\n"
-    nav_html = "<nav>Contents: " + "".join(f"<a href='#{html.escape(i)}'>{html.escape(t)}</a>" for t, i in toc) \
-        + "</nav>"
     fj = {"study": study, "study_sha256": run.run.get("study_sha256"), "findings": findings_json(findings)}
     verdicts = next((sec.tables["verdicts.csv"] for sec in sections if "verdicts.csv" in sec.tables), None)
     if verdicts is not None:  # the verdict of every comparison overall, as in tables/verdicts.csv
         fj["verdicts"] = json.loads(verdicts[verdicts["region"] == "all"].to_json(orient="records"))
     (folder / "findings.json").write_text(json.dumps(fj, indent=1, sort_keys=True) + "\n")
-    (folder / "report.md").write_text(to_markdown(first, pdir) + "\n" + nav_md + "\n" + to_markdown(body, pdir))
-    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>{html.escape(f'Precision report: {name}')}</title><style>{CSS}</style></head><body>"
-            + "<div id='first-screen'>" + to_html(first, pdir) + "</div>" + nav_html + to_html(body, pdir)
-            + "</body></html>\n")
-    (folder / "report.html").write_text(page)
+    write_page(folder, f"Precision report: {name}", description, first, body, pdir)
     return fj
 
 
@@ -176,24 +164,7 @@ def build_report(study: str, runs_dir="out", out_dir="reports") -> Path:
         raise ParameterError(f"study={study!r}; expected a study name like guard_ablation")
     run_dir = Path(runs_dir) / study
     load_run(run_dir)  # fail early, before anything is written
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{study}.", dir=out))
-    try:
-        _build(run_dir, tmp, study)
-        os.chmod(tmp, 0o755)
-        final = out / study
-        old = None
-        if final.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{study}.old.", dir=out))
-            os.replace(final, old / "r")
-        os.replace(tmp, final)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final
+    return write_folder(Path(out_dir) / study, lambda folder: _build(run_dir, folder, study))
 
 
 def report_all(runs_dir="out", out_dir="reports", studies_dir="studies"):
