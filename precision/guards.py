@@ -82,6 +82,7 @@ __all__ = [
     "evaluate",
     "recipe_call",
     "bind_recipe",
+    "bind_call",
     "evaluate_variants",
     "trace_variant",
 ]
@@ -512,6 +513,19 @@ def bind_recipe(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2
     if call is None:
         raise ParameterError(f"variant={row.name!r} is not a step recipe (a registered function); "
                              "expected a kernel-family variant, golden, mmcv or candidate")
+    return bind_call(row.name, call, pred, target, dout, weight, alpha=alpha, gamma=gamma, reduction=reduction,
+                     machine=machine, count=count)
+
+
+def bind_call(name: str, call: RecipeCall, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0,
+              reduction="mean", machine="ieee", count=None) -> BoundRecipe:
+    """A recipe call bound to validated inputs: the preparation every recipe evaluation shares.
+
+    The inputs are checked (:func:`validate_inputs`, fp16-only recipes), the
+    machine resolved (with the call's compute format, if any), the mean's
+    count checked, the constants prepared and the operands loaded; ``name``
+    is the variant's (:attr:`BoundRecipe.variant`).  Errors as :func:`evaluate`.
+    """
     inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
     if call.fp16_only:
         require_fp16_pred(call.fp16_only, inputs)
@@ -519,7 +533,7 @@ def bind_recipe(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2
     if call.compute:
         m = with_compute_format(m, call.compute)
     n = validate_mean_count(count, inputs)
-    return BoundRecipe(row.name, call, call.recipe.plan(call.config), m, call.prepare(m, inputs, n),
+    return BoundRecipe(name, call, call.recipe.plan(call.config), m, call.prepare(m, inputs, n),
                        load_operands(m, inputs), inputs.shape, n)
 
 

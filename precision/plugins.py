@@ -66,8 +66,6 @@ import numpy as np
 from precision import guards
 from precision.errors import PluginError, PrecisionError
 from precision.formats import get_format
-from precision.implementations.common import (load_operands, require_fp16_pred, resolve_machine, validate_inputs,
-                                              validate_mean_count, with_compute_format)
 
 __all__ = ["Plugin", "load_plugin", "load_plugins", "ensure_loaded", "unload_plugin", "loaded_plugins",
            "variant_source", "plugin_files", "plugin_digest", "source_digest", "plugin_variants",
@@ -533,14 +531,8 @@ def recipe_function(call):
     def run(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, reduction="mean", *, count=None,
             **params):
         c = call if not callable(call) else call(params)
-        inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
-        if c.fp16_only:
-            require_fp16_pred(c.fp16_only, inputs)
-        m = resolve_machine(machine)
-        if c.compute:
-            m = with_compute_format(m, c.compute)
-        consts = c.prepare(m, inputs, validate_mean_count(count, inputs))
-        out = c.recipe.run(c.recipe.plan(c.config), m, consts, load_operands(m, inputs))
-        return out.reshape(inputs.shape)
+        bound = guards.bind_call(c.recipe.name, c, pred, target, dout, weight, alpha=alpha, gamma=gamma,
+                                 reduction=reduction, machine=machine, count=count)
+        return bound.run().reshape(bound.shape)
 
     return run
