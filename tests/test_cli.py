@@ -14,11 +14,8 @@ import pytest
 import precision as precision_module
 from precision.cli import _build_parser, main
 
+from cli_support import ENV, precision, run, tree
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 class TestOracleCommand:
@@ -59,7 +56,6 @@ class TestOracleCommand:
 # ---------------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
 TINY = """
 name = "tiny"
@@ -81,17 +77,6 @@ per_point = "none"
 """
 
 
-def precision(*argv, cwd, timeout=120, env=ENV):
-    """``python -m precision.cli ARGV`` from this checkout: (exit status, stdout, stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "precision.cli", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def tree(folder: Path) -> list:
-    """Every path under folder (relative), with file contents, to compare before and after."""
-    return sorted((str(p.relative_to(folder)), p.read_bytes() if p.is_file() else None)
-                  for p in folder.rglob("*"))
 
 
 @pytest.fixture

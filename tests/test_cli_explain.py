@@ -7,11 +7,8 @@ import pytest
 from precision.cli import main
 from precision.implementations.kernel import KERNEL_RECIPE
 
+from cli_support import run
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 class TestExplain:

@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from precision.cli import main
 from precision.diff import WORDS, diff_runs
 from precision.plugins import load_plugin, unload_plugin
 from precision.study import parse_study
 from precision.sweep import run_study
+
+from cli_support import run, tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,14 +98,6 @@ def runs(tmp_path_factory):
     }
 
 
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def tree(folder: Path) -> list:
-    return sorted((str(p.relative_to(folder)), p.read_bytes() if p.is_file() else None) for p in folder.rglob("*"))
 
 
 class TestDiffCommand:

@@ -14,11 +14,12 @@ import pytest
 
 from precision import oracle
 from precision.bracket import ROOT_NEIGHBOURHOOD_C
-from precision.cli import main
 from precision.errors import ParameterError
 from precision.formats import FP16, from_ordinal, get_format, to_ordinal
 from precision.guards import VARIANTS, evaluate, register_variant
 from precision.hunt import KINDS, HuntResult, hunt
+
+from cli_support import run
 
 #: The planted fp32 worst case, and the half-width (ordinals) of its basin.
 PLANT32 = float.fromhex("0x1.6a09e6p+0")
@@ -188,11 +189,6 @@ class TestSearchSpace:
         assert KINDS == ("exhaustive", "sampled", "hunted")
         assert "max_ulp" in HuntResult.__dataclass_fields__
 
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 class TestCommand:

@@ -1,10 +1,7 @@
 """Plugins (precision.plugins): a user's file of variants in studies, the gate, reports; every failure one line."""
 
 import hashlib
-import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,22 +16,12 @@ from precision.plugins import (SMOKE_PRED, ensure_loaded, load_plugin, loaded_pl
                                source_digest, unload_plugin, variant_source)
 from precision.study import parse_study
 
+from cli_support import precision, tree
+
 ROOT = Path(__file__).resolve().parents[1]
-ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 EXAMPLE = ROOT / "examples" / "my_kernel.py"
 
 
-def precision(*argv, cwd, timeout=120):
-    """``python -m precision.cli ARGV`` from this checkout: (exit status, stdout, stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "precision.cli", *argv], cwd=cwd, env=ENV, capture_output=True,
-                          text=True, timeout=timeout)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def tree(folder: Path) -> list:
-    """Every path under folder (relative), with file contents, to compare before and after."""
-    return sorted((str(p.relative_to(folder)), p.read_bytes() if p.is_file() else None)
-                  for p in folder.rglob("*"))
 
 STUDY = """
 name = "plug"

@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 
 from precision import evaluate, oracle
-from precision.cli import main
 from precision.implementations.common import validate_inputs
 from precision.score_outputs import score_outputs
 from precision.sweep import load_stats
+
+from cli_support import run, tree
 
 N, C = 16, 8
 ALPHA, GAMMA = 0.25, 2.0
@@ -33,14 +34,6 @@ def correctly_rounded(pred, target, dout, weight, reduction="mean"):
                            dout.astype(np.float64), count, fmt=fmt)
 
 
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def tree(folder: Path) -> list:
-    return sorted((str(p.relative_to(folder)), p.read_bytes() if p.is_file() else None) for p in folder.rglob("*"))
 
 
 @pytest.fixture
