@@ -66,7 +66,6 @@ between the machines of a run); the rest is vectorized.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass

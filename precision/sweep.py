@@ -92,7 +92,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from precision import oracle
-from precision.bracket import band_labels, bracket_band
+from precision.bracket import band_labels
 from precision.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.executor import make_executor

@@ -48,7 +48,7 @@ from precision.formats import get_format, round_to_format
 from precision.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.guards import evaluate_variants, get_variant
 from precision.oracle import ORACLE_VERSION
-from precision.plugins import ensure_loaded, plugin_digest
+from precision.plugins import ensure_loaded
 from precision.scoring import GroupStats, Grouping, PairedStats, Scorer
 from precision.study import WORST_PER_GROUP, Profile
 from precision.terms import TermTable, derive_gradient

@@ -254,7 +254,7 @@ def build(ctx) -> Section:
     shown = s.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in s.iterrows()])[SHOWN]
     points = run.points(["pred", "variant", "machine", "profile", "err_ulp"])
     section.body = [
-        Para(f"Per variant, output format and machine: the max finite ulp error and its inputs (hex floats; "
+        Para("Per variant, output format and machine: the max finite ulp error and its inputs (hex floats; "
              + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in dict.fromkeys(s["format"])) + "), Herbie's mean bits of error, the share correctly rounded, outputs over 1 ulp, and the "
              "special outputs: nan (NaN where the correctly rounded value is not), inf (+-inf where it is finite), "
              "wrong_sign (nonzero and of the opposite sign, infinities included), lost_inf (finite where it "
