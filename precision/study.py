@@ -759,8 +759,9 @@ def window_values(axis: PredAxis, seed: int, gamma: float) -> np.ndarray:
     ``per_window`` distinct points: uniform over the reals of the window, or,
     when roots of A lie in it (:func:`precision.bracket.roots`), half so and
     half at ordinal distances ``round(2**u)`` (u uniform) on either side of
-    each root, plus every float within ``core`` ordinals of each root.  Random draws come from the seed ``(seed, float32
-    bits of gamma)``.  Empty where nothing cancels (gamma >= 0).
+    each root, plus every float within ``core`` ordinals of each root.
+    Random draws come from the seed ``(seed, float32 bits of gamma)``.
+    Empty where nothing cancels (gamma >= 0).
     """
     fmt = get_format(axis.format)
     lo, hi = axis.get("range")

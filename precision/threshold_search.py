@@ -107,7 +107,7 @@ class Evidence:
         top = int(to_ordinal(np.float32([2.0]), "fp32")[0])  # |orig| <= big < 2*big: passes wherever admissible
         lo = np.zeros(self.big.size, dtype=np.int64)  # ordinal 0 (tau = 0): the test is not taken
         hi = np.full(self.big.size, top, dtype=np.int64)
-        passes_top = self.admissible & np.asarray(g5_cancels(m, self.big, self.orig, np.float32(2.0)), dtype=bool)
+        passes_top = self.fires(2.0)
         while True:
             open_ = hi - lo > 1
             if not open_.any():
@@ -128,10 +128,9 @@ class Evidence:
         row[at] = np.where(o == 1, 1, np.where(o == 2, -1, 0))
         return row
 
-    def scores(self, tau: float) -> tuple[np.ndarray, np.ndarray]:
-        """(ulp error, class) of kernel[G5=tau] at each point."""
-        f = self.fires(tau)
-        return np.where(f, self.err_a, self.err_n), np.where(f, self.cls_a, self.cls_n)
+    def scores(self, fires: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ulp error, class) at each point of the threshold whose test passes where ``fires``."""
+        return np.where(fires, self.err_a, self.err_n), np.where(fires, self.cls_a, self.cls_n)
 
     def compare(self, tau_with: float, tau_without: float, band=None) -> pd.Series:
         """The paired comparison (one :meth:`PairedStats.table` row) of two thresholds, optionally restricted to
@@ -140,10 +139,8 @@ class Evidence:
         changed = (fw != fo) & self.changed
         if band is not None:
             changed &= band
-        ew, cw = np.where(fw, self.err_a, self.err_n), np.where(fw, self.cls_a, self.cls_n)
-        eo, co = np.where(fo, self.err_a, self.err_n), np.where(fo, self.cls_a, self.cls_n)
         one = Grouping(np.zeros(self.big.size, dtype=np.int64), 1)
-        return PairedStats.compare(one, ew, cw, eo, co, changed).table([]).iloc[0]
+        return PairedStats.compare(one, *self.scores(fw), *self.scores(fo), changed).table([]).iloc[0]
 
 
 def task_evidence(task, pooled_regions=None) -> dict:

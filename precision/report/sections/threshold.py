@@ -28,6 +28,8 @@ subtraction G5 corrects or upstream of it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -168,58 +170,82 @@ def _names(rows) -> str:
     return ", ".join(rows["threshold"]) if len(rows) else "none"
 
 
-def _answer(t: pd.DataFrame, search: pd.DataFrame) -> list:
-    """Per machine and format, on the pooled points: is 1/64 right?  Every number cited."""
-    out = []
-    pooled = t[t["subset"] == POOLED]
-    for (machine, fmt, profile), sub in pooled.groupby(_KEYS, sort=False):
+@dataclass
+class _Cell:
+    """One machine, format and profile of the pooled points: what the answer and its grid are made of."""
+
+    machine: str
+    format: str
+    profile: str
+    prod: pd.Series  # the 1/64 row
+    finite: pd.DataFrame  # the rows of finite nonzero thresholds
+    same: pd.DataFrame  # those other than 1/64 whose verdict against it is no_effect or inconclusive
+    has_never: bool  # whether the *_vs_never columns are filled
+    best: pd.Series | None  # the largest net (better - worse) against never (None without never)
+    best_net: int | None
+    search: pd.Series | None  # the threshold_search.csv row
+
+
+def _cells(t: pd.DataFrame, search: pd.DataFrame):
+    """The :class:`_Cell` of every (machine, format, profile) whose pooled points include 1/64."""
+    for (machine, fmt, profile), sub in t[t["subset"] == POOLED].groupby(_KEYS, sort=False):
         prod = sub[sub["tau"] == PRODUCTION_THRESHOLD]
         if prod.empty:
             continue
-        key = {"machine": machine, "format": fmt, "profile": profile, "subset": POOLED}
-        w = {**key, "variant": prod.iloc[0]["variant"]}
         finite = sub[(sub["tau"] > 0) & np.isfinite(sub["tau"])]
-        if not _has_never(prod, finite):
-            others = finite[finite["tau"] != PRODUCTION_THRESHOLD]
-            same = others[others["verdict_vs_production"].isin(["no_effect", "inconclusive"])]
-            out.append(Finding(f"threshold/{machine}/{fmt}/{profile}", "threshold",
-                               f"{machine} {fmt}, pooled points: the study runs no kernel[G5=never], so no threshold "
-                               f"is compared with no correction. Indistinguishable from 1/64: {_names(same)}.",
-                               [], 3, shown=True))
-            continue
-        nums = [cite(f"prod_{c}", T, t, w, f"{c}_vs_never") for c in ("better", "worse", "p_value")]
-        helps = finite[finite["verdict_vs_never"] == "helps"]
-        hurts = finite[finite["verdict_vs_never"].isin(["hurts"])]
-        text = (f"{machine} {fmt}, pooled points: against no correction 1/64 {prod.iloc[0]['verdict_vs_never']} "
-                f"({nums[0].text} better, {nums[1].text} worse, {p_text(nums[2].value)}); thresholds that help: "
-                f"{_names(helps)}; that hurt: {_names(hurts)}")
         others = finite[finite["tau"] != PRODUCTION_THRESHOLD]
         same = others[others["verdict_vs_production"].isin(["no_effect", "inconclusive"])]
-        text += f". Indistinguishable from 1/64: {_names(same)}"
-        net = (finite["better_vs_never"] - finite["worse_vs_never"]).to_numpy()
-        best = finite.iloc[int(np.argmax(net))] if len(finite) else None
-        if best is not None and best["tau"] != PRODUCTION_THRESHOLD:
-            wb = {**key, "variant": best["variant"]}
-            b, wo, p = (cite(f"best_{c}", T, t, wb, f"{c}_vs_production") for c in ("better", "worse", "p_value"))
-            nums += [b, wo, p]
-            text += (f". Best against no correction: {best['threshold']}; against 1/64 it {best['verdict_vs_production']}"
-                     f" ({b.text} better, {wo.text} worse, {p_text(p.value)})")
-        elif best is not None:
-            text += ". Best against no correction: 1/64 itself"
+        has_never = _has_never(prod, finite)
+        best = best_net = None
+        if has_never and len(finite):
+            net = (finite["better_vs_never"] - finite["worse_vs_never"]).to_numpy()
+            best, best_net = finite.iloc[int(np.argmax(net))], int(net.max())
         s = search[(search["machine"] == machine) & (search["format"] == fmt) & (search["profile"] == profile)] \
             if not search.empty else search
-        if len(s) and isinstance(s.iloc[0]["boundary"], str):
-            ws = {"machine": machine, "format": fmt, "profile": profile}
-            bt, bn, bb, bw, bp = (cite(f"search_{c}", S, search, ws, c) for c in
+        yield _Cell(machine, fmt, profile, prod.iloc[0], finite, same, has_never, best, best_net,
+                    s.iloc[0] if len(s) else None)
+
+
+def _answer(t: pd.DataFrame, search: pd.DataFrame) -> list:
+    """Per machine and format, on the pooled points: is 1/64 right?  Every number cited."""
+    out = []
+    for c in _cells(t, search):
+        ident = f"threshold/{c.machine}/{c.format}/{c.profile}"
+        if not c.has_never:
+            out.append(Finding(ident, "threshold",
+                               f"{c.machine} {c.format}, pooled points: the study runs no kernel[G5=never], so no "
+                               f"threshold is compared with no correction. Indistinguishable from 1/64: "
+                               f"{_names(c.same)}.", [], 3, shown=True))
+            continue
+        key = {"machine": c.machine, "format": c.format, "profile": c.profile, "subset": POOLED}
+        w = {**key, "variant": c.prod["variant"]}
+        nums = [cite(f"prod_{k}", T, t, w, f"{k}_vs_never") for k in ("better", "worse", "p_value")]
+        helps = c.finite[c.finite["verdict_vs_never"] == "helps"]
+        hurts = c.finite[c.finite["verdict_vs_never"] == "hurts"]
+        text = (f"{c.machine} {c.format}, pooled points: against no correction 1/64 {c.prod['verdict_vs_never']} "
+                f"({nums[0].text} better, {nums[1].text} worse, {p_text(nums[2].value)}); thresholds that help: "
+                f"{_names(helps)}; that hurt: {_names(hurts)}")
+        text += f". Indistinguishable from 1/64: {_names(c.same)}"
+        if c.best is not None and c.best["tau"] != PRODUCTION_THRESHOLD:
+            wb = {**key, "variant": c.best["variant"]}
+            b, wo, p = (cite(f"best_{k}", T, t, wb, f"{k}_vs_production") for k in ("better", "worse", "p_value"))
+            nums += [b, wo, p]
+            text += (f". Best against no correction: {c.best['threshold']}; against 1/64 it "
+                     f"{c.best['verdict_vs_production']} ({b.text} better, {wo.text} worse, {p_text(p.value)})")
+        elif c.best is not None:
+            text += ". Best against no correction: 1/64 itself"
+        if c.search is not None and isinstance(c.search["boundary"], str):
+            ws = {"machine": c.machine, "format": c.format, "profile": c.profile}
+            bt, bn, bb, bw, bp = (cite(f"search_{k}", S, search, ws, k) for k in
                                   ("boundary", "boundary_net", "better_vs_production", "worse_vs_production",
                                    "p_value_vs_production"))
             nums += [bt, bn, bb, bw, bp]
             text += (f". The best float32 threshold of these points is tau = {bt.text} "
-                     f"({s.iloc[0]['boundary_tau']:.6g}, net {bn.text} over never); against 1/64 it "
-                     f"{s.iloc[0]['verdict_vs_production']} ({bb.text} better, {bw.text} worse, {p_text(bp.value)})")
-        elif len(s):
+                     f"({c.search['boundary_tau']:.6g}, net {bn.text} over never); against 1/64 it "
+                     f"{c.search['verdict_vs_production']} ({bb.text} better, {bw.text} worse, {p_text(bp.value)})")
+        elif c.search is not None:
             text += ". No threshold beats no correction on balance on these points"
-        out.append(Finding(f"threshold/{machine}/{fmt}/{profile}", "threshold", text + ".", nums, 3, shown=True))
+        out.append(Finding(ident, "threshold", text + ".", nums, 3, shown=True))
     return out
 
 
@@ -227,38 +253,25 @@ def answer_grid(t: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
     """The first-screen answer, one row per machine and format (pooled points): 1/64 against never, the best
     threshold against never and against 1/64, the thresholds indistinguishable from 1/64, the bisection."""
     rows = []
-    pooled = t[t["subset"] == POOLED]
-    for (machine, fmt, profile), sub in pooled.groupby(_KEYS, sort=False):
-        prod = sub[sub["tau"] == PRODUCTION_THRESHOLD]
-        finite = sub[(sub["tau"] > 0) & np.isfinite(sub["tau"])]
-        if prod.empty or finite.empty:
+    for c in _cells(t, search):
+        if c.best is None:
             continue
-        p = prod.iloc[0]
-        if not _has_never(prod, finite):
-            continue
-        net = (finite["better_vs_never"] - finite["worse_vs_never"]).to_numpy()
-        best = finite.iloc[int(np.argmax(net))]
-        others = finite[finite["tau"] != PRODUCTION_THRESHOLD]
-        same = others[others["verdict_vs_production"].isin(["no_effect", "inconclusive"])]
-        s = search[(search["machine"] == machine) & (search["format"] == fmt)] if not search.empty else search
-        if len(s) and isinstance(s.iloc[0]["boundary"], str):
-            r = s.iloc[0]
+        p, best, r = c.prod, c.best, c.search
+        if r is not None and isinstance(r["boundary"], str):
             bis = (f"{r['boundary_tau']:.6g}: {r['verdict_vs_production']} vs 1/64 "
                    f"{fmt_num(int(r['better_vs_production']))}/{fmt_num(int(r['worse_vs_production']))}")
-        elif len(s):
-            bis = str(s.iloc[0]["result"])
         else:
-            bis = ""
+            bis = "" if r is None else str(r["result"])
         vs = ("(is 1/64)" if best["tau"] == PRODUCTION_THRESHOLD else
               f"{best['verdict_vs_production']} {fmt_num(int(best['better_vs_production']))}/"
               f"{fmt_num(int(best['worse_vs_production']))}, {p_text(float(best['p_value_vs_production']))}")
-        counts = finite["verdict_vs_never"].value_counts()
-        rows.append({"machine": machine, "format": fmt, "points": fmt_num(int(p["count"])),
+        counts = c.finite["verdict_vs_never"].value_counts()
+        rows.append({"machine": c.machine, "format": c.format, "points": fmt_num(int(p["count"])),
                      "thresholds vs never": ", ".join(f"{v} {fmt_num(int(n))}" for v, n in counts.items()),
                      "1/64 vs never": f"{p['verdict_vs_never']} {fmt_num(int(p['better_vs_never']))}/"
                                       f"{fmt_num(int(p['worse_vs_never']))}",
-                     "best vs never (net)": f"{best['threshold']} ({fmt_num(int(net.max()))})",
-                     "best vs 1/64": vs, "indistinguishable from 1/64": _names(same), "best float32 tau": bis})
+                     "best vs never (net)": f"{best['threshold']} ({fmt_num(c.best_net)})",
+                     "best vs 1/64": vs, "indistinguishable from 1/64": _names(c.same), "best float32 tau": bis})
     return pd.DataFrame(rows)
 
 
