@@ -84,7 +84,8 @@ from precision.errors import ParameterError
 from precision.report.document import Code, Details, Heading, Para, Table
 from precision.report.page import write_folder, write_page
 from precision.report.sections.verdicts import verdict_grid
-from precision.scoring import (CLASS_NAMES, SPECIAL_CLASSES, VERDICT_RULE, Grouping, PairedStats, compare_points)
+from precision.scoring import (CLASS_NAMES, SPECIAL_CLASSES, VERDICT_RULE, Grouping, PairedStats, compare_points,
+                               outputs_changed)
 from precision.sweep import comparison_table, hex_witnesses, load_stats
 from precision.frames import write_csv
 
@@ -319,7 +320,7 @@ def diff_runs(run_a, run_b, *, tolerance: float = 0.0) -> DiffResult:
                                                         suffixes=("_a", "_b"), sort=True)
         pred = m["pred"].to_numpy(np.int64).view(np.float64)
         ca, cb = m["computed_a"].to_numpy(np.float64), m["computed_b"].to_numpy(np.float64)
-        changed = (ca.view(np.int64) != cb.view(np.int64)) & ~(np.isnan(ca) & np.isnan(cb))
+        changed = outputs_changed(ca, cb)
         ea, eb = m["err_ulp_a"].to_numpy(np.float64), m["err_ulp_b"].to_numpy(np.float64)
         cla, clb = m["class_a"].to_numpy(np.int8), m["class_b"].to_numpy(np.int8)
         outcome, fix, delta = compare_points(eb, clb, ea, cla, changed)  # with = B, without = A

@@ -70,14 +70,13 @@ import pandas as pd
 from precision import oracle
 from precision.cache import atomic_write_npz
 from precision.errors import DtypeError, ParameterError, ShapeError
-from precision.formats import get_format
 from precision.guards import evaluate, get_variant
 from precision.implementations.common import OperatorInputs, validate_inputs
 from precision.report.document import Code, Details, Heading, Para, Table
 from precision.report.page import write_folder, write_page
 from precision.report.sections.verdicts import verdict_grid
 from precision.scoring import (CLASS_NAMES, OUTCOME_NAMES, VERDICT_RULE, GroupStats, Grouping, PairedStats,
-                               bits_error, classify, compare_points, ulp_error)
+                               bits_error, classify, compare_points, outputs_changed, ulp_error)
 from precision.study import DEFAULT_REGION_EDGES
 from precision.sweep import comparison_table, hex_witnesses, region_labels
 from precision.terms import TermTable, derive_gradient, focal_term_tables
@@ -492,8 +491,7 @@ def _compare(scores, grouping, witness, targets, regions, R, fmt, profile, label
              weighted):
     """The device ("with") against the emulation ("without"): paired table and the disagreeing elements."""
     (dev, err_d, _, cls_d), (emu, err_e, _, cls_e) = scores
-    f = get_format(fmt)
-    changed = (dev.view(f.uint_dtype) != emu.view(f.uint_dtype)) & ~(np.isnan(dev) & np.isnan(emu))
+    changed = outputs_changed(dev, emu)
     outcome, fix, delta = compare_points(err_d, cls_d, err_e, cls_e, changed)
     paired = PairedStats.reduce(grouping, outcome, fix, delta, changed, witness={"pred": witness["pred"]})
     gid = paired.frame["group"].to_numpy(np.int64)

@@ -58,7 +58,7 @@ __all__ = [
     "histogram_quantiles",
     "Grouping", "GroupStats", "STAT_SUMS", "STAT_COLUMNS",
     "GARBAGE_ULP", "SIGNIFICANCE", "VERDICTS", "VERDICT_RULE", "OUTCOME_NAMES", "FIX_QUALITIES",
-    "compare_points", "PairedStats", "PAIR_SUMS", "sign_test", "verdicts",
+    "outputs_changed", "compare_points", "PairedStats", "PAIR_SUMS", "sign_test", "verdicts",
     "Summary", "summarize", "assert_max_ulp",
 ]
 
@@ -687,6 +687,19 @@ VERDICT_RULE = (
     f"significant in one direction only, or, when neither alone is, when all better against all worse is; "
     f"inconclusive otherwise (no significant difference, or changes only on both_garbage points). Means over "
     f"different point sets never decide a verdict.")
+
+
+def outputs_changed(a, b) -> np.ndarray:
+    """Where two outputs differ: their bits differ, NaN payloads aside (the ``changed`` of every comparison).
+
+    ``a`` and ``b`` are arrays of one float dtype (the output format's, or float64 holding its values).
+
+    >>> outputs_changed(np.float32([1.0, 0.0, np.nan]), np.float32([1.0, -0.0, -np.nan])).tolist()
+    [False, True, False]
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    u = np.dtype(f"u{a.dtype.itemsize}")
+    return (a.view(u) != b.view(u)) & ~(np.isnan(a) & np.isnan(b))
 
 
 def compare_points(err_with, cls_with, err_without, cls_without, changed):

@@ -45,7 +45,7 @@ from precision.formats import from_ordinal, to_ordinal
 from precision.guards import evaluate_variants
 from precision.implementations.common import resolve_machine
 from precision.implementations.kernel import g5_big, g5_cancels
-from precision.scoring import Grouping, PairedStats, compare_points
+from precision.scoring import Grouping, PairedStats, compare_points, outputs_changed
 
 __all__ = ["ALWAYS", "NEVER", "Evidence", "task_evidence", "collect", "search", "thresholds_of", "SEARCH_COLUMNS",
            "OCTAVE_COLUMNS"]
@@ -165,8 +165,7 @@ def task_evidence(task, pooled_regions=None) -> dict:
     out_a, out_n = (np.asarray(outputs[v], dtype=dtype).ravel() for v in (ALWAYS, NEVER))
     err_a, _, cls_a = tensor.scorer.score(out_a)
     err_n, _, cls_n = tensor.scorer.score(out_n)
-    u = tensor.fmt.uint_dtype
-    changed = (out_a.view(u) != out_n.view(u)) & ~(np.isnan(out_a) & np.isnan(out_n))
+    changed = outputs_changed(out_a, out_n)
     regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
     keep = np.ones(len(task.region_edges) + 1, dtype=bool) if pooled_regions is None else np.asarray(pooled_regions)
     pooled = np.repeat(keep[regions], len(task.targets))

@@ -25,7 +25,7 @@ import pandas as pd
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
 from precision.report.plots import clip_errors, save
-from precision.scoring import CLASS_NAMES, GroupStats, Grouping, PairedStats, compare_points
+from precision.scoring import CLASS_NAMES, GroupStats, Grouping, PairedStats, compare_points, outputs_changed
 
 __all__ = ["build", "G7_PAIRS", "G7_BANDS", "SUBSETS", "recovery_points", "paired_by", "plot_recovery",
            "answer_grid"]
@@ -82,7 +82,7 @@ def paired_by(pts: pd.DataFrame, by) -> pd.DataFrame:
         if j.empty:
             continue
         cw, co = j["computed"].to_numpy(np.float64), j["computed_o"].to_numpy(np.float64)
-        changed = (cw.view(np.int64) != co.view(np.int64)) & ~(np.isnan(cw) & np.isnan(co))
+        changed = outputs_changed(cw, co)
         outcome, fix, delta = compare_points(j["err_ulp"], j["class"].map(_CODES), j["err_ulp_o"],
                                              j["class_o"].map(_CODES), changed)
         codes = j.groupby(list(by), sort=True, dropna=False).ngroup().to_numpy()
