@@ -72,6 +72,13 @@ def recovery_points(run) -> pd.DataFrame:
     return pts
 
 
+def _grouped(frame: pd.DataFrame, by: list) -> tuple[Grouping, pd.DataFrame]:
+    """The rows of ``frame`` grouped by the columns ``by`` (sorted keys), and one row of keys per group."""
+    codes = frame.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
+    grouping = Grouping(codes, int(codes.max()) + 1)
+    return grouping, frame.iloc[grouping.perm[grouping.starts]][by].reset_index(drop=True)
+
+
 def paired_by(pts: pd.DataFrame, by) -> pd.DataFrame:
     """G7's paired comparisons (:data:`G7_PAIRS`) on the same points, grouped by ``by``, with rescued/zeroed."""
     frames = []
@@ -85,9 +92,7 @@ def paired_by(pts: pd.DataFrame, by) -> pd.DataFrame:
         changed = outputs_changed(cw, co)
         outcome, fix, delta = compare_points(j["err_ulp"], j["class"].map(_CODES), j["err_ulp_o"],
                                              j["class_o"].map(_CODES), changed)
-        codes = j.groupby(list(by), sort=True, dropna=False).ngroup().to_numpy()
-        grouping = Grouping(codes, int(codes.max()) + 1)
-        keys = j.iloc[grouping.perm[grouping.starts]][list(by)].reset_index(drop=True)  # one row per group
+        grouping, keys = _grouped(j, list(by))
         stats = PairedStats.reduce(grouping, outcome, fix, delta, changed).with_columns(**{c: keys[c].to_numpy()
                                                                                        for c in by})
         t = stats.table(list(by))
@@ -103,9 +108,7 @@ def _binade_table(pts: pd.DataFrame) -> pd.DataFrame:
     """Error statistics per (machine, variant, binade of rw)."""
     p = pts[np.isfinite(pts["log2_rw"])]
     by = ["machine", "variant", "format", "log2_rw"]
-    codes = p.groupby(by, sort=True).ngroup().to_numpy()
-    grouping = Grouping(codes, int(codes.max()) + 1)
-    keys = p.iloc[grouping.perm[grouping.starts]][by].reset_index(drop=True)
+    grouping, keys = _grouped(p, by)
     lost = (p["computed"].to_numpy() == 0) & (p["rounded"].to_numpy() != 0)
     t = GroupStats.reduce(grouping, p["err_ulp"], p["err_bits"], p["class"].map(_CODES)).table([])
     t = pd.concat([keys, t], axis=1)
