@@ -483,8 +483,8 @@ def _blocks(r: DiffResult, command: str) -> tuple:
     first.append(Para(
         "Cell: the verdict of B against A on that machine and profile over every region, then better/worse = "
         "changed outputs whose error falls / rises from A to B. Rule: paired on the same points; exact sign tests at "
-        "level 0.01 on specials fixed/caused and on finite outputs better/worse; ties and outputs wrong by over "
-        f"2^20 ulp either way are no evidence. Words: {verdict_line or 'none'}. Tolerance {r.tolerance:g} bits: "
+        "level 0.01 on specials fixed/caused and on finite outputs better/worse; ties, and outputs special or "
+        f"over 2^20 ulp in both A and B, are no evidence. Words: {verdict_line or 'none'}. Tolerance {r.tolerance:g} bits: "
         f"exit status {r.exit_status}.", "rule"))
     first.append(Heading("New worst points", 2, "worst-points"))
     if len(r.worst):

@@ -657,16 +657,17 @@ class GroupStats(_Mergeable):
 # Paired comparisons: two variants on the same points
 # ---------------------------------------------------------------------------
 
-#: Changed points whose error exceeds this many ulps with and without are ``both_garbage``.
+#: A changed point that is special or over this many ulps both with and without is ``both_garbage``.
 GARBAGE_ULP = 2.0 ** 20
 #: Level of the two-sided exact sign tests behind a verdict.
 SIGNIFICANCE = 0.01
 #: Per-point outcome of a comparison (int8 codes of :func:`compare_points`).
 OUTCOME_NAMES = {0: "unchanged", 1: "better", 2: "worse", 3: "tied", 4: "both_garbage"}
 _UNCHANGED, _BETTER, _WORSE, _TIED, _GARBAGE = 0, 1, 2, 3, 4
-#: Quality of the new value of a special output made finite (codes 1..5 of :func:`compare_points`).
-FIX_QUALITIES = {1: "fixed_correct", 2: "fixed_le_1ulp", 3: "fixed_le_2p10", 4: "fixed_le_2p20", 5: "fixed_more"}
-_FIX_EDGES = (1.0, 2.0 ** 10, GARBAGE_ULP)
+#: Quality of the new value of a special output made finite (codes 1..4 of :func:`compare_points`); a
+#: special made finite but still over :data:`GARBAGE_ULP` is ``both_garbage``, not a fix.
+FIX_QUALITIES = {1: "fixed_correct", 2: "fixed_le_1ulp", 3: "fixed_le_2p10", 4: "fixed_le_2p20"}
+_FIX_EDGES = (1.0, 2.0 ** 10)
 #: Resolution of the change-in-bits histogram (bins per bit) and its finite range (+-bits).
 DELTA_RES, DELTA_MAX = 64, 256
 _DELTA_FINITE = 2 * DELTA_RES * DELTA_MAX + 1
@@ -718,8 +719,9 @@ def compare_points(err_with, cls_with, err_without, cls_without, changed):
     -------
     outcome : numpy.ndarray of int8
         :data:`OUTCOME_NAMES` codes: a special ranks worse than any finite
-        error; two specials, or two errors over :data:`GARBAGE_ULP`, are
-        ``both_garbage``.
+        error; a point that is special or over :data:`GARBAGE_ULP` on both
+        sides is ``both_garbage`` (no evidence either way, as
+        :data:`VERDICT_RULE` says).
     fix : numpy.ndarray of int8
         0, or the :data:`FIX_QUALITIES` code of a special made finite
         (correctly rounded = error <= 0.5 ulp).
@@ -736,7 +738,7 @@ def compare_points(err_with, cls_with, err_without, cls_without, changed):
         bw, bo = error_bits(ew), error_bits(eo)
         gain = bo - bw
     finite_both = ~sw & ~so
-    garbage = ch & ((sw & so) | (finite_both & (ew > GARBAGE_ULP) & (eo > GARBAGE_ULP)))
+    garbage = ch & (sw | (ew > GARBAGE_ULP)) & (so | (eo > GARBAGE_ULP))
     evidence = ch & ~garbage
     delta = np.full(ew.shape, np.nan)
     delta[evidence & finite_both] = gain[evidence & finite_both]

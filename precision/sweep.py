@@ -46,7 +46,7 @@ statistic is :mod:`precision.scoring`'s:
     machine, format and profile, overall (region ``all``) and per region:
     ``changed``, ``better``, ``worse``, ``tied``, ``both_garbage``,
     ``specials_fixed`` (with ``fixed_correct``, ``fixed_le_1ulp``,
-    ``fixed_le_2p10``, ``fixed_le_2p20``, ``fixed_more``), ``specials_caused``,
+    ``fixed_le_2p10``, ``fixed_le_2p20``), ``specials_caused``,
     ``finite_better``, ``finite_worse``, ``p_value``, ``p_specials``,
     ``p_finite`` (exact sign tests), ``median_change_bits``,
     ``max_gain_bits``, ``max_loss_bits`` with witnesses, and ``verdict``

@@ -132,3 +132,29 @@ def test_g8_counts_agree_with_the_arb_oracle(pairs_run):
         counts["better" if dw < do else "worse" if do < dw else "tied"] += 1
     row = _row(pairs_run, "kernel vs kernel-G8")
     assert counts == {k: row[k] for k in counts} and sum(counts.values()) == row["changed"]
+
+
+class TestOneVerdictRule:
+    """The rule the reports print is the rule the code applies: a changed output that is special or over 2^20 ulp
+    both with and without is both_garbage, whichever side is the special one."""
+
+    def test_wrong_sign_against_a_garbage_zero_is_no_evidence(self):
+        # cancellation_threshold, ieee, gamma -1.005 near the root of the bracket at x ~ 4.60: G5=never stores 0
+        # (millions of ulps off), 1/64 stores -2^-25 (wrong sign). Neither is evidence for the other.
+        from precision import evaluate
+        from precision.oracle import exact_gradient, gradient
+        from precision.scoring import CLASS_WRONG_SIGN, OUTCOME_NAMES, Scorer, compare_points, outputs_changed
+
+        x = np.array([[float.fromhex("0x1.269fe8p+2")]], np.float32)
+        t, d = np.zeros((1, 1), np.int32), np.ones((1, 1), np.float32)
+        args = dict(alpha=0.25, gamma=-1.005, reduction="none", machine="ieee")
+        with_, without = evaluate("kernel", x, t, d, **args), evaluate("kernel[G5=never]", x, t, d, **args)
+        assert float(with_[0, 0]) == -2.0 ** -25 and float(without[0, 0]) == 0.0
+        hi, lo, _ = exact_gradient(x.astype(np.float64), 0, 0.25, -1.005)
+        scorer = Scorer((hi, lo), gradient(x.astype(np.float64), 0, 0.25, -1.005, fmt="fp32"), "fp32")
+        ew, _, cw = scorer.score(with_)
+        eo, _, co = scorer.score(without)
+        assert int(cw[0, 0]) == CLASS_WRONG_SIGN                                   # with: a special
+        assert int(co[0, 0]) == 0 and eo[0, 0] > 2.0 ** 20                         # without: finite, over 2^20 ulp
+        outcome, fix, delta = compare_points(ew, cw, eo, co, outputs_changed(with_, without))
+        assert OUTCOME_NAMES[int(outcome[0])] == "both_garbage" and fix[0] == 0 and np.isnan(delta[0])

@@ -179,6 +179,19 @@ class TestComparePoints:
         outcome, _, _ = compare_points([GARBAGE_ULP * 2], [0], [GARBAGE_ULP / 2], [0], [True])
         assert outcome[0] == 2  # worse, not garbage: without the guard it was under 2^20 ulp
 
+    def test_special_against_garbage_is_both_garbage(self):
+        """One verdict rule: a special on one side and over 2^20 ulp on the other is no evidence either way,
+        in both directions (caused and fixed), and no fix is counted."""
+        ew = np.array([np.inf, 3e6, GARBAGE_ULP, np.inf])
+        eo = np.array([8.4e6, np.inf, np.inf, GARBAGE_ULP])
+        cw = np.array([CLASS_NAN, 0, 0, CLASS_NAN], np.int8)
+        co = np.array([0, CLASS_INF, CLASS_INF, 0], np.int8)
+        outcome, fix, delta = compare_points(ew, cw, eo, co, np.ones(4, bool))
+        # exactly 2^20 ulp is not over it: the last two are a fix (<= 2^20) and a special caused
+        assert_array_equal(outcome, [4, 4, 1, 2])
+        assert_array_equal(fix, [0, 0, 4, 0])
+        assert np.isnan(delta[0]) and np.isnan(delta[1]) and delta[2] == np.inf and delta[3] == -np.inf
+
     def test_paired_stats_counts_and_median(self):
         rng = np.random.default_rng(7)
         n = 3000

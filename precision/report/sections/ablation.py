@@ -91,7 +91,7 @@ def build(ctx) -> Section:
                    f"verdict (+ helps, - hurts, ± mixed, ? inconclusive)") for fmt in dict.fromkeys(t["format"])]
     section.body = [
         Para("Per guard comparison, machine, format and region: outputs changed, better, worse, tied, both "
-             "garbage (over 2^20 ulp either way), specials fixed and caused, the median and largest change in "
+             "garbage (special or over 2^20 ulp both with and without), specials fixed and caused, the median and largest change in "
              "bits of error, and the verdict. ablation_gamma.csv has the same per gamma."),
         *plots,
         Details("Per region", [Table(t[t["region"] != "all"], "ablation.csv")]),

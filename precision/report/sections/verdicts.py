@@ -25,7 +25,7 @@ __all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_
 #: Columns of verdicts.csv (the comparisons table of the run, in this order).
 VERDICT_COLUMNS = ["subject", "comparison", "kind", "with_variant", "without_variant", "machine", "format", "profile",
                    "region", "count", "changed", "better", "worse", "tied", "both_garbage", "specials_fixed",
-                   "fixed_correct", "fixed_le_1ulp", "fixed_le_2p10", "fixed_le_2p20", "fixed_more",
+                   "fixed_correct", "fixed_le_1ulp", "fixed_le_2p10", "fixed_le_2p20",
                    "specials_caused", "finite_better", "finite_worse", "p_value", "p_specials", "p_finite",
                    "median_change_bits", "max_gain_bits", "max_loss_bits", "verdict"]
 
@@ -119,7 +119,7 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
             if top["both_garbage"] > 0:
                 bg = cite(f"both_garbage_{tag}", T, t, w, "both_garbage")
                 nums.append(bg)
-                text += f"; {bg.text} changed outputs are wrong by over 2^20 ulp either way and count for neither"
+                text += f"; {bg.text} changed outputs are special or over 2^20 ulp both with and without and count for neither"
             parts.append(text + ")")
         rank = 10 if rows["verdict"].isin(["helps", "hurts", "mixed"]).any() else 30
         out.append(Finding(f"verdicts/{comparison}", "verdicts", f"{subject}, {comparison}: " + "; ".join(parts)
@@ -149,8 +149,8 @@ def build(ctx) -> Section:
                 f"{T}).", "rule")] if run.separate else []),
         Para("Cell: verdict, then better/worse = changed outputs whose error falls / rises with the first variant "
              "of the comparison. Rule: paired on the same points; exact sign tests at level 0.01 on specials "
-             "fixed/caused and on finite outputs better/worse; ties and outputs wrong by over 2^20 ulp either way "
-             "are no evidence.", "rule"),
+             "fixed/caused and on finite outputs better/worse; ties, and outputs special or over 2^20 ulp "
+             "both with and without, are no evidence.", "rule"),
     ]
     per_region = t[(t["region"] != "all")]
     section.body = [
