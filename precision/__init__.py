@@ -3,24 +3,35 @@
 The supported API, re-exported from its modules; everything else is internal.
 """
 
-from precision.errors import (CacheIntegrityError, DtypeError, OracleUndecidedError, ParameterError, PluginError,
-                              PrecisionError, ShapeError, StudyFileError)
-from precision.formats import (BF16, FORMATS, FP16, FP32, FP64, RDN, RNA, RNE, RTZ, RUP, Format,
-                               get_format, ordinal_distance, round_to_format, to_ordinal, ulp)
-from precision.guards import evaluate, evaluate_variants, list_variants, register_variant, trace_variant
-from precision.machine import Machine, MachineModel, get_machine
-from precision.oracle import exact_gradient, gradient
-from precision.scoring import bits_error, classify, summarize, ulp_error
+import importlib
+
+#: Where each name of the API lives; imported on first use (PEP 562), so ``import precision`` is cheap and the
+#: command line can catch Ctrl-C before numpy, mpmath and the machines load.
+_API = {
+    "precision.errors": ("CacheIntegrityError", "DtypeError", "OracleUndecidedError", "ParameterError",
+                         "PluginError", "PrecisionError", "ShapeError", "StudyFileError"),
+    "precision.formats": ("BF16", "FORMATS", "FP16", "FP32", "FP64", "RDN", "RNA", "RNE", "RTZ", "RUP", "Format",
+                          "get_format", "ordinal_distance", "round_to_format", "to_ordinal", "ulp"),
+    "precision.guards": ("evaluate", "evaluate_variants", "list_variants", "register_variant", "trace_variant"),
+    "precision.machine": ("Machine", "MachineModel", "get_machine"),
+    "precision.oracle": ("exact_gradient", "gradient"),
+    "precision.scoring": ("bits_error", "classify", "summarize", "ulp_error"),
+}
+_HOME = {name: module for module, names in _API.items() for name in names}
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "BF16", "FORMATS", "FP16", "FP32", "FP64", "Format", "RDN", "RNA", "RNE", "RTZ", "RUP",
-    "get_format", "ordinal_distance", "round_to_format", "to_ordinal", "ulp",
-    "exact_gradient", "gradient",
-    "evaluate", "evaluate_variants", "list_variants", "register_variant", "trace_variant",
-    "Machine", "MachineModel", "get_machine",
-    "bits_error", "classify", "summarize", "ulp_error",
-    "CacheIntegrityError", "DtypeError", "OracleUndecidedError", "ParameterError", "PluginError",
-    "PrecisionError", "ShapeError", "StudyFileError",
-]
+__all__ = [name for names in _API.values() for name in names]
+
+
+def __getattr__(name):
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'precision' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

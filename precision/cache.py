@@ -27,7 +27,6 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import tempfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -36,6 +35,7 @@ import numpy as np
 import platformdirs
 import safetensors.numpy
 
+from precision.files import atomic_open
 from precision.oracle import ORACLE_VERSION
 from precision.terms import TermTable
 
@@ -106,21 +106,11 @@ def atomic_write_npz(path: Path, arrays: dict, durable: bool = True) -> None:
     path = Path(path)
     arrays = dict(arrays)
     arrays["digest"] = _digest(arrays)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            if path.suffix == ".safetensors":
-                fh.write(safetensors.numpy.save(_encode(arrays)))
-            else:
-                np.savez(fh, **arrays)
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path, "wb", durable=durable) as fh:
+        if path.suffix == ".safetensors":
+            fh.write(safetensors.numpy.save(_encode(arrays)))
+        else:
+            np.savez(fh, **arrays)
 
 
 def read_checked_npz(path: Path) -> dict | None:

@@ -18,8 +18,10 @@ Adding a subcommand
    text; :class:`_HelpFormatter` appends "(default: ...)" when the option
    has a default, and an option without one says in its help what happens
    when it is omitted ("default: ...").
-3. :func:`main` does the rest: a ``PrecisionError`` becomes one line and
-   exit 2, Ctrl-C becomes :data:`INTERRUPTED` and exit 130.
+3. :func:`main` does the rest: a ``PrecisionError`` (or an ``OSError`` that
+   a path raised after its check) becomes one line and exit 2, Ctrl-C becomes
+   :data:`INTERRUPTED` and exit 130 (:mod:`precision.__main__` catches it
+   during the imports too).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from precision import __version__, oracle
 from precision.attribution import attribute, describe
 from precision.cache import ResultCache, TermCache, default_cache_dir
 from precision.diff import diff_runs, write_diff
-from precision.errors import ParameterError, PrecisionError
+from precision.errors import INTERRUPTED, ParameterError, PrecisionError
+from precision.files import probe_writable
 from precision.formats import FORMATS, round_to_format
 from precision.gate import append_to_corpus, run_gate
 from precision.guards import get_variant, list_variants
@@ -58,8 +61,6 @@ from precision.sweep import run_study
 __all__ = ["main", "parse_exact_float", "INTERRUPTED", "DEFAULT_RUNS_DIR", "DEFAULT_REPORTS_DIR", "DEFAULT_DIFF_DIR",
            "DEFAULT_SCORE_DIR"]
 
-#: The one line printed on Ctrl-C (exit status 130).
-INTERRUPTED = "precision: interrupted; rerun the same command to resume"
 #: Folder of run folders: ``precision run`` writes ``out/<study name>/``.
 DEFAULT_RUNS_DIR = Path("out")
 #: Folder of reports written by ``precision report`` and ``run --report``;
@@ -105,7 +106,8 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-def _add_command(sub, name: str, *, help: str, description: str, examples, func) -> argparse.ArgumentParser:
+def _add_command(sub, name: str, *, help: str, description: str, examples, func,
+                 setup: str = "") -> argparse.ArgumentParser:
     """Register a subcommand with its one-line help, description, examples and handler.
 
     Parameters
@@ -122,10 +124,13 @@ def _add_command(sub, name: str, *, help: str, description: str, examples, func)
         Command lines shown under "examples:" (at least one).
     func : callable
         ``func(args) -> int``, the exit status.
+    setup : str
+        What makes the examples' input files, printed under them
+        (``tests/test_examples.py`` runs it, then the examples, as printed).
     """
     if not examples:
         raise ValueError(f"command {name!r} needs at least one example")
-    p = sub.add_parser(name, help=help, description=_paragraphs(description), epilog=_examples(examples),
+    p = sub.add_parser(name, help=help, description=_paragraphs(description), epilog=_examples(examples, _paragraphs(setup) if setup else ""),
                        formatter_class=_HelpFormatter)
     p.set_defaults(func=func)
     return p
@@ -183,7 +188,7 @@ def _require_dir(path, option: str, *, create: bool = True) -> Path:
     if path.exists():
         if not path.is_dir():
             raise ParameterError(f"{shown} is a file; expected a folder (give a folder path or move the file)")
-        if create and not os.access(path, os.W_OK | os.X_OK):
+        if create and not _can_create_in(path):
             raise ParameterError(f"{shown}: the folder is not writable; expected a folder you can write to")
         return path
     if path.is_symlink():
@@ -193,9 +198,19 @@ def _require_dir(path, option: str, *, create: bool = True) -> Path:
     ancestor = next(p for p in path.absolute().parents if p.exists())
     if not ancestor.is_dir():
         raise ParameterError(f"{shown}: cannot create the folder, {ancestor} is a file; expected a folder path")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
+    if not _can_create_in(ancestor):
         raise ParameterError(f"{shown}: cannot create the folder, {ancestor} is not writable")
     return path
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a file can really be created in ``folder`` (a probe file, made and removed: permission bits say
+    nothing of read-only mounts, /proc or immutable folders, nor for root)."""
+    try:
+        probe_writable(folder)
+    except OSError:
+        return False
+    return True
 
 
 def _require_file(path, option: str) -> Path:
@@ -212,7 +227,8 @@ def _require_file(path, option: str) -> Path:
 
 
 def _require_output_file(path, option: str) -> Path:
-    """Check that a file can be written at ``path``: not a folder, in an existing writable folder."""
+    """Check that a file can be written at ``path``: not a folder, in an existing folder where a file can really
+    be created (every file is written as a temporary sibling renamed over ``path``), and not itself locked."""
     path = Path(path)
     shown = f"{option}={path}"
     if path.is_dir():
@@ -220,7 +236,7 @@ def _require_output_file(path, option: str) -> Path:
     folder = path.absolute().parent
     if not folder.is_dir():
         raise ParameterError(f"{shown}: the folder {path.parent} does not exist; create it or give another path")
-    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if not _can_create_in(folder) or (path.exists() and not os.access(path, os.W_OK)):
         raise ParameterError(f"{shown}: cannot write there (permission denied)")
     return path
 
@@ -579,7 +595,12 @@ def _cmd_gate(args) -> int:
     if args.update_baseline:
         baseline = _require_output_file(args.baseline, "--baseline")
     else:
-        baseline = _require_file(args.baseline, "--baseline") if args.baseline else None
+        baseline = None
+        if args.baseline:
+            if not Path(args.baseline).exists():
+                raise ParameterError(f"--baseline={args.baseline}: no such file; write it once with 'precision gate "
+                                     f"--baseline {args.baseline} --update-baseline' (on the main branch) and commit it")
+            baseline = _require_file(args.baseline, "--baseline")
     outputs = {option: _require_output_file(value, option) if value else None
                for option, value in (("--junit", args.junit), ("--json", args.json), ("--propose", args.propose))}
     # the default run folder, out/<gate study name>, is known once the budgets file is read
@@ -645,21 +666,22 @@ def _cmd_hunt(args) -> int:
     gammas = [parse_exact_float(v, "gamma") for v in args.gamma or ["2.0"]]
     alphas = [parse_exact_float(v, "alpha") for v in args.alpha or ["0.25"]]
     targets = [_parse_int(v, "target") for v in args.target or ["0", "1"]]
+    corpus = _require_output_file(args.corpus, "--corpus") if args.corpus else None
     _load_cli_plugins(args)
     result = hunt(args.variant, machine=args.machine, fmt=args.format, gammas=gammas, alphas=alphas,
                   targets=targets, outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points,
                   seed=seed, workers=args.workers, top=top)
     added = 0
-    if not args.no_corpus and result.corpus_preds():
+    if corpus is not None and result.corpus_preds():
         note = (f"hunt witness, {result.variant} {result.fmt} {result.machine}, "
                 f"gamma {' '.join(f'{g:g}' for g in result.gammas)}, seed {result.seed}")
-        added = append_to_corpus(Path(args.corpus), result.corpus_preds(), note)
+        added = append_to_corpus(corpus, result.corpus_preds(), note)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
         print("\n".join(result.lines()))
-        if not args.no_corpus:
-            print(f"corpus: {added} new pred values appended to {args.corpus}")
+        if corpus is not None:
+            print(f"corpus: {added} new pred values appended to {corpus}")
     return 0
 
 
@@ -789,7 +811,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "bit for bit on random points plus hard cases; exit 0 on zero disagreements, 1 otherwise.",
         examples=["precision oracle --pred -0x1.4p+0 --target 0 --alpha 0.25 --gamma 2 --dout -0x1.8p+0 "
                   "--count 6",
-                  "precision oracle --check --points 1000 --seed 1"])
+                  "precision oracle --check --points 300 --seed 1"])
     p.add_argument("--pred", action=_Given, metavar="X", help="the logit x (required unless --check)")
     p.add_argument("--target", action=_Given, metavar="T",
                    help="raw selector t: any integer, 0 the positive-class term, 1 the negative "
@@ -853,8 +875,8 @@ def _build_parser() -> argparse.ArgumentParser:
                     "report (as 'precision report'); the last line names the file to open.",
         examples=["precision run studies/quick.toml",
                   "precision run studies/quick.toml --report",
-                  "precision run studies/fp16_exhaustive.toml --workers 8 --cache-dir /scratch/precision-cache",
-                  "precision run my_study.toml --plugin examples/my_kernel.py"])
+                  "precision run studies/quick.toml --out out/quick-cold --workers 2 --cache-dir out/cache",
+                  "precision run studies/quick.toml --out out/quick-plugin --plugin examples/my_kernel.py"])
     p.add_argument("study", metavar="STUDY.toml", help="a study file, e.g. studies/quick.toml")
     _add_study_run_options(p)
     p.add_argument("--scheduler", metavar="ADDR",
@@ -874,8 +896,8 @@ def _build_parser() -> argparse.ArgumentParser:
                     "TIGHTEN lines and a summary. Exit 0 when every budget passes and nothing regressed, "
                     "1 otherwise, 2 on a usage or input error.",
         examples=["precision gate",
-                  "precision gate --junit gate.xml --baseline gate_baseline.json",
-                  "precision gate --baseline gate_baseline.json --update-baseline"])
+                  "precision gate --baseline gate_baseline.json --update-baseline    # once, then commit it",
+                  "precision gate --junit gate.xml --baseline gate_baseline.json     # in CI"])
     p.add_argument("--budgets", default="studies/budgets.toml", metavar="FILE", help="budgets file")
     p.add_argument("--study", metavar="FILE", help="study file (default: the budgets file's [gate] study)")
     p.add_argument("--baseline", metavar="FILE",
@@ -898,8 +920,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "its run folder is missing. The committed reports live in reports/: maintainers "
                     "regenerate them with --out reports.",
         examples=["precision report quick",
-                  "precision report guard_ablation --out reports",
-                  "precision report --all --out reports"])
+                  "precision report --all    # every report under out/reports again"])
     p.add_argument("study", nargs="?", metavar="STUDY", help="study name, e.g. quick or guard_ablation")
     p.add_argument("--all", action="store_true", help="every report under --out (or the default studies)")
     p.add_argument("--runs", default=str(DEFAULT_RUNS_DIR), metavar="DIR", help="folder of run folders")
@@ -915,10 +936,12 @@ def _build_parser() -> argparse.ArgumentParser:
                     "distances 1, 2, 4, ..., restarts), on the local cores. fp16 preds (63,488) are simply "
                     "exhausted. Prints the worst points (inputs as hex floats and decimal, error in ulp, "
                     "computed and correctly rounded values in hex) and a summary line labelling the maximum "
-                    "exhaustive or hunted (with its budget), and appends the preds not correctly rounded to the "
-                    "gate's worst-case corpus. weight is absent, dout 1, reduction none.",
-        examples=["precision hunt candidate --gamma -3 --outside-neighbourhood --seconds 60 --no-corpus",
-                  "precision hunt kernel --format fp16 --gamma 2 --json --no-corpus"])
+                    "exhaustive or hunted (with its budget); with --corpus FILE it appends the preds not correctly "
+                    "rounded to that worst-case corpus (the gate replays studies/worst_cases.txt) and writes "
+                    "nothing anywhere else. weight is absent, dout 1, reduction none.",
+        examples=["precision hunt candidate --gamma -3 --outside-neighbourhood --seconds 5",
+                  "precision hunt kernel --format fp16 --gamma 2 --json",
+                  "precision hunt kernel --gamma -2 --points 20000 --corpus out/worst_cases.txt"])
     p.add_argument("variant", help="a registry name (see `precision variants`)")
     p.add_argument("--machine", default="npu",
                    help="machine spec: ieee, numpy, npu, suffixes like +ftz (default: npu)")
@@ -938,9 +961,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", default="10", help="worst finite points to print (default: 10)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (max_ulp, witness, kind, seconds, points, top, ...)")
-    p.add_argument("--corpus", default="studies/worst_cases.txt",
-                   help="worst-case corpus to append to (default: studies/worst_cases.txt)")
-    p.add_argument("--no-corpus", action="store_true", help="do not append to the corpus")
+    p.add_argument("--corpus", metavar="FILE",
+                   help="worst-case corpus file to append the witnesses to, created if missing (default: none, "
+                        "the hunt writes nothing)")
     _add_plugin_option(p)
 
 
@@ -959,8 +982,11 @@ def _build_parser() -> argparse.ArgumentParser:
                     "points finite in both runs; infinite when RUN_B made an output NaN, inf, of the wrong sign or "
                     "a lost inf) exceeds --tolerance; 0 otherwise; 2 on bad input (runs of different studies, a "
                     "run that did not keep every point).",
-        examples=["precision diff out/before/quick out/after/quick",
-                  "precision diff out/main/quick out/branch/quick --tolerance 1 --out out/diff/branch"])
+        examples=["precision diff out/before/plugin_study out/after/plugin_study",
+                  "precision diff out/before/plugin_study out/after/plugin_study --tolerance 1 --out out/diff/change"],
+        setup="The runs of these examples, of a study that keeps every point: precision run "
+              "examples/plugin_study.toml --out out/before/plugin_study, then (after a change) precision run "
+              "examples/plugin_study.toml --out out/after/plugin_study")
     p.add_argument("run_a", metavar="RUN_A", help="the reference run folder (before the change)")
     p.add_argument("run_b", metavar="RUN_B", help="the new run folder (after the change)")
     p.add_argument("--out", default=str(DEFAULT_DIFF_DIR), metavar="DIR",
@@ -983,9 +1009,10 @@ def _build_parser() -> argparse.ArgumentParser:
                     "with the outputs point by point (the outputs are 'with', the emulation 'without': helps = the "
                     "outputs are more accurate): comparisons.csv and disagreements.csv, every element where they "
                     "differ. That is how a machine model is validated against hardware.",
-        examples=["precision score --inputs run1_inputs.npz --outputs run1_grad.npy",
-                  "precision score --inputs x.npz --outputs grad.bin --dtype float16 --shape 1024,80 "
-                  "--reduction sum --label npu_run1 --compare-with kernel --machine npu"])
+        examples=["precision score --inputs out/device/inputs.npz --outputs out/device/grad.npy --reduction sum",
+                  "precision score --inputs out/device/inputs.npz --outputs out/device/grad.bin --dtype float16 "
+                  "--shape 256,80 --reduction sum --label grad_raw --compare-with kernel --machine npu"],
+        setup="The files of these examples (a stand-in device run): python3 examples/device_dump.py out/device")
     p.add_argument("--inputs", required=True, metavar="FILE",
                    help=".npz with pred, target[, dout, weight], or a .npy of pred (required)")
     p.add_argument("--outputs", required=True, metavar="FILE",
@@ -1018,7 +1045,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "task results (one file per variant or comparison and task, keyed by the task's inputs and "
                     "the digest of the code that computes it), with a size line per kind. Neither action "
                     "creates the folder.",
-        examples=["precision cache info", "precision cache clear --cache-dir /scratch/precision-cache"])
+        examples=["precision cache info", "precision cache clear --cache-dir out/cache"])
     p.add_argument("action", choices=["info", "clear"], help="info: the folder and a size line per kind; clear: "
                                                               "remove every term shard and every result")
     p.add_argument("--cache-dir", metavar="DIR",
@@ -1041,6 +1068,12 @@ def main(argv=None) -> int:
         message = str(exc).replace("\n", " ")
         print(f"precision: error: {message}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # a path that passed the checks before the work and failed later (a disk filled, a folder made
+        # read-only meanwhile): one line and exit 2, never a traceback or the gate's exit 1
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"precision: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         # every writer is atomic (temporary file, then rename) and finished tasks are kept,
         # so nothing is half-written and the same command resumes
@@ -1048,20 +1081,6 @@ def main(argv=None) -> int:
         return 130
 
 
-def console(argv=None) -> None:
-    """The ``precision`` command's entry point: :func:`main`, then exit with its status.
-
-    After Ctrl-C the process leaves at once (``os._exit``, output flushed):
-    a worker pool's management thread can otherwise hold the interpreter's
-    exit waiting on workers that were stopped mid-message.
-    """
-    code = main(argv)
-    if code == 130:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
-    sys.exit(code)
-
-
 if __name__ == "__main__":  # pragma: no cover
+    from precision.__main__ import console
     console()

@@ -7,6 +7,7 @@ prints that line to stderr and exits with status 2.
 """
 
 __all__ = [
+    "INTERRUPTED",
     "PrecisionError",
     "ParameterError",
     "ShapeError",
@@ -16,6 +17,10 @@ __all__ = [
     "OracleUndecidedError",
     "PluginError",
 ]
+
+
+#: The one line the command prints on Ctrl-C (exit status 130).
+INTERRUPTED = "precision: interrupted; rerun the same command to resume"
 
 
 class PrecisionError(Exception):

@@ -9,13 +9,13 @@ frames, not forty columns.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pa_csv
+
+from precision.files import atomic_open
 
 __all__ = ["frame_to_arrays", "frame_from_arrays", "stack_arrays", "write_csv"]
 
@@ -89,12 +89,6 @@ def stack_arrays(parts, prefix: str, label: str, labels, hist: bool = False) -> 
 def write_csv(frame: pd.DataFrame, path) -> None:
     """A table as CSV, atomically: every float in its shortest exact spelling (it reads back bit for bit),
     NaN as an empty cell, text quoted (Arrow's writer: an order of magnitude faster than pandas')."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     table = pa.Table.from_pandas(frame.reset_index(drop=True), preserve_index=False)
-    try:
-        pa_csv.write_csv(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as fh:
+        pa_csv.write_csv(table, fh)

@@ -40,13 +40,11 @@ error.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import math
 import os
 import re
-import tempfile
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -57,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 from precision.errors import ParameterError, PrecisionError, StudyFileError
+from precision.files import atomic_open
 from precision.scoring import SPECIAL_CLASSES
 from precision.study import load_study
 from precision.sweep import hex_witnesses, load_stats, run_study
@@ -294,16 +293,8 @@ def _baseline_lines(lines, baseline: dict, tolerance: float) -> list:
 # ---------------------------------------------------------------------------
 
 def _atomic_text(path: Path, text: str) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path) as fh:
+        fh.write(text)
 
 
 def append_to_corpus(corpus: Path, preds, note: str) -> int:
@@ -313,8 +304,10 @@ def append_to_corpus(corpus: Path, preds, note: str) -> int:
     """
     corpus = Path(corpus)
     corpus.parent.mkdir(parents=True, exist_ok=True)
-    with open(corpus.with_suffix(corpus.suffix + ".lock"), "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # the lock is on the corpus's folder (the file itself is replaced by each write): no lock file is left behind
+    folder = os.open(corpus.absolute().parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
         text = corpus.read_text() if corpus.exists() else "# worst-case pred values found by gates and studies\n"
         known = set()  # by hex spelling, so -0 and +0 are two values
         for line in text.splitlines():
@@ -332,6 +325,8 @@ def append_to_corpus(corpus: Path, preds, note: str) -> int:
                 text += "\n"
             text += "".join(f"{v.hex()}  # {note}\n" for v in new)
             _atomic_text(corpus, text)
+    finally:
+        os.close(folder)  # releases the lock
     return len(new)
 
 

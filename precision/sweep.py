@@ -96,6 +96,7 @@ from precision.bracket import band_labels
 from precision.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.executor import make_executor
+from precision.files import atomic_open
 from precision.formats import get_format, round_to_format
 from precision.attribution_table import write_attribution
 from precision.comparisons import find_comparisons
@@ -645,9 +646,8 @@ def _read_raw(path: Path) -> pd.DataFrame:
 
 def _atomic_parquet(path: Path, frame: pd.DataFrame) -> None:
     """A raw table as Parquet (exact float64, typed, fast), written atomically."""
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
+    with atomic_open(path, "wb") as fh:
+        frame.to_parquet(fh, index=False)
 
 
 def _atomic_csv(path: Path, frame: pd.DataFrame) -> None:

@@ -21,8 +21,9 @@ def run(capsys, *argv):
 
 
 def precision(*argv, cwd, timeout=120, env=ENV):
-    """``python -m precision.cli ARGV`` from this checkout: (exit status, stdout, stderr)."""
-    proc = subprocess.run([sys.executable, "-m", "precision.cli", *argv], cwd=cwd, env=env, capture_output=True,
+    """``python -m precision ARGV`` (the console script's entry point) from this checkout: (exit status, stdout,
+    stderr)."""
+    proc = subprocess.run([sys.executable, "-m", "precision", *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
 

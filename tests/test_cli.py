@@ -112,6 +112,18 @@ class TestPathsCheckedUpFront:
          "evaluate one point"),
         (["oracle", "--pred", "1", "--target", "0", "--seed", "3"],
          "oracle: --seed applies to --check only; add --check or drop it"),
+        # outputs where no file can be created although the permission bits say yes (root, /proc): a probe
+        (["report", "quick", "--out", "/proc/x"], "--out=/proc/x: cannot create the folder, /proc is not writable"),
+        (["diff", ".", ".", "--out", "/proc/x"], "--out=/proc/x: cannot create the folder, /proc is not writable"),
+        (["score", "--inputs", "tiny.toml", "--outputs", "tiny.toml", "--out", "/proc/x"],
+         "--out=/proc/x: cannot create the folder, /proc is not writable"),
+        (["gate", "--budgets", "FILE", "--json", "/proc/x.json"],
+         "--json=/proc/x.json: cannot write there (permission denied)"),
+        (["hunt", "candidate", "--points", "100", "--corpus", "/proc/c.txt"],
+         "--corpus=/proc/c.txt: cannot write there (permission denied)"),
+        (["gate", "--budgets", "FILE", "--baseline", "gate_baseline.json"],
+         "--baseline=gate_baseline.json: no such file; write it once with 'precision gate --baseline "
+         "gate_baseline.json --update-baseline' (on the main branch) and commit it"),
         (["run", "tiny.toml", "--report", "--out", "elsewhere"],
          "--report with --out=elsewhere: the report reads RUNS/tiny, so the run folder must be named tiny; use "
          "--out DIR/tiny or drop --out"),
@@ -173,8 +185,8 @@ class TestUsage:
         assert exc.value.code == 0
         usage, description = page.split("\n\n")[:2]
         assert usage.startswith(f"usage: precision {command}") and len(description) > 80
-        examples = page.split("examples:\n", 1)[1].splitlines()
-        assert examples and all(line.startswith(f"  precision {command}") for line in examples if line)
+        examples = page.split("examples:\n", 1)[1].split("\n\n")[0].splitlines()  # a setup note may follow
+        assert examples and all(line.startswith(f"  precision {command}") for line in examples)
         parser = _build_parser().commands[command]
         for action in parser._actions:
             if not action.option_strings or action.nargs == 0:  # positionals, flags, --help
@@ -272,7 +284,7 @@ def _default_sigint():  # the child handles Ctrl-C even if this test runs with S
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_ctrl_c_exits_130_with_one_line_and_the_rerun_resumes(tmp_path, workers):
     (tmp_path / "sigint.toml").write_text(SIGINT_STUDY)
-    argv = [sys.executable, "-m", "precision.cli", "run", "sigint.toml", "--cache-dir", "cache", "--workers", workers]
+    argv = [sys.executable, "-m", "precision", "run", "sigint.toml", "--cache-dir", "cache", "--workers", workers]
     # a session of its own, signalled as a whole: what Ctrl-C on a terminal does (workers included)
     proc = subprocess.Popen(argv, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=_default_sigint)
@@ -291,3 +303,54 @@ def test_ctrl_c_exits_130_with_one_line_and_the_rerun_resumes(tmp_path, workers)
     assert rerun.returncode == 0 and rerun.stderr == ""
     assert json.loads((tmp_path / "out" / "sigint" / "run.json").read_text())["tasks_reused"] == len(done)
     assert (tmp_path / "out" / "sigint" / "summary.csv").is_file()
+
+
+@pytest.fixture
+def immutable(tmp_path):
+    """A folder nobody may write into, root included (chattr +i); skipped where the file system has no such flag."""
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    yield folder
+    subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+class TestOutputsProbedBeforeWork:
+    """An output path is checked by creating a file there before any work, and an OSError that still comes later
+    is one line and exit 2."""
+
+    def test_hunt_corpus_in_an_immutable_folder(self, workdir, immutable):
+        started = time.perf_counter()
+        code, out, err = precision("hunt", "candidate", "--seconds", "30", "--corpus", str(immutable / "c.txt"),
+                                   cwd=workdir)
+        assert (code, out) == (2, "") and err == (f"precision: error: --corpus={immutable}/c.txt: cannot write "
+                                                  "there (permission denied)\n")
+        assert time.perf_counter() - started < 20  # refused before the 30-second hunt
+
+    def test_report_into_an_immutable_folder(self, workdir, immutable):
+        code, out, err = precision("report", "quick", "--out", str(immutable), cwd=workdir)
+        assert (code, out) == (2, "")
+        assert err == f"precision: error: --out={immutable}: the folder is not writable; expected a folder you can " \
+                      "write to\n"
+
+    def test_a_later_os_error_is_one_line_exit_2(self, capsys, monkeypatch):
+        """A path that passes its check and fails during the work (a disk filled meanwhile)."""
+        def full(*args, **kwargs):
+            raise OSError(28, "No space left on device", "out/x")
+        monkeypatch.setattr("precision.cli.oracle.round_gradient", full)
+        code, out, err = run(capsys, "oracle", "--pred", "1", "--target", "0")
+        assert (code, err) == (2, "precision: error: out/x: No space left on device\n")
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.4, 0.9])
+def test_ctrl_c_during_start_up_is_one_line_and_130(tmp_path, delay):
+    """Ctrl-C while the modules still load (about 1.5 s of imports): the same one line, no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "precision", "run", str(ROOT / "studies" / "quick.toml"),
+                             "--out", str(tmp_path / "x"), "--no-cache"], cwd=tmp_path, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (130, "", "precision: interrupted; rerun the same command to resume\n")
+    assert not (tmp_path / "x").exists()

@@ -1,6 +1,7 @@
 """The regression gate: committed budgets pass; a worse kernel, a tighter budget, a regression fail."""
 
 import json
+import os
 import re
 import shutil
 import xml.etree.ElementTree as ET
@@ -12,6 +13,13 @@ from precision.cli import main
 from precision.gate import append_to_corpus, load_budgets
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
+
+
+def umask_mode() -> int:
+    """The mode an ordinary open() gives a new file in this process: 0o666 less the umask."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +52,11 @@ def test_committed_budgets_pass_with_junit_and_json(gate_dir, capsys):
     # every line is parseable: status, variant, format, machine, region, metric, observed, limit, witness
     fields = checks[0].split(" ")
     assert len(fields) == 9 and fields[6].startswith("observed=") and fields[8].startswith("witness=pred=")
+    # every file the gate and its run wrote has the mode open() gives under this umask (no 0600 temporary files)
+    written = [gate_dir / "j.xml", gate_dir / "g.json", gate_dir / "worst_cases.txt",
+               *(p for p in (gate_dir / "run").rglob("*") if p.is_file())]
+    assert any(p.suffix == ".npz" for p in written)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in written} == {p.name: oct(umask_mode()) for p in written}
 
 
 def test_tightened_budget_fails_with_its_line(gate_dir, capsys):
@@ -79,7 +92,7 @@ def test_worse_implementation_fails_against_kernel_budgets(gate_dir, capsys):
 def test_baseline_regression_and_tighten(gate_dir, capsys):
     base = gate_dir / "base.json"
     code, _, _ = gate(capsys, gate_dir, "--baseline", str(base), "--update-baseline")
-    assert code == 0 and base.exists()
+    assert code == 0 and base.exists() and base.stat().st_mode & 0o777 == umask_mode()
     code, lines, _ = gate(capsys, gate_dir, "--baseline", str(base))
     assert code == 0 and not any(line.startswith("REGRESSION") for line in lines)
     data = json.loads(base.read_text())

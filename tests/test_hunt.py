@@ -224,8 +224,21 @@ class TestCommand:
         again = corpus.read_text()
         code, out, _ = run(capsys, *argv)
         assert out.splitlines()[-1].startswith("corpus: 0 new") and corpus.read_text() == again
-        code, out, _ = run(capsys, *argv[:-2], "--no-corpus", "--corpus", str(tmp_path / "never.txt"))
-        assert code == 0 and not (tmp_path / "never.txt").exists() and not out.splitlines()[-1].startswith("corpus")
+
+    def test_no_corpus_given_writes_nothing(self, capsys, tmp_path, monkeypatch):
+        """A hunt writes only where it is told: without --corpus, nothing in the working folder (no
+        studies/worst_cases.txt, no lock file) and no corpus line."""
+        monkeypatch.chdir(tmp_path)
+        code, out, err = run(capsys, "hunt", "candidate", "--points", "800", "--workers", "1", "--top", "3")
+        assert code == 0 and err == "" and len(out.splitlines()) == 4
+        assert not out.splitlines()[-1].startswith("corpus") and list(tmp_path.iterdir()) == []
+
+    def test_corpus_leaves_no_lock_file(self, capsys, tmp_path):
+        folder = tmp_path / "c"
+        folder.mkdir()
+        code, _, _ = run(capsys, "hunt", "candidate", "--points", "800", "--workers", "1",
+                         "--corpus", str(folder / "c.txt"))
+        assert code == 0 and [p.name for p in folder.iterdir()] == ["c.txt"]
 
     @pytest.mark.parametrize("argv,word", [
         (["hunt", "nosuch"], "nosuch"),
