@@ -366,3 +366,34 @@ def test_plots_are_byte_reproducible(tiny_report, tmp_path):
     again = build_report("tiny", tiny_report.parent.parent / "runs", tmp_path / "reports")
     for svg in sorted((tiny_report / "plots").glob("*.svg")):
         assert svg.read_bytes() == (again / "plots" / svg.name).read_bytes(), svg.name
+
+
+def test_a_share_short_of_1_never_prints_as_1():
+    from precision.report.findings import fmt_share
+    assert fmt_num(1 - 310 / 634880) != "1" and fmt_num(1 - 1e-12) != "1" and fmt_num(1.0) == "1"
+    assert fmt_share(1 - 310 / 634880, 310) == f"{fmt_num(1 - 310 / 634880)} (310 not correctly rounded)"
+    assert fmt_num(2.99996) == "2.99996" and fmt_num(0.5) == "0.5" and fmt_num(3.0) == "3"
+
+
+def test_printed_shares_carry_their_misses(tiny_report, candidate_report):
+    """Every share a summary sentence prints comes with the count of outputs not correctly rounded."""
+    checked = 0
+    for folder in (tiny_report, candidate_report):
+        summary = pd.read_csv(folder / "tables" / "summary.csv")
+        assert (summary["not_correct"] == summary["count"] - (summary["share_correct"] * summary["count"]).round()).all()
+        for f in json.loads((folder / "findings.json").read_text())["findings"]:
+            if not f["id"].startswith("summary/best/"):
+                continue
+            share = next(n for n in f["numbers"] if n["name"] == "best_share")
+            row = summary[(summary["variant"] == share["where"]["variant"]) & (summary["machine"] == share["where"]["machine"])
+                          & (summary["format"] == share["where"]["format"])].iloc[0]
+            if row["not_correct"]:
+                assert f"share {share['text']} ({fmt_num(int(row['not_correct']))} not correctly rounded)" in f["text"]
+                assert share["text"] != "1"
+                checked += 1
+    assert checked > 0
+    targets = pd.read_csv(candidate_report / "tables" / "targets.csv")
+    grid = (candidate_report / "report.md").read_text()
+    for _, r in targets[(targets["variant"] == "candidate") & (targets["format"] == "fp16")].iterrows():
+        if r["not_correct"]:
+            assert f"({fmt_num(int(r['not_correct']))} not correctly rounded)" in grid

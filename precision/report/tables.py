@@ -15,7 +15,7 @@ from precision.formats import get_format
 from precision.report.findings import fmt_num
 from precision.sweep import COMPARISON_KEYS, comparison_table, hex_witnesses, sort_table
 
-__all__ = ["stat_table", "paired_table", "ordered", "region_text", "short_hex", "inputs_text", "maximum_label", "describe_error",
+__all__ = ["stat_table", "group_table", "paired_table", "ordered", "region_text", "short_hex", "inputs_text", "maximum_label", "describe_error",
            "error_kind"]
 
 
@@ -24,11 +24,21 @@ def ordered(frame: pd.DataFrame, run) -> pd.DataFrame:
     return sort_table(frame, run.variants, run.machines, ["all", *run.regions], run.brackets)
 
 
+def group_table(merged, by) -> pd.DataFrame:
+    """``merged.table(by)`` (a merged :class:`~precision.scoring.GroupStats`) with ``not_correct`` beside
+    ``share_correct``: the outputs not correctly rounded, the count every printed share carries."""
+    t = merged.table(list(by))
+    f = merged.frame
+    t.insert(t.columns.get_loc("share_correct") + 1, "not_correct",
+             (f["count"] - f["n_correct"]).to_numpy().astype("int64"))
+    return t
+
+
 def stat_table(run, by) -> pd.DataFrame:
     """:class:`~precision.scoring.GroupStats` of the run merged by the columns ``by``, in run order (witness
-    inputs in hex)."""
+    inputs in hex; ``not_correct`` beside ``share_correct``, :func:`group_table`)."""
     by = list(by)
-    return hex_witnesses(ordered(run.stats.merge(by).table(by), run))
+    return hex_witnesses(ordered(group_table(run.stats.merge(by), by), run))
 
 
 def paired_table(run, by=COMPARISON_KEYS) -> pd.DataFrame:

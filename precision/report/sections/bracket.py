@@ -84,7 +84,7 @@ def build(ctx) -> Section:
     hood = neighbourhood_table(run.by_gamma["gamma"].unique(), ROOT_NEIGHBOURHOOD_C)
     section.tables.update({"bracket.csv": t, "neighbourhood.csv": hood})
     shown = t[t["gamma"] < 0][["variant", "machine", "format", "gamma", "bracket", "count", "max_finite_ulp",
-                               "mean_bits", "share_correct", *SPECIAL_CLASSES]]
+                               "mean_bits", "share_correct", "not_correct", *SPECIAL_CLASSES]]
     fmts = list(dict.fromkeys(t["format"]))
     section.body = [
         Para(f"The root neighbourhood (gamma < -1 and C >= {ROOT_NEIGHBOURHOOD_C:g}) as intervals of the argument "

@@ -19,7 +19,7 @@ from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold
 from precision.guards import get_variant
 from precision.implementations.common import ALL_GUARDS
 from precision.report.document import Bullets, Details, Heading, Image, Para, Section, Table
-from precision.report.findings import Finding, cite, fmt_num
+from precision.report.findings import Finding, cite, fmt_num, fmt_share
 from precision.report.plots import FLOOR, clip_errors, error_axis, legend_outside, save, special_level
 from precision.report.tables import describe_error, inputs_text, maximum_label, stat_table
 from precision.scoring import SPECIAL_CLASSES, bin_upper_edge
@@ -33,7 +33,7 @@ MAX_LINES = 6
 T = "summary.csv"
 #: Columns of the summary table shown in the page (the CSV has every statistic and both witnesses).
 SHOWN = ["variant", "format", "machine", "count", "max_finite_ulp", "inputs", "mean_bits", "share_correct",
-         "over_1ulp", *SPECIAL_CLASSES]
+         "not_correct", "over_1ulp", *SPECIAL_CLASSES]
 
 
 def headline_variants(variants, comparisons=None) -> list:
@@ -245,11 +245,12 @@ def build(ctx) -> Section:
         best = sub.loc[m.idxmin()]
         w = {"variant": best["variant"], "format": fmt, "machine": machine, "profile": best["profile"]}
         bm, bs = cite("best_max_finite_ulp", T, s, w, "max_finite_ulp"), cite("best_share", T, s, w, "share_correct")
+        miss = cite("best_not_correct", T, s, w, "not_correct")
         ties = int((m == m.min()).sum())
         text = (f"On {machine}, {fmt} output: the lowest max finite error is {bm.text} ulp ({best['variant']}"
                 + (f", tied by {fmt_num(ties - 1)} more" if ties > 1 else "")
-                + f"; correctly rounded on a share {bs.text} of its outputs).")
-        findings.append(Finding(f"summary/best/{fmt}/{machine}", "summary", text, [bm, bs], 60))
+                + f"; correctly rounded on a share {fmt_share(bs.value, miss.value)} of its outputs).")
+        findings.append(Finding(f"summary/best/{fmt}/{machine}", "summary", text, [bm, bs] + ([miss] if miss.value else []), 60))
     section.findings = findings
     shown = s.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in s.iterrows()])[SHOWN]
     points = run.points(["pred", "variant", "machine", "profile", "err_ulp"])

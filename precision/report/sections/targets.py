@@ -28,7 +28,7 @@ import pandas as pd
 from precision.bracket import ROOT_NEIGHBOURHOOD_C, band_ranges
 from precision.opcount import count_ops
 from precision.report.document import Heading, Para, Section, Table
-from precision.report.findings import Finding, cite, fmt_num
+from precision.report.findings import Finding, cite, fmt_num, fmt_share
 from precision.report.tables import inputs_text, maximum_label, ordered, short_hex
 from precision.scoring import SPECIAL_CLASSES
 from precision.sweep import hex_witnesses
@@ -171,7 +171,8 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
             ok_share = wrong.value <= (1.0 - K["fp16_share_correct"]) * count.value
             ok_max = mx.value <= K["fp16_max_ulp"]
             cells[(f"{r['format']} correctly rounded on a share >= {fmt_num(K['fp16_share_correct'])}", col)] = (
-                f"{_verdict(ok_share)} {100 * (1 - wrong.value / count.value):.4f} %", "met" if ok_share else "missed")
+                f"{_verdict(ok_share)} {fmt_share(1 - wrong.value / count.value, wrong.value)}",
+                "met" if ok_share else "missed")
             cells[(f"{r['format']} max error <= {fmt_num(K['fp16_max_ulp'])} ulp", col)] = (
                 f"{_verdict(ok_max)} {mx.text}", "met" if ok_max else "missed")
             text = (f"On {r['machine']}, {r['format']} output ({count.text} outputs, the neighbourhood included): "

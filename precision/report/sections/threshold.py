@@ -39,6 +39,7 @@ from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
 from precision.report.plots import save
+from precision.report.tables import group_table
 from precision.scoring import SPECIAL_CLASSES
 
 __all__ = ["build", "threshold_table", "subsets", "window_table", "plot_threshold", "POOLED"]
@@ -71,7 +72,7 @@ def threshold_table(run) -> pd.DataFrame:
     for name, regions in subsets(run):
         stats = run.stats.select(run.stats.frame["region"].isin(regions).to_numpy())
         stats = stats.select(stats.frame["variant"].isin(list(taus)).to_numpy())
-        s = stats.merge(["variant", *_KEYS]).table(["variant", *_KEYS])
+        s = group_table(stats.merge(["variant", *_KEYS]), ["variant", *_KEYS])
         s.insert(len(_KEYS) + 1, "subset", name)
         s["tau"] = s["variant"].map(taus)
         s["fired"] = s["fired_g5"].astype(np.int64) if "fired_g5" in s.columns else 0
@@ -95,7 +96,7 @@ def threshold_table(run) -> pd.DataFrame:
     t = t.assign(_m=t["machine"].map(mkey), _s=t["subset"].map(skey), _t=-t["tau"]).sort_values(
         ["_m", "format", "profile", "_s", "_t"], kind="stable")
     cols = ["machine", "format", "profile", "subset", "threshold", "k", "tau", "variant", "count", "fired", "changed",
-            "max_finite_ulp", "mean_bits", "share_correct", *SPECIAL_CLASSES] + [
+            "max_finite_ulp", "mean_bits", "share_correct", "not_correct", *SPECIAL_CLASSES] + [
         f"{p}_vs_{b}" for b in ("never", "production") for p in _PAIRED]
     return t[cols].reset_index(drop=True)
 
