@@ -115,7 +115,7 @@ def _check_findings(folder: Path) -> int:
                 if isinstance(v, str) and k not in ("variant", "machine", "format", "profile", "region", "guard",
                                                     "with_variant", "without_variant", "band", "subset",
                                                     "comparison", "subject", "kind", "bracket", "zone", "step",
-                                                    "cause", "attributed"):
+                                                    "cause", "attributed", "source"):
                     v = _value(v)
                 mask &= (col.isna() if (isinstance(v, float) and math.isnan(v)) else (col == v)).to_numpy()
             assert mask.sum() == 1, (n["table"], n["where"])
@@ -397,3 +397,52 @@ def test_printed_shares_carry_their_misses(tiny_report, candidate_report):
     for _, r in targets[(targets["variant"] == "candidate") & (targets["format"] == "fp16")].iterrows():
         if r["not_correct"]:
             assert f"({fmt_num(int(r['not_correct']))} not correctly rounded)" in grid
+
+
+STALE_HUNT = {"variant": "candidate", "machine": "npu", "format": "fp32", "kind": "hunted", "label": "hunted",
+              "max_ulp": 1.0, "max_finite_ulp": 1.0, "seconds": 10.0, "workers": 2, "points": 1000, "seed": 3,
+              "outside_neighbourhood": True, "gammas": ["-0x1.8p+1"], "alphas": ["0x1p-2"], "targets": [0, 1],
+              "specials": 0, "top": [],
+              "witness": {"pred": "0x1.82895ep-1", "target": 1, "alpha": "0x1p-2", "gamma": "-0x1.8p+1",
+                          "weight": "none", "dout": "0x1p+0"}}
+
+
+@pytest.fixture(scope="module")
+def witness_report(tmp_path_factory):
+    """The tiny candidate study naming a hunt file whose stored maximum is stale (1 ulp) and a pred corpus."""
+    base = tmp_path_factory.mktemp("witness")
+    (base / "hunt.json").write_text(json.dumps(STALE_HUNT))
+    (base / "corpus.txt").write_text("# preds\n-0x1.03e42ep-1  # a hunt witness\nnot-a-number\n0x1.0000000001p+0\n")
+    study = CANDIDATE.replace('name = "cand_tiny"', 'name = "cand_known"') + \
+        '\n[report.targets]\nhunts = ["hunt.json"]\ncorpus = ["corpus.txt", "absent.txt"]\n'
+    (base / "cand_known.toml").write_text(study)
+    run_study(load_study(base / "cand_known.toml"), base / "runs" / "cand_known", cache_dir=base / "cache", workers=1)
+    return build_report("cand_known", base / "runs", base / "reports")
+
+
+def test_headline_maximum_takes_every_known_witness_re_evaluated(witness_report):
+    from precision.hunt import rescore
+    known = pd.read_csv(witness_report / "tables" / "witnesses.csv")
+    targets = pd.read_csv(witness_report / "tables" / "targets.csv")
+    assert set(known["source"]) == {"run", "hunt hunt.json", "corpus corpus.txt"}
+    # the hunt's witness is scored with the current code on every machine, not read from the file (1 ulp there)
+    for machine in ("ieee", "npu"):
+        now = rescore("candidate", [float.fromhex("0x1.82895ep-1")], [1], [0.25], [-3.0], machine=machine)
+        row = known[(known["machine"] == machine) & (known["source"] == "hunt hunt.json")].iloc[0]
+        assert row["max_ulp"] == now["err_ulp"].iloc[0] != 1.0 and row["witness_pred"] == "0x1.82895e0000000p-1"
+        # the corpus pred at every (selector, alpha, gamma) of the run: 2 x 2 x 3 points, some in the neighbourhood
+        corpus = known[(known["machine"] == machine) & (known["source"] == "corpus corpus.txt")].iloc[0]
+        assert 0 < corpus["points"] <= 12 and corpus["witness_pred"] == "-0x1.03e42e0000000p-1"
+        run_max = targets[(targets["variant"] == "candidate") & (targets["machine"] == machine)
+                          & (targets["format"] == "fp32")]["max_ulp_outside"].iloc[0]
+        assert known.loc[(known["machine"] == machine) & (known["source"] == "run"), "max_ulp"].iloc[0] == run_max
+        top = known[known["machine"] == machine].sort_values("max_ulp").iloc[-1]
+        data = json.loads((witness_report / "findings.json").read_text())
+        text = next(f["text"] for f in data["findings"] if f["id"] == f"targets/{machine}/fp32")
+        assert f"max error {fmt_num(top['max_ulp'])} ulp" in text and f"({top['source']}" in text
+        assert ("MISSED" in text) == (top["max_ulp"] > 4.0)
+        assert f"Target <= 4: {'MISSED' if top['max_ulp'] > 4 else 'met'}" in text
+    assert _check_findings(witness_report) > 0
+    missing = [f["text"] for f in json.loads((witness_report / "findings.json").read_text())["findings"]
+               if f["id"] == "targets/hunts-missing"]
+    assert len(missing) == 1 and "absent.txt" in missing[0]

@@ -39,7 +39,7 @@ SECTION_OPTIONS = {
     "verdicts": {},
     "targets": {"variant": ("string", "candidate"), "fp32_max_ulp": ("number", 4.0), "nan_inf": ("number", 0.0),
                 "fp16_share_correct": ("number", 0.999), "fp16_max_ulp": ("number", 1.0),
-                "ops_ratio": ("number", 1.5), "hunts": ("strings", ())},
+                "ops_ratio": ("number", 1.5), "hunts": ("strings", ()), "corpus": ("strings", ())},
     "dominant": {"variants": ("strings", ())},
     "attribution": {},
     "summary": {},
