@@ -24,7 +24,7 @@ from precision.formats import ulp
 from precision.machine import get_machine
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
-from precision.report.plots import clip_errors, save
+from precision.report.plots import curve_style, draw_curves, error_axis, legend_outside, save, special_level
 
 __all__ = ["build", "q_table", "onset_table", "onset_grid", "ONSET_LEVELS", "plot_onset"]
 
@@ -128,27 +128,31 @@ def plot_onset(points: pd.DataFrame, onset: pd.DataFrame, folder, gamma: float, 
         return None
     machines = list(dict.fromkeys(p["machine"]))
     targets = sorted(p["target"].unique())
+    level = special_level(p["err_ulp"].where(p["class"] == "ok"))
     fig, axes = plt.subplots(len(machines), len(targets), figsize=(5.2 * len(targets), 2.8 * len(machines)),
                              squeeze=False, sharex=True, sharey=True)
     for i, machine in enumerate(machines):
         for j, t in enumerate(targets):
             ax = axes[i, j]
+            curves = []
             for v, sub in p[(p["machine"] == machine) & (p["target"] == t)].groupby("variant", sort=False):
                 sub = sub.sort_values("pred")
                 err = np.where(sub["class"].to_numpy() != "ok", np.inf, sub["err_ulp"].to_numpy())
-                line, = ax.plot(sub["pred"], clip_errors(err), lw=0.7, label=v)
-                o = onset[(onset["variant"] == v) & (onset["machine"] == machine) & (onset["target"] == t)
-                          & (onset["gamma"] == gamma)]
-                if len(o) and np.isfinite(o["from_2p20ulp"].iloc[0]):
-                    x0 = o["from_2p20ulp"].iloc[0] * (1 if t == 0 else -1)
-                    ax.axvline(x0, color=line.get_color(), lw=0.6, ls=":")
-            ax.set_yscale("log")
+                curves.append((v, sub["pred"].to_numpy(np.float64), err))
+            merged = draw_curves(ax, curves, level, lw=0.7, ms=3)
+            for k, (label, _, _) in enumerate(merged):
+                for v in label.split(" = "):
+                    o = onset[(onset["variant"] == v) & (onset["machine"] == machine) & (onset["target"] == t)
+                              & (onset["gamma"] == gamma)]
+                    if len(o) and np.isfinite(o["from_2p20ulp"].iloc[0]):
+                        x0 = o["from_2p20ulp"].iloc[0] * (1 if t == 0 else -1)
+                        ax.axvline(x0, color=curve_style(k)["color"], lw=0.6, ls=":")
+            error_axis(ax, level, "ulp error" if j == 0 else "")
             ax.axhline(1.0, color="k", lw=0.4, ls=":")
             ax.set_title(f"{machine}, selector t={t}, gamma {gamma:g}", fontsize=8)
             ax.set_xlabel("x = pred", fontsize=7)
-            ax.set_ylabel("ulp error (special at top)", fontsize=7)
             ax.tick_params(labelsize=6)
-    axes[0, -1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
+        legend_outside(axes[i, -1])
     fig.tight_layout()
     return save(fig, folder, stem)
 

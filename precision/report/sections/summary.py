@@ -20,7 +20,7 @@ from precision.guards import get_variant
 from precision.implementations.common import ALL_GUARDS
 from precision.report.document import Bullets, Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, fmt_share
-from precision.report.plots import FLOOR, clip_errors, error_axis, legend_outside, save, special_level
+from precision.report.plots import FLOOR, clip_errors, draw_curves, error_axis, legend_outside, save, special_level
 from precision.report.tables import describe_error, inputs_text, maximum_label, stat_table
 from precision.scoring import SPECIAL_CLASSES, bin_upper_edge
 
@@ -61,7 +61,8 @@ def plotted_variants(variants) -> list:
 
 def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, stem: str = "ulp_vs_pred") -> str | None:
     """Max ulp error per symmetric-log pred bin (moving max over 3 bins) against pred, a panel per
-    (machine, profile), a line per variant; per-point errors as a grey cloud; specials on the band."""
+    (machine, profile), a line per variant (identical ones merged, :func:`draw_curves`); per-point errors as
+    a grey cloud; bins holding a special output as ``x`` on the band."""
     sel = np.isin(predbins["variant"], list(variants))
     if not sel.any():
         return None
@@ -83,6 +84,7 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
             if len(pp) > 20000:
                 pp = pp.iloc[np.linspace(0, len(pp) - 1, 20000).astype(int)]
             ax.scatter(pp["pred"], clip_errors(pp["err_ulp"], level), s=1, c="0.75", rasterized=True, lw=0)
+        curves = []
         for v in variants:
             rows = np.flatnonzero(sel & (predbins["variant"] == v) & (predbins["machine"] == machine)
                                   & (predbins["profile"] == profile))
@@ -91,7 +93,8 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
             mx = np.nanmax(np.where(np.isnan(predbins["max_ulp"][rows]), -np.inf, predbins["max_ulp"][rows]), axis=0)
             mov = pd.Series(mx).rolling(3, center=True, min_periods=1).max().to_numpy()
             ok = mx > -np.inf
-            ax.plot(centers[ok], clip_errors(mov[ok], level), lw=0.9, label=v)
+            curves.append((v, centers[ok], mov[ok]))
+        draw_curves(ax, curves, level)
         ax.set_xscale("symlog", linthresh=1e-4)
         ax.set_xlim(xlo, xhi)
         error_axis(ax, level, "max error (ulp)" if k % ncol == 0 else "")

@@ -38,7 +38,7 @@ from precision.bracket import cancellation_windows, roots
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_name
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
-from precision.report.plots import save
+from precision.report.plots import draw_curves, save
 from precision.report.tables import group_table
 from precision.scoring import SPECIAL_CLASSES
 
@@ -134,30 +134,46 @@ def window_table(run) -> pd.DataFrame:
 
 
 def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | None:
-    """Pooled subset, per machine and format: outputs better / worse than never and than 1/64 per threshold."""
+    """Pooled subset, per machine and format: outputs better / worse than never and than 1/64 per threshold.
+
+    A threshold is never compared with itself: the ``vs never`` curves have no
+    point at never and the ``vs 1/64`` curves none at 1/64 (a gap, not a zero).
+    """
     t = t[t["subset"] == POOLED]
     if t.empty:
         return None
     cells = list(dict.fromkeys(zip(t["machine"], t["format"])))
-    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.3), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells) + 1.8, 3.4), squeeze=False, sharey=True)
     for j, (machine, fmt) in enumerate(cells):
         ax = axes[0, j]
         sub = t[(t["machine"] == machine) & (t["format"] == fmt)].reset_index(drop=True)
-        x = np.arange(len(sub))
-        for base, marker, ls in (("never", "o", "-"), ("production", "s", "--")):
-            b, w = sub[f"better_vs_{base}"].fillna(0), sub[f"worse_vs_{base}"].fillna(0)
-            ax.plot(x, b, marker=marker, ms=3, ls=ls, color="tab:blue", label=f"better than {base}")
-            ax.plot(x, w, marker=marker, ms=3, ls=ls, color="tab:red", label=f"worse than {base}")
+        x = np.arange(len(sub), dtype=np.float64)
+        curves = []
+        for base, itself in (("never", 0.0), ("production", PRODUCTION_THRESHOLD)):
+            name = "1/64" if base == "production" else base
+            other = (sub["tau"] != itself).to_numpy()
+            for what in ("better", "worse"):
+                y = sub[f"{what}_vs_{base}"].astype("Float64").to_numpy(np.float64, na_value=np.nan)
+                if np.isnan(y[other]).all():
+                    continue
+                curves.append((f"{what} than {name}", x[other], y[other]))
+        draw_curves(ax, curves)
         prod = sub.index[sub["tau"] == PRODUCTION_THRESHOLD]
         if len(prod):
             ax.axvline(prod[0], color="k", lw=0.8, ls=":", label="1/64 (production)")
         ax.set_yscale("symlog", linthresh=1)
-        ax.set_xticks(x, sub["threshold"], fontsize=6, rotation=60)
+        ax.set_ylim(bottom=0)
+        names = ["1/64" if tau == PRODUCTION_THRESHOLD else n for tau, n in zip(sub["tau"], sub["threshold"])]
+        ax.set_xticks(x, names, fontsize=6, rotation=60)
         ax.set_title(f"{machine}, {fmt} (pooled points)", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.set_xlabel("G5 threshold tau", fontsize=7)
     axes[0, 0].set_ylabel("changed outputs (symlog)", fontsize=7)
-    axes[0, -1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    handles = {}
+    for ax in axes[0]:  # every curve of every panel in the one legend
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    axes[0, -1].legend(handles.values(), handles.keys(), fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     return save(fig, folder, stem)
 
