@@ -446,3 +446,69 @@ def test_headline_maximum_takes_every_known_witness_re_evaluated(witness_report)
     missing = [f["text"] for f in json.loads((witness_report / "findings.json").read_text())["findings"]
                if f["id"] == "targets/hunts-missing"]
     assert len(missing) == 1 and "absent.txt" in missing[0]
+
+
+THRESHOLD_TINY = """
+name = "thr_tiny"
+seed = 0
+[pred]
+kind = "windows"
+format = "fp32"
+cancellation = 2.0
+per_window = 300
+core = 32
+range = [-8.0, 18.0]
+[points]
+target = [0]
+alpha = [0.25]
+gamma = [-2.0, -1.5]
+profiles = ["fp32"]
+[run]
+variants = ["kernel[G5=2^-0]", "kernel[G5=2^-3]", "kernel[G5=2^-6]", "kernel[G5=never]", "kernel[G5=always]"]
+machines = ["ieee", "npu"]
+per_point = "worst"
+threshold_search = true
+[report]
+sections = ["threshold", "summary"]
+"""
+
+
+@pytest.fixture(scope="module")
+def threshold_report(tmp_path_factory):
+    base = tmp_path_factory.mktemp("thr")
+    (base / "thr_tiny.toml").write_text(THRESHOLD_TINY)
+    run_study(load_study(base / "thr_tiny.toml"), base / "runs" / "thr_tiny", cache_dir=base / "cache", workers=1)
+    return build_report("thr_tiny", base / "runs", base / "reports")
+
+
+def _curve_points(svg: str, curve: str) -> int:
+    """Vertices of a curve's line in a plot's SVG (plots.curve_id); 0 when the plot has no such curve."""
+    m = re.search(rf'<g id="{re.escape(curve)}">\s*<path d="([^"]*)"', svg)
+    return 0 if m is None else len(re.findall(r"[ML] ", m.group(1)))
+
+
+def test_threshold_plot_never_compares_a_threshold_with_itself(threshold_report):
+    t = pd.read_csv(threshold_report / "tables" / "threshold.csv")
+    svg = (threshold_report / "plots" / "threshold.svg").read_text()
+    for panel, machine in enumerate(["ieee", "npu"]):
+        rows = t[(t["machine"] == machine) & (t["subset"] == "pooled")]
+        for base, itself, name in (("never", 0.0, "never"), ("production", 2.0 ** -6, "1/64")):
+            for what in ("better", "worse"):
+                drawn = rows[(rows["tau"] != itself) & rows[f"{what}_vs_{base}"].notna()]
+                assert _curve_points(svg, f"curve-{panel}-{what}_than_{name}") == len(drawn) > 0, (machine, base)
+    # the legend names every curve and 1/64
+    for label in ("better than never", "worse than never", "better than 1/64", "worse than 1/64", "1/64 (production)"):
+        assert f"<!-- {label} -->" in svg, label
+
+
+def test_best_float32_tau_in_hex_with_its_decimal(threshold_report):
+    from precision.report.tables import decimal_text, short_hex
+    search = pd.read_csv(threshold_report / "tables" / "threshold_search.csv")
+    page = (threshold_report / "report.md").read_text()
+    texts = {f["id"]: f["text"] for f in json.loads((threshold_report / "findings.json").read_text())["findings"]}
+    for _, r in search[search["result"] == "boundary"].iterrows():
+        exact = float.fromhex(r["boundary"])
+        assert np.float32(float(decimal_text(exact))) == np.float32(exact)
+        assert f"{short_hex(exact)} ({decimal_text(exact)}): " in page  # the first-screen grid
+        assert f"tau = {r['boundary']} ({decimal_text(exact)}, net" in texts[f"threshold/{r['machine']}/fp32/fp32"]
+    assert decimal_text("0x1.000002p-1") == "0.50000006"  # the production study's tau, never '0.5'

@@ -27,7 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 __all__ = ["save", "FLOOR", "special_level", "clip_errors", "error_axis", "legend_outside", "curve_style",
-           "merge_identical", "draw_curves"]
+           "merge_identical", "draw_curves", "curve_id"]
 
 #: Lower clip of log ulp axes (a correctly rounded output scores <= 0.5 ulp).
 FLOOR = 1e-3
@@ -103,6 +103,11 @@ def merge_identical(curves) -> list:
     return merged
 
 
+def curve_id(ax, label: str) -> str:
+    """The SVG id of a curve: ``curve-<panel>-<label>`` (spaces as ``_``), so a test can read a plot's points."""
+    return f"curve-{ax.get_subplotspec().num1 if ax.get_subplotspec() else 0}-{label.replace(' ', '_')}"
+
+
 def draw_curves(ax, curves, level: float | None = None, lw: float = 0.9, ms: float = 3.5, marks: int = 14) -> list:
     """Draw ``(label, x, y)`` curves on ``ax``; returns the merged curves (:func:`merge_identical`).
 
@@ -125,5 +130,5 @@ def draw_curves(ax, curves, level: float | None = None, lw: float = 0.9, ms: flo
         else:
             shown = y
         ax.plot(x, shown, lw=lw, ls=st["ls"], color=st["color"], marker=st["marker"], ms=ms,
-                markevery=(i % every, every), label=label, zorder=2)
+                markevery=(i % every, every), label=label, zorder=2, gid=curve_id(ax, label))
     return merged

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from precision.formats import get_format
 from precision.report.findings import fmt_num
 from precision.sweep import COMPARISON_KEYS, comparison_table, hex_witnesses, sort_table
 
-__all__ = ["stat_table", "group_table", "paired_table", "ordered", "region_text", "short_hex", "inputs_text", "maximum_label", "describe_error",
+__all__ = ["stat_table", "group_table", "paired_table", "ordered", "region_text", "short_hex", "exact_text", "decimal_text", "inputs_text", "maximum_label", "describe_error",
            "error_kind"]
 
 
@@ -71,6 +72,35 @@ def short_hex(v) -> str:
     mant, exp = h.split("p")
     mant = mant.rstrip("0").rstrip(".")
     return f"{mant}p{exp}"
+
+
+def exact_text(v) -> str:
+    """An exact constant as a reader copies it: the hex float, the shortest decimal that reads back to it beside
+    (float32's when the value is a float32, else float64's).
+
+    Examples
+    --------
+    >>> exact_text(float.fromhex("0x1.000002p-1")), exact_text(0.015625), exact_text(0.1)
+    ('0x1.000002p-1 (0.50000006)', '0x1p-6 (0.015625)', '0x1.999999999999ap-4 (0.1)')
+    """
+    v = float.fromhex(v) if isinstance(v, str) and "0x" in v else float(v)
+    if not math.isfinite(v):
+        return repr(v)
+    return f"{short_hex(v)} ({decimal_text(v)})"
+
+
+def decimal_text(v) -> str:
+    """The shortest decimal that reads back to ``v``: float32's when ``v`` is a float32, else float64's.
+
+    Examples
+    --------
+    >>> decimal_text("0x1.000002p-1"), decimal_text(0.1)
+    ('0.50000006', '0.1')
+    """
+    v = float.fromhex(v) if isinstance(v, str) and "0x" in v else float(v)
+    with np.errstate(over="ignore"):
+        single = np.float32(v)
+    return str(single) if math.isfinite(v) and float(single) == v else repr(v)
 
 
 def inputs_text(row, prefix: str = "witness_", suffix: str = "") -> str:

@@ -39,7 +39,7 @@ from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
 from precision.report.plots import draw_curves, save
-from precision.report.tables import group_table
+from precision.report.tables import decimal_text, exact_text, group_table
 from precision.scoring import SPECIAL_CLASSES
 
 __all__ = ["build", "threshold_table", "subsets", "window_table", "plot_threshold", "POOLED"]
@@ -120,8 +120,8 @@ def window_table(run) -> pd.DataFrame:
         wins = [tuple(sorted((sign * a, sign * b))) for a, b in cancellation_windows(g, spec["cancellation"], s_lo,
                                                                                       s_hi)]
         rts = [sign * r for r in roots(g, s_lo, s_hi)]
-        row = {"gamma": g, "windows": "; ".join(f"[{a:.6g}, {b:.6g}]" for a, b in wins) or "none",
-               "roots": "; ".join(f"{r:.9g}" for r in rts) or "none"}
+        row = {"gamma": g, "windows": "; ".join(f"[{exact_text(a)}, {exact_text(b)}]" for a, b in wins) or "none",
+               "roots": "; ".join(exact_text(r) for r in rts) or "none"}
         one = by_gamma[(by_gamma["gamma"] == g) & (by_gamma["variant"] == (prod[0] if prod else run.variants[0]))]
         for name, regions in subsets(run):  # the points are the same on every machine; where G5 fires is not
             part = one[one["region"].isin(regions)]
@@ -162,12 +162,13 @@ def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | No
         if len(prod):
             ax.axvline(prod[0], color="k", lw=0.8, ls=":", label="1/64 (production)")
         ax.set_yscale("symlog", linthresh=1)
-        ax.set_ylim(bottom=0)
         names = ["1/64" if tau == PRODUCTION_THRESHOLD else n for tau, n in zip(sub["tau"], sub["threshold"])]
         ax.set_xticks(x, names, fontsize=6, rotation=60)
         ax.set_title(f"{machine}, {fmt} (pooled points)", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.set_xlabel("G5 threshold tau", fontsize=7)
+    top = max(ax.dataLim.y1 for ax in axes[0])
+    axes[0, 0].set_ylim(0, max(top, 1.0) * 2)  # shared: room above the largest count
     axes[0, 0].set_ylabel("changed outputs (symlog)", fontsize=7)
     handles = {}
     for ax in axes[0]:  # every curve of every panel in the one legend
@@ -258,7 +259,7 @@ def _answer(t: pd.DataFrame, search: pd.DataFrame) -> list:
                                    "p_value_vs_production"))
             nums += [bt, bn, bb, bw, bp]
             text += (f". The best float32 threshold of these points is tau = {bt.text} "
-                     f"({c.search['boundary_tau']:.6g}, net {bn.text} over never); against 1/64 it "
+                     f"({decimal_text(bt.value)}, net {bn.text} over never); against 1/64 it "
                      f"{c.search['verdict_vs_production']} ({bb.text} better, {bw.text} worse, {p_text(bp.value)})")
         elif c.search is not None:
             text += ". No threshold beats no correction on balance on these points"
@@ -275,7 +276,7 @@ def answer_grid(t: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
             continue
         p, best, r = c.prod, c.best, c.search
         if r is not None and isinstance(r["boundary"], str):
-            bis = (f"{r['boundary_tau']:.6g}: {r['verdict_vs_production']} vs 1/64 "
+            bis = (f"{exact_text(r['boundary'])}: {r['verdict_vs_production']} vs 1/64 "
                    f"{fmt_num(int(r['better_vs_production']))}/{fmt_num(int(r['worse_vs_production']))}")
         else:
             bis = "" if r is None else str(r["result"])
@@ -383,8 +384,9 @@ def build(ctx) -> Section:
              f"points, per subset ({', '.join(names)}; only 'pooled' decides). fired: points where the test held; "
              "changed: outputs that differ from never."),
         Table(t[t["subset"] == POOLED][shown], T),
-        Image(plot_threshold(t, ctx.plot_dir), "Pooled points: outputs better (blue) and worse (red) than never "
-                                                "(solid) and than 1/64 (dashed), per threshold; 1/64 dotted"),
+        Image(plot_threshold(t, ctx.plot_dir), "Pooled points: outputs better and worse than never and than 1/64, "
+                                                "per threshold (no threshold compared with itself: no point at never "
+                                                "against never nor at 1/64 against 1/64); 1/64 dotted"),
     ]
     if not search.empty:
         section.body.append(Para("Threshold search (precision.threshold_search): each point's critical threshold "
@@ -392,7 +394,9 @@ def build(ctx) -> Section:
                                  "ordinal space) and the outcome of correcting it; the best float32 threshold is "
                                  "where the running net (better - worse against never) is largest. A property of "
                                  "this sample of points."))
-        section.body.append(Table(search[["machine", "format", "best_threshold", "best_net", "result", "boundary",
+        section.body.append(Table(search.assign(boundary_tau=[exact_text(b) if isinstance(b, str) else b
+                                                             for b in search["boundary"]])[[
+                                          "machine", "format", "best_threshold", "best_net", "result",
                                           "boundary_tau", "boundary_net", "better_vs_production",
                                           "worse_vs_production", "p_value_vs_production", "verdict_vs_production"]],
                                   S))
