@@ -512,3 +512,30 @@ def test_best_float32_tau_in_hex_with_its_decimal(threshold_report):
         assert f"{short_hex(exact)} ({decimal_text(exact)}): " in page  # the first-screen grid
         assert f"tau = {r['boundary']} ({decimal_text(exact)}, net" in texts[f"threshold/{r['machine']}/fp32/fp32"]
     assert decimal_text("0x1.000002p-1") == "0.50000006"  # the production study's tau, never '0.5'
+
+
+def _curves(svg: str) -> dict:
+    """{panel: {curve label: line path}} of a plot's SVG (plots.curve_id)."""
+    out = {}
+    for panel, label, body in re.findall(r'<g id="curve-(\d+)-([^"]*)">(.*?)</g>', svg, re.S):
+        path = re.search(r'<path d="([^"]*)"', body)
+        out.setdefault(int(panel), {})[label.replace("_", " ")] = path.group(1) if path else ""
+    return out
+
+
+def test_no_curve_hides_another(tiny_report):
+    """Every variant of the recovery and summary plots is named in each panel, and no two drawn lines coincide."""
+    variants = set(json.loads((tiny_report.parent.parent / "runs" / "tiny" / "run.json").read_text())["variants"])
+    for stem in ("recovery", "ulp_vs_pred"):
+        panels = _curves((tiny_report / "plots" / f"{stem}.svg").read_text())
+        assert panels, stem
+        for panel, curves in panels.items():
+            names = [n for label in curves for n in label.split(" = ")]
+            assert len(names) == len(set(names)), (stem, panel)
+            if stem == "recovery":  # every variant of the run, merged or not
+                assert set(names) == variants, (panel, names)
+            drawn = [p for p in curves.values() if p]
+            assert len(drawn) == len(set(drawn)), (stem, panel)
+    merged = [label for curves in _curves((tiny_report / "plots" / "recovery.svg").read_text()).values()
+              for label in curves if " = " in label]
+    assert merged  # the G5 threshold variants coincide with the kernel here: drawn once, all named
