@@ -115,7 +115,7 @@ def draw_curves(ax, curves, level: float | None = None, lw: float = 0.9, ms: flo
     points, staggered between curves, so overlapping stretches stay told
     apart.  With ``level`` (an error axis, :func:`error_axis`) errors are
     clipped at :data:`FLOOR`, and special points (inf or NaN errors) are
-    ``x`` marks on the band at ``level`` while the line breaks there.
+    ``x`` marks on the band at ``level`` (a row per curve) while the line breaks there.
     """
     merged = merge_identical(curves)
     for i, (label, x, y) in enumerate(merged):
@@ -124,8 +124,9 @@ def draw_curves(ax, curves, level: float | None = None, lw: float = 0.9, ms: flo
         if level is not None:
             special = ~np.isfinite(y)
             shown = np.where(special, np.nan, np.clip(y, FLOOR, None))
-            if special.any():
-                ax.plot(x[special], np.full(int(special.sum()), level), ls="none", marker="x", ms=ms + 1,
+            if special.any():  # each curve its own row inside the band, so no curve's marks cover another's
+                row = level * 10.0 ** (0.25 * (i % 6) - 0.4)
+                ax.plot(x[special], np.full(int(special.sum()), row), ls="none", marker="x", ms=ms + 1,
                         color=st["color"], zorder=3)
         else:
             shown = y
