@@ -440,6 +440,9 @@ def test_headline_maximum_takes_every_known_witness_re_evaluated(witness_report)
         data = json.loads((witness_report / "findings.json").read_text())
         text = next(f["text"] for f in data["findings"] if f["id"] == f"targets/{machine}/fp32")
         assert f"max error {fmt_num(top['max_ulp'])} ulp" in text and f"({top['source']}" in text
+        # the witness exact in hex with its decimal beside
+        from precision.report.tables import decimal_text, short_hex
+        assert f"at pred={short_hex(top['witness_pred'])} ({decimal_text(top['witness_pred'])}) " in text
         assert ("MISSED" in text) == (top["max_ulp"] > 4.0)
         assert f"Target <= 4: {'MISSED' if top['max_ulp'] > 4 else 'met'}" in text
     assert _check_findings(witness_report) > 0

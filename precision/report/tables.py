@@ -104,7 +104,8 @@ def decimal_text(v) -> str:
 
 
 def inputs_text(row, prefix: str = "witness_", suffix: str = "") -> str:
-    """One cell for a witness's inputs: ``pred=0x1.4p+4 t=0 alpha=0x1p-2 gamma=-0x1p+1 w=none dout=0x1p+0``.
+    """One cell for a witness's inputs: ``pred=0x1.4p+4 (20) t=0 alpha=0x1p-2 gamma=-0x1p+1 w=none dout=0x1p+0``
+    (pred exact in hex, its shortest decimal beside, :func:`decimal_text`).
 
     The columns are ``<prefix><input><suffix>`` (``witness_pred``, ``finite_witness_pred``, ``witness_pred_outside``).
     """
@@ -113,7 +114,7 @@ def inputs_text(row, prefix: str = "witness_", suffix: str = "") -> str:
         return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
     if get("pred") is None:  # a maximum no point attained: no witness
         return ""
-    parts = [f"pred={short_hex(get('pred'))}"]
+    parts = [f"pred={short_hex(get('pred'))} ({decimal_text(get('pred'))})"]
     if get("target") is not None:
         parts.append(f"t={int(float(get('target')))}")
     for key, name in (("alpha", "alpha"), ("gamma", "gamma"), ("weight", "w"), ("dout", "dout")):
