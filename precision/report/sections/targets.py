@@ -41,7 +41,7 @@ from precision.scoring import SPECIAL_CLASSES
 from precision.sweep import hex_witnesses
 
 __all__ = ["build", "targets_table", "opcount_table", "assess_targets", "hunt_table", "corpus_preds",
-           "witness_table"]
+           "known_sources", "rescored_maxima", "witness_table"]
 
 T = "targets.csv"
 TW = "witnesses.csv"
@@ -141,28 +141,24 @@ def corpus_preds(path: Path) -> np.ndarray:
     return np.unique(np.array(out, dtype=np.float64))
 
 
-def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, corpora, base: Path,
-                  label: str) -> tuple[pd.DataFrame, list]:
-    """The candidate's fp32 maximum outside the root neighbourhood per machine and source: (table, unread files).
+def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -> tuple[list, list]:
+    """The witness points a study knows of for ``variant``'s fp32 output: ([(source, kind, how, points,
+    {machine: stored max}), ...], unread files).
 
-    Sources: ``run`` (the run's maximum, labelled ``label``), ``hunt FILE``
-    (the hunt's witness and top points) and ``corpus FILE`` (each pred at every
-    selector, alpha and gamma of the run's fp32 rows), the last two re-scored
-    on every machine of the run by :func:`precision.hunt.rescore`.  Columns:
-    machine, source, kind (``sampled``/``exhaustive``, ``hunted``, ``corpus``),
-    how (the label), points (scored outside the neighbourhood), max_ulp,
-    stored_max_ulp (the hunt file's own figure on its machine), the witness
-    (hex) and its C.
+    ``hunt FILE``: the hunt's witness and top points (:func:`hunt_table`
+    rows of ``variant``, fp32); ``corpus FILE``: each fp32 pred of the file at
+    every (selector, alpha, gamma) of the run's fp32 rows of ``variant``.
+    ``points`` has columns pred, target, alpha, gamma.
     """
     known, missing = [], []
     for _, h in hunts.iterrows():
-        if h["variant"] != candidate or h["format"] != "fp32":
+        if h["variant"] != variant or h["format"] != "fp32":
             continue
         known.append((f"hunt {h['file']}", "hunted", f"hunted {h['cpu_seconds']:,.0f} CPU-s on {h['machine']}, "
                       f"seed {int(h['seed'])}", _hunt_points(base / h["file"]),
                       {h["machine"]: float(h["max_ulp"])}))
     f = run.stats.frame
-    grid = f[(f["variant"] == candidate) & (f["format"] == "fp32")][["target", "alpha", "gamma"]].drop_duplicates()
+    grid = f[(f["variant"] == variant) & (f["format"] == "fp32")][["target", "alpha", "gamma"]].drop_duplicates()
     for rel in corpora:
         try:
             preds = corpus_preds(base / rel)
@@ -173,6 +169,45 @@ def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, cor
             **{c: np.tile(grid[c].to_numpy(), preds.size) for c in ("target", "alpha", "gamma")})
         known.append((f"corpus {rel}", "corpus", f"{preds.size:,} fp32 preds x {len(grid):,} (selector, alpha, "
                       "gamma)", pts, {}))
+    return known, missing
+
+
+def rescored_maxima(variant: str, machine: str, known, outside_only: bool, finite_only: bool = False) -> list:
+    """Per known source (:func:`known_sources`): one row with the largest error of ``variant`` on ``machine``
+    re-evaluated now (:func:`precision.hunt.rescore`), over the points outside the root neighbourhood when
+    ``outside_only``, over the finite errors when ``finite_only``; witness in hex."""
+    rows = []
+    for source, kind, how, pts, stored in known:
+        s = rescore(variant, pts["pred"], pts["target"], pts["alpha"], pts["gamma"], machine=machine) \
+            if len(pts) else pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
+        keep = s["err_ulp"].notna()
+        if outside_only:
+            keep &= ~s["inside"].astype(bool)
+        if finite_only:
+            keep &= np.isfinite(s["err_ulp"].astype(float))
+        s = s[keep]
+        top = s.loc[s["err_ulp"].astype(float).idxmax()] if len(s) else None
+        rows.append({"machine": machine, "source": source, "kind": kind, "how": how, "points": len(s),
+                     "max_ulp": float(top["err_ulp"]) if top is not None else np.nan,
+                     "stored_max_ulp": stored.get(machine, np.nan),
+                     **({f"witness_{k}": (int(top[k]) if k == "target" else float(top[k]).hex())
+                         for k in ("pred", "target", "alpha", "gamma")} if top is not None else {}),
+                     "c_factor": float(top["c_factor"]) if top is not None else np.nan})
+    return rows
+
+
+def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, corpora, base: Path,
+                  label: str) -> tuple[pd.DataFrame, list]:
+    """The candidate's fp32 maximum outside the root neighbourhood per machine and source: (table, unread files).
+
+    Sources: ``run`` (the run's maximum, labelled ``label``) and every
+    :func:`known_sources` source re-scored on every machine of the run
+    (:func:`rescored_maxima`).  Columns: machine, source, kind
+    (``sampled``/``exhaustive``, ``hunted``, ``corpus``), how (the label),
+    points (scored outside the neighbourhood), max_ulp, stored_max_ulp (the
+    hunt file's own figure on its machine), the witness (hex) and its C.
+    """
+    known, missing = known_sources(run, candidate, hunts, corpora, base)
     rows = []
     for machine in run.machines:
         r = t[(t["variant"] == candidate) & (t["machine"] == machine) & (t["format"] == "fp32")]
@@ -183,17 +218,7 @@ def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, cor
                      "points": int(r["outside"]), "max_ulp": float(r["max_ulp_outside"]), "stored_max_ulp": np.nan,
                      **{f"witness_{k}": r.get(f"witness_{k}_outside") for k in ("pred", "target", "alpha", "gamma")},
                      "c_factor": np.nan})
-        for source, kind, how, pts, stored in known:
-            s = rescore(candidate, pts["pred"], pts["target"], pts["alpha"], pts["gamma"], machine=machine) \
-                if len(pts) else pd.DataFrame(columns=["err_ulp", "inside"])
-            s = s[~s["inside"].astype(bool) & s["err_ulp"].notna()]
-            top = s.loc[s["err_ulp"].idxmax()] if len(s) else None
-            rows.append({"machine": machine, "source": source, "kind": kind, "how": how, "points": len(s),
-                         "max_ulp": float(top["err_ulp"]) if top is not None else np.nan,
-                         "stored_max_ulp": stored.get(machine, np.nan),
-                         **({f"witness_{k}": (int(top[k]) if k == "target" else float(top[k]).hex())
-                             for k in ("pred", "target", "alpha", "gamma")} if top is not None else {}),
-                         "c_factor": float(top["c_factor"]) if top is not None else np.nan})
+        rows += rescored_maxima(candidate, machine, known, outside_only=True)
     return pd.DataFrame(rows), missing
 
 
