@@ -542,3 +542,21 @@ def test_no_curve_hides_another(tiny_report):
     merged = [label for curves in _curves((tiny_report / "plots" / "recovery.svg").read_text()).values()
               for label in curves if " = " in label]
     assert merged  # the G5 threshold variants coincide with the kernel here: drawn once, all named
+
+
+def test_summary_headline_takes_the_known_witnesses(witness_report):
+    """The fp32 headline maximum of each headline variant is compared with every known witness, re-evaluated."""
+    known = pd.read_csv(witness_report / "tables" / "headline_witnesses.csv")
+    summary = pd.read_csv(witness_report / "tables" / "summary.csv")
+    texts = {f["id"]: f["text"] for f in json.loads((witness_report / "findings.json").read_text())["findings"]}
+    for variant in ("candidate", "kernel"):
+        k = known[known["variant"] == variant]
+        assert set(k["machine"]) == {"ieee", "npu"} and "corpus corpus.txt" in set(k["source"])
+        assert ("hunt hunt.json" in set(k["source"])) == (variant == "candidate")  # a hunt is of one variant
+        top = k.loc[k["max_ulp"].idxmax()]
+        run_max = summary[(summary["variant"] == variant) & (summary["format"] == "fp32")]["max_finite_ulp"].max()
+        text = texts[f"summary/headline/fp32/{variant}"]
+        assert f"at most {fmt_num(top['max_ulp'])} ulp ({top['source']}, {top['machine']}" in text
+        figure = max(top["max_ulp"], run_max)
+        assert text.endswith(f" {fmt_num(figure)} ulp.") and (("above the run's maximum" in text) == (top["max_ulp"] > run_max))
+    assert _check_findings(witness_report) > 0

@@ -18,7 +18,8 @@ section         what it shows
                 steps of their recipe, the causes checked against the errors
                 (a confusion matrix), where each guard acts
 ``summary``     accuracy per variant, format and machine, headline maxima
-                labelled exhaustive or sampled, plots
+                labelled exhaustive or sampled and set against the known
+                witnesses (hunts, corpora) re-evaluated, plots
 ``ablation``    each guard's comparisons per region and gamma
 ``threshold``   the G5 threshold against never and against 1/64
 ``recovery``    G7 by band of raw*weight: outputs rescued and zeroed

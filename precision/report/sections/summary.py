@@ -9,6 +9,8 @@ subnormal quantum, makes an O(1) output score 2^149 ulp in fp32).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -31,6 +33,8 @@ __all__ = ["build", "headline_variants", "plotted_variants", "plot_ulp_vs_pred",
 MAX_LINES = 6
 
 T = "summary.csv"
+#: The headline variants' largest finite fp32 errors at the witnesses the study knows of (hunts, corpora).
+TK = "headline_witnesses.csv"
 #: Columns of the summary table shown in the page (the CSV has every statistic and both witnesses).
 SHOWN = ["variant", "format", "machine", "count", "max_finite_ulp", "inputs", "mean_bits", "share_correct",
          "not_correct", "over_1ulp", *SPECIAL_CLASSES]
@@ -228,6 +232,45 @@ def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str) -> tuple[str,
     return text + ".", nums
 
 
+def _known_maxima(ctx, variants) -> pd.DataFrame:
+    """Per headline variant, machine and known witness source (the study's ``[report.targets]`` hunts and
+    corpus, :func:`precision.report.sections.targets.known_sources`): the largest finite fp32 error
+    re-evaluated with the current code.  Empty when the study names none."""
+    from precision.report.sections.targets import hunt_table, known_sources, rescored_maxima
+    hunts_opt, corpora = ctx.option("targets", "hunts"), ctx.option("targets", "corpus")
+    if not hunts_opt and not corpora:
+        return pd.DataFrame()
+    base = Path(ctx.run.run.get("study_file", ".")).parent
+    hunts, _ = hunt_table(hunts_opt, base)
+    rows = []
+    for v in variants:
+        known, _ = known_sources(ctx.run, v, hunts, corpora, base)
+        for machine in ctx.run.machines:
+            rows += [{"variant": v, **r} for r in rescored_maxima(v, machine, known, outside_only=False,
+                                                                   finite_only=True)]
+    t = pd.DataFrame(rows)
+    return t[t["max_ulp"].notna()].reset_index(drop=True) if len(t) else t
+
+
+def _known_text(s: pd.DataFrame, known: pd.DataFrame, variant: str) -> tuple[str, list]:
+    """The headline's clause on the known witnesses: the largest of them (source, machine, witness) and
+    whether it exceeds the run's maximum."""
+    k = known[known["variant"] == variant]
+    rows = s[(s["variant"] == variant) & (s["format"] == "fp32")]
+    if k.empty or rows.empty:
+        return "", []
+    top = k.loc[k["max_ulp"].idxmax()]
+    kc = cite("known_max", TK, known, {"variant": variant, "machine": top["machine"], "source": top["source"]},
+              "max_ulp")
+    run_max = float(rows["max_finite_ulp"].max())
+    verdict = "above the run's maximum, so the headline figure for this variant is" if kc.value > run_max else \
+        "within the run's maximum; the largest is still"
+    figure = kc.text if kc.value > run_max else fmt_num(run_max)
+    return (f" Known witnesses re-evaluated with the current code (dout 1, no weight; {', '.join(dict.fromkeys(k['source']))}): "
+            f"at most {kc.text} ulp ({top['source']}, {top['machine']}, at {inputs_text(top)}), {verdict} "
+            f"{figure} ulp."), [kc]
+
+
 def build(ctx) -> Section:
     """Headline maxima (first screen), the summary table, plots and one finding per format and machine."""
     run = ctx.run
@@ -235,9 +278,15 @@ def build(ctx) -> Section:
     section = Section("summary", "Accuracy summary")
     section.tables[T] = s
     lines, findings = [], []
+    known = _known_maxima(ctx, headline_variants(run.variants, run.comparisons))
+    if not known.empty:
+        section.tables[TK] = known
     for fmt in dict.fromkeys(s["format"]):
         for v in headline_variants(run.variants, run.comparisons):
             text, nums = _headline(s, v, fmt, maximum_label(run, fmt))
+            if text and fmt == "fp32" and not known.empty:
+                more, cited = _known_text(s, known, v)
+                text, nums = text + more, nums + cited
             if text:
                 lines.append(text)
                 findings.append(Finding(f"summary/headline/{fmt}/{v}", "summary", text, nums, 15, shown=True))
