@@ -29,6 +29,8 @@ from precision.scoring import SPECIAL_CLASSES, bin_upper_edge
 __all__ = ["build", "headline_variants", "plotted_variants", "plot_ulp_vs_pred", "plot_pred_gamma_heatmap",
            "plot_histograms"]
 
+#: The heatmap's colour scale ends here (2^24 ulp: every bit of an fp32 output wrong); larger errors are 'over'.
+CEILING_ULP = 2.0 ** 24
 #: At most this many variants share a panel of the summary plots.
 MAX_LINES = 6
 
@@ -114,8 +116,8 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
 
 
 def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatmap_pred_gamma") -> str | None:
-    """log10 max finite ulp per (pred bin, gamma), a panel per (variant, machine, profile), with a colour bar;
-    bins with a special output in red."""
+    """log10 max finite ulp per (pred bin, gamma), a panel per (variant, machine, profile), with a colour bar
+    up to :data:`CEILING_ULP` (larger errors orange); bins with a special output in red."""
     want = [v for v in variants if v in set(predbins["variant"])]
     gammas = np.unique(predbins["gamma"])
     if not want or gammas.size < 1:
@@ -126,7 +128,11 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
     used = np.flatnonzero((~np.isnan(data)).any(axis=0))
     lo, hi = used.min(), used.max() + 1
     finite = data[np.isfinite(data)]
-    vmax = np.log10(max(float(finite.max()) if finite.size else 1.0, 1.0))
+    # the scale ends at 2^24 ulp (every bit of an fp32 output wrong): the few larger errors (an O(1) output
+    # where the exact value is subnormal scores up to 2^149 ulp) get the 'over' colour instead of squeezing the
+    # rest of the scale into one shade
+    vmax = min(np.log10(max(float(finite.max()) if finite.size else 1.0, 1.0)), np.log10(CEILING_ULP))
+    cmap = plt.get_cmap("viridis").with_extremes(over="orange")
     panels = [(v, machine, profile) for v in want for machine, profile in cols]
     ncol = min(3, len(panels))
     nrow = -(-len(panels) // ncol)
@@ -144,7 +150,7 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
                 row = data[rows[0], lo:hi]
                 img[gi] = np.where(np.isfinite(row), np.log10(np.clip(row, FLOOR, None)), np.nan)
                 bad[gi] = np.where(np.isinf(row), 1.0, np.nan)
-        im = ax.imshow(img, aspect="auto", origin="lower", cmap="viridis", vmin=np.log10(FLOOR), vmax=vmax,
+        im = ax.imshow(img, aspect="auto", origin="lower", cmap=cmap, vmin=np.log10(FLOOR), vmax=vmax,
                        interpolation="nearest")
         ax.imshow(bad, aspect="auto", origin="lower", cmap=ListedColormap(["red"]), interpolation="nearest")
         ticks = np.linspace(0, hi - lo - 1, 5).astype(int)
@@ -155,7 +161,10 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
         ax.set_ylabel("gamma", fontsize=7)
     for k in range(len(panels), nrow * ncol):
         axes[k // ncol, k % ncol].axis("off")
-    fig.colorbar(im, ax=axes, shrink=0.8, label="log10 max finite ulp error (red: a special output; white: no point)")
+    bar = fig.colorbar(im, ax=axes, shrink=0.8,
+                       extend="max" if finite.size and finite.max() > CEILING_ULP else "neither")
+    bar.set_label("log10 max finite ulp\n(orange > 2^24, red special)", fontsize=7)
+    bar.ax.tick_params(labelsize=6)
     return save(fig, folder, stem)
 
 
@@ -320,7 +329,7 @@ def build(ctx) -> Section:
         Details("Heat map of the error over pred and gamma; histograms", [
             Image(plot_pred_gamma_heatmap(run.predbins, ctx.plot_dir, headline_variants(run.variants)
                                           + [v for v in ("naive",) if v in run.variants and v != "kernel"]),
-                  "log10 of the max finite ulp error per pred bin and gamma (colour bar); special outputs hatched"),
+                  "log10 of the max finite ulp error per pred bin and gamma (colour bar up to 2^24 ulp, larger errors orange); bins with a special output red, without a point white"),
             Image(plot_histograms(_histogram_table(run), ctx.plot_dir),
                   "ulp error histogram per variant (outputs per octave); exact and special outputs as separate "
                   "markers, not joined to the curves"),
