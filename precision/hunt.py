@@ -121,7 +121,7 @@ from precision.machine import get_machine
 from precision.scoring import CLASS_NAMES, classify, ulp_error
 from precision.terms import TermTable, derive_gradient, focal_term_tables
 
-__all__ = ["HuntResult", "hunt", "KINDS", "BATCH", "TOP_KEPT", "LOCAL_SHARE", "LADDER_BITS", "SAMPLE_RANGE",
+__all__ = ["HuntResult", "hunt", "rescore", "KINDS", "BATCH", "TOP_KEPT", "LOCAL_SHARE", "LADDER_BITS", "SAMPLE_RANGE",
            "POINT_STREAMS", "SPECIALS_SHOWN", "DEFAULT_SECONDS"]
 
 # ---------------------------------------------------------------------------
@@ -851,3 +851,32 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alp
         seconds=time.monotonic() - started, budget_seconds=budget_seconds, budget_points=budget_points,
         seed=int(seed), workers=int(workers), streams=int(streams), gammas=gammas, alphas=alphas, targets=targets,
         outside_neighbourhood=bool(outside_neighbourhood))
+
+
+def rescore(variant, pred, target, alpha, gamma, *, machine: str = "npu", fmt: str = "fp32") -> pd.DataFrame:
+    """Score given points with the current code, as a hunt scores its own (dout 1, no weight, reduction none).
+
+    For known witnesses (a hunt file's, a corpus's) whose stored errors may
+    come from older code.  ``pred`` are exact ``fmt`` values; ``target``,
+    ``alpha``, ``gamma`` one per point (alpha and gamma float32 values).  Each
+    (gamma, alpha) group is evaluated as one [n, 1] tensor.
+
+    Returns one row per point, in order: ``pred``, ``target``, ``alpha``,
+    ``gamma``, ``err_ulp`` (ulps of the exact value's binade; inf for a
+    special output, NaN where the oracle is undecided), ``class``,
+    ``computed``, ``rounded``, ``c_factor`` and ``inside`` (in the root
+    neighbourhood: gamma < -1 and C >= :data:`precision.bracket.ROOT_NEIGHBOURHOOD_C`).
+    """
+    pred = np.asarray(pred, dtype=np.float64)
+    cols = [np.asarray(v, dtype=np.float64).ravel() * np.ones(pred.size) for v in (gamma, alpha, target)]
+    triples = np.stack(cols, axis=1)
+    combos, combo = np.unique(triples, axis=0, return_inverse=True)
+    space = _Space(variant, machine, fmt, tuple((float(g), float(a), int(t)) for g, a, t in combos), False)
+    if pred.size == 0:
+        return pd.DataFrame(columns=["pred", "target", "alpha", "gamma", "err_ulp", "class", "computed", "rounded",
+                                     "c_factor", "inside"])
+    rows = _score_points(space, to_ordinal(pred.astype(get_format(fmt).dtype), fmt), combo.ravel().astype(np.int64))
+    return pd.DataFrame({"pred": pred, "target": cols[2].astype(np.int64), "alpha": cols[1], "gamma": cols[0],
+                         "err_ulp": rows["err"], "class": [CLASS_NAMES[int(c)] for c in rows["cls"]],
+                         "computed": rows["computed"], "rounded": rows["rounded"], "c_factor": rows["c_factor"],
+                         "inside": _inside(space, pred, combo.ravel().astype(np.int64))})

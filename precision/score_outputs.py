@@ -73,6 +73,7 @@ from precision.errors import DtypeError, ParameterError, ShapeError
 from precision.guards import evaluate, get_variant
 from precision.implementations.common import OperatorInputs, validate_inputs
 from precision.report.document import Code, Details, Heading, Para, Table
+from precision.report.findings import fmt_num, fmt_share
 from precision.report.page import write_folder, write_page
 from precision.report.sections.verdicts import verdict_grid
 from precision.scoring import (CLASS_NAMES, OUTCOME_NAMES, VERDICT_RULE, GroupStats, Grouping, PairedStats,
@@ -312,7 +313,7 @@ class ScoreResult:
         """What the command prints: the device's headline, the comparison's, one summary line."""
         h = self.headline
         out = [f"score {self.label} {self.fmt} {self.shape[0]}x{self.shape[1]}: max_ulp={_g(h['max_ulp'])} "
-               f"max_finite_ulp={_g(h['max_finite_ulp'])} share_correct={h['share_correct']:.6g} "
+               f"max_finite_ulp={_g(h['max_finite_ulp'])} share_correct={fmt_num(h['share_correct'])} not_correct={_misses(h)} "
                f"over_1ulp={int(h['over_1ulp'])} nan={int(h['nan'])} inf={int(h['inf'])} "
                f"wrong_sign={int(h['wrong_sign'])} lost_inf={int(h['lost_inf'])} "
                f"witness=row={h['witness_row']},col={h['witness_col']},pred={h['witness_pred']},"
@@ -326,6 +327,11 @@ class ScoreResult:
                        f"bit for bit, disagree={int(c['changed'])} (device better={int(c['better'])} "
                        f"worse={int(c['worse'])} tied={int(c['tied'])}), verdict={c['verdict']}")
         return out
+
+
+def _misses(h) -> int:
+    """Outputs not correctly rounded of a summary row (``share_correct`` is n_correct / count, so exact)."""
+    return int(h["count"]) - int(round(float(h["share_correct"]) * int(h["count"])))
 
 
 def _g(v) -> str:
@@ -588,8 +594,8 @@ def _blocks(r: ScoreResult, meta: dict) -> tuple:
                    " (every statistic and both witnesses)"),
              Para(f"Largest error {_g(h['max_ulp'])} ulp at row {h['witness_row']}, col {h['witness_col']} "
                   f"(pred {h['witness_pred']}, target {h['witness_target']}): computed {_hex(h['witness_computed'])}"
-                  f", exact {float(h['witness_exact'])!r}. {h['share_correct']:.6g} of the {int(h['count']):,} outputs "
-                  f"are correctly rounded; {int(h['over_1ulp']):,} are over 1 ulp (points.parquet).", "rule")]
+                  f", exact {float(h['witness_exact'])!r}. A share {fmt_share(h['share_correct'], _misses(h))} of the "
+                  f"{int(h['count']):,} outputs is correctly rounded; {int(h['over_1ulp']):,} are over 1 ulp (points.parquet).", "rule")]
     if r.comparisons is not None and len(r.comparisons):
         t = r.comparisons
         grid = t[t["region"] == "all"].assign(subject=r.label, comparison=f"device vs {r.compare_with}")

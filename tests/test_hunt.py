@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from precision import oracle
-from precision.bracket import ROOT_NEIGHBOURHOOD_C
+from precision.bracket import ROOT_NEIGHBOURHOOD_C, cancellation_factor
 from precision.errors import ParameterError
 from precision.formats import FP16, from_ordinal, get_format, to_ordinal
 from precision.guards import VARIANTS, evaluate, register_variant
@@ -132,6 +132,18 @@ class TestSearchSpace:
         assert r.top["class"].iloc[0] in ("nan", "inf") and r.top["err_ulp"].iloc[0] == math.inf
         finite = r.top[np.isfinite(r.top["err_ulp"])]
         assert len(finite) == 2 and finite["err_ulp"].iloc[0] == r.max_finite_ulp and math.isfinite(r.max_finite_ulp)
+
+    def test_rescore_gives_the_hunts_own_errors(self):
+        """precision.hunt.rescore (the reports' re-evaluation of known witnesses) scores as the hunt does."""
+        from precision.hunt import rescore
+        r = hunt("candidate", gammas=[-3.0, 2.0], alphas=[0.25, 0.75], outside_neighbourhood=True, points=3000,
+                 seed=1, workers=1, top=6)
+        top = r.top
+        again = rescore("candidate", top["pred"], top["target"], top["alpha"], top["gamma"], machine="npu")
+        assert again["err_ulp"].tolist() == top["err_ulp"].tolist()
+        assert again["c_factor"].tolist() == top["c_factor"].tolist() and not again["inside"].any()
+        inside = rescore("candidate", [0.5, 0.5], [0, 0], [0.25, 0.25], [-3.0, 2.0], machine="ieee")["inside"]
+        assert inside.tolist() == [bool(cancellation_factor(np.array([0.5]), -3.0)[0] >= ROOT_NEIGHBOURHOOD_C), False]
 
     def test_witness_reproduces_with_the_oracle(self):
         r = hunt("candidate", gammas=[2.0], points=1500, seed=3, workers=1, top=1)

@@ -115,7 +115,7 @@ def _check_findings(folder: Path) -> int:
                 if isinstance(v, str) and k not in ("variant", "machine", "format", "profile", "region", "guard",
                                                     "with_variant", "without_variant", "band", "subset",
                                                     "comparison", "subject", "kind", "bracket", "zone", "step",
-                                                    "cause", "attributed"):
+                                                    "cause", "attributed", "source"):
                     v = _value(v)
                 mask &= (col.isna() if (isinstance(v, float) and math.isnan(v)) else (col == v)).to_numpy()
             assert mask.sum() == 1, (n["table"], n["where"])
@@ -366,3 +366,197 @@ def test_plots_are_byte_reproducible(tiny_report, tmp_path):
     again = build_report("tiny", tiny_report.parent.parent / "runs", tmp_path / "reports")
     for svg in sorted((tiny_report / "plots").glob("*.svg")):
         assert svg.read_bytes() == (again / "plots" / svg.name).read_bytes(), svg.name
+
+
+def test_a_share_short_of_1_never_prints_as_1():
+    from precision.report.findings import fmt_share
+    assert fmt_num(1 - 310 / 634880) != "1" and fmt_num(1 - 1e-12) != "1" and fmt_num(1.0) == "1"
+    assert fmt_share(1 - 310 / 634880, 310) == f"{fmt_num(1 - 310 / 634880)} (310 not correctly rounded)"
+    assert fmt_num(2.99996) == "2.99996" and fmt_num(0.5) == "0.5" and fmt_num(3.0) == "3"
+
+
+def test_printed_shares_carry_their_misses(tiny_report, candidate_report):
+    """Every share a summary sentence prints comes with the count of outputs not correctly rounded."""
+    checked = 0
+    for folder in (tiny_report, candidate_report):
+        summary = pd.read_csv(folder / "tables" / "summary.csv")
+        assert (summary["not_correct"] == summary["count"] - (summary["share_correct"] * summary["count"]).round()).all()
+        for f in json.loads((folder / "findings.json").read_text())["findings"]:
+            if not f["id"].startswith("summary/best/"):
+                continue
+            share = next(n for n in f["numbers"] if n["name"] == "best_share")
+            row = summary[(summary["variant"] == share["where"]["variant"]) & (summary["machine"] == share["where"]["machine"])
+                          & (summary["format"] == share["where"]["format"])].iloc[0]
+            if row["not_correct"]:
+                assert f"share {share['text']} ({fmt_num(int(row['not_correct']))} not correctly rounded)" in f["text"]
+                assert share["text"] != "1"
+                checked += 1
+    assert checked > 0
+    targets = pd.read_csv(candidate_report / "tables" / "targets.csv")
+    grid = (candidate_report / "report.md").read_text()
+    for _, r in targets[(targets["variant"] == "candidate") & (targets["format"] == "fp16")].iterrows():
+        if r["not_correct"]:
+            assert f"({fmt_num(int(r['not_correct']))} not correctly rounded)" in grid
+
+
+STALE_HUNT = {"variant": "candidate", "machine": "npu", "format": "fp32", "kind": "hunted", "label": "hunted",
+              "max_ulp": 1.0, "max_finite_ulp": 1.0, "seconds": 10.0, "workers": 2, "points": 1000, "seed": 3,
+              "outside_neighbourhood": True, "gammas": ["-0x1.8p+1"], "alphas": ["0x1p-2"], "targets": [0, 1],
+              "specials": 0, "top": [],
+              "witness": {"pred": "0x1.82895ep-1", "target": 1, "alpha": "0x1p-2", "gamma": "-0x1.8p+1",
+                          "weight": "none", "dout": "0x1p+0"}}
+
+
+@pytest.fixture(scope="module")
+def witness_report(tmp_path_factory):
+    """The tiny candidate study naming a hunt file whose stored maximum is stale (1 ulp) and a pred corpus."""
+    base = tmp_path_factory.mktemp("witness")
+    (base / "hunt.json").write_text(json.dumps(STALE_HUNT))
+    (base / "corpus.txt").write_text("# preds\n-0x1.03e42ep-1  # a hunt witness\nnot-a-number\n0x1.0000000001p+0\n")
+    study = CANDIDATE.replace('name = "cand_tiny"', 'name = "cand_known"') + \
+        '\n[report.targets]\nhunts = ["hunt.json"]\ncorpus = ["corpus.txt", "absent.txt"]\n'
+    (base / "cand_known.toml").write_text(study)
+    run_study(load_study(base / "cand_known.toml"), base / "runs" / "cand_known", cache_dir=base / "cache", workers=1)
+    return build_report("cand_known", base / "runs", base / "reports")
+
+
+def test_headline_maximum_takes_every_known_witness_re_evaluated(witness_report):
+    from precision.hunt import rescore
+    known = pd.read_csv(witness_report / "tables" / "witnesses.csv")
+    targets = pd.read_csv(witness_report / "tables" / "targets.csv")
+    assert set(known["source"]) == {"run", "hunt hunt.json", "corpus corpus.txt"}
+    # the hunt's witness is scored with the current code on every machine, not read from the file (1 ulp there)
+    for machine in ("ieee", "npu"):
+        now = rescore("candidate", [float.fromhex("0x1.82895ep-1")], [1], [0.25], [-3.0], machine=machine)
+        row = known[(known["machine"] == machine) & (known["source"] == "hunt hunt.json")].iloc[0]
+        assert row["max_ulp"] == now["err_ulp"].iloc[0] != 1.0 and row["witness_pred"] == "0x1.82895e0000000p-1"
+        # the corpus pred at every (selector, alpha, gamma) of the run: 2 x 2 x 3 points, some in the neighbourhood
+        corpus = known[(known["machine"] == machine) & (known["source"] == "corpus corpus.txt")].iloc[0]
+        assert 0 < corpus["points"] <= 12 and corpus["witness_pred"] == "-0x1.03e42e0000000p-1"
+        run_max = targets[(targets["variant"] == "candidate") & (targets["machine"] == machine)
+                          & (targets["format"] == "fp32")]["max_ulp_outside"].iloc[0]
+        assert known.loc[(known["machine"] == machine) & (known["source"] == "run"), "max_ulp"].iloc[0] == run_max
+        top = known[known["machine"] == machine].sort_values("max_ulp").iloc[-1]
+        data = json.loads((witness_report / "findings.json").read_text())
+        text = next(f["text"] for f in data["findings"] if f["id"] == f"targets/{machine}/fp32")
+        assert f"max error {fmt_num(top['max_ulp'])} ulp" in text and f"({top['source']}" in text
+        # the witness exact in hex with its decimal beside
+        from precision.report.tables import decimal_text, short_hex
+        assert f"at pred={short_hex(top['witness_pred'])} ({decimal_text(top['witness_pred'])}) " in text
+        assert ("MISSED" in text) == (top["max_ulp"] > 4.0)
+        assert f"Target <= 4: {'MISSED' if top['max_ulp'] > 4 else 'met'}" in text
+    assert _check_findings(witness_report) > 0
+    missing = [f["text"] for f in json.loads((witness_report / "findings.json").read_text())["findings"]
+               if f["id"] == "targets/hunts-missing"]
+    assert len(missing) == 1 and "absent.txt" in missing[0]
+
+
+THRESHOLD_TINY = """
+name = "thr_tiny"
+seed = 0
+[pred]
+kind = "windows"
+format = "fp32"
+cancellation = 2.0
+per_window = 300
+core = 32
+range = [-8.0, 18.0]
+[points]
+target = [0]
+alpha = [0.25]
+gamma = [-2.0, -1.5]
+profiles = ["fp32"]
+[run]
+variants = ["kernel[G5=2^-0]", "kernel[G5=2^-3]", "kernel[G5=2^-6]", "kernel[G5=never]", "kernel[G5=always]"]
+machines = ["ieee", "npu"]
+per_point = "worst"
+threshold_search = true
+[report]
+sections = ["threshold", "summary"]
+"""
+
+
+@pytest.fixture(scope="module")
+def threshold_report(tmp_path_factory):
+    base = tmp_path_factory.mktemp("thr")
+    (base / "thr_tiny.toml").write_text(THRESHOLD_TINY)
+    run_study(load_study(base / "thr_tiny.toml"), base / "runs" / "thr_tiny", cache_dir=base / "cache", workers=1)
+    return build_report("thr_tiny", base / "runs", base / "reports")
+
+
+def _curve_points(svg: str, curve: str) -> int:
+    """Vertices of a curve's line in a plot's SVG (plots.curve_id); 0 when the plot has no such curve."""
+    m = re.search(rf'<g id="{re.escape(curve)}">\s*<path d="([^"]*)"', svg)
+    return 0 if m is None else len(re.findall(r"[ML] ", m.group(1)))
+
+
+def test_threshold_plot_never_compares_a_threshold_with_itself(threshold_report):
+    t = pd.read_csv(threshold_report / "tables" / "threshold.csv")
+    svg = (threshold_report / "plots" / "threshold.svg").read_text()
+    for panel, machine in enumerate(["ieee", "npu"]):
+        rows = t[(t["machine"] == machine) & (t["subset"] == "pooled")]
+        for base, itself, name in (("never", 0.0, "never"), ("production", 2.0 ** -6, "1/64")):
+            for what in ("better", "worse"):
+                drawn = rows[(rows["tau"] != itself) & rows[f"{what}_vs_{base}"].notna()]
+                assert _curve_points(svg, f"curve-{panel}-{what}_than_{name}") == len(drawn) > 0, (machine, base)
+    # the legend names every curve and 1/64
+    for label in ("better than never", "worse than never", "better than 1/64", "worse than 1/64", "1/64 (production)"):
+        assert f"<!-- {label} -->" in svg, label
+
+
+def test_best_float32_tau_in_hex_with_its_decimal(threshold_report):
+    from precision.report.tables import decimal_text, short_hex
+    search = pd.read_csv(threshold_report / "tables" / "threshold_search.csv")
+    page = (threshold_report / "report.md").read_text()
+    texts = {f["id"]: f["text"] for f in json.loads((threshold_report / "findings.json").read_text())["findings"]}
+    for _, r in search[search["result"] == "boundary"].iterrows():
+        exact = float.fromhex(r["boundary"])
+        assert np.float32(float(decimal_text(exact))) == np.float32(exact)
+        assert f"{short_hex(exact)} ({decimal_text(exact)}): " in page  # the first-screen grid
+        assert f"tau = {r['boundary']} ({decimal_text(exact)}, net" in texts[f"threshold/{r['machine']}/fp32/fp32"]
+    assert decimal_text("0x1.000002p-1") == "0.50000006"  # the production study's tau, never '0.5'
+
+
+def _curves(svg: str) -> dict:
+    """{panel: {curve label: line path}} of a plot's SVG (plots.curve_id)."""
+    out = {}
+    for panel, label, body in re.findall(r'<g id="curve-(\d+)-([^"]*)">(.*?)</g>', svg, re.S):
+        path = re.search(r'<path d="([^"]*)"', body)
+        out.setdefault(int(panel), {})[label.replace("_", " ")] = path.group(1) if path else ""
+    return out
+
+
+def test_no_curve_hides_another(tiny_report):
+    """Every variant of the recovery and summary plots is named in each panel, and no two drawn lines coincide."""
+    variants = set(json.loads((tiny_report.parent.parent / "runs" / "tiny" / "run.json").read_text())["variants"])
+    for stem in ("recovery", "ulp_vs_pred"):
+        panels = _curves((tiny_report / "plots" / f"{stem}.svg").read_text())
+        assert panels, stem
+        for panel, curves in panels.items():
+            names = [n for label in curves for n in label.split(" = ")]
+            assert len(names) == len(set(names)), (stem, panel)
+            if stem == "recovery":  # every variant of the run, merged or not
+                assert set(names) == variants, (panel, names)
+            drawn = [p for p in curves.values() if p]
+            assert len(drawn) == len(set(drawn)), (stem, panel)
+    merged = [label for curves in _curves((tiny_report / "plots" / "recovery.svg").read_text()).values()
+              for label in curves if " = " in label]
+    assert merged  # the G5 threshold variants coincide with the kernel here: drawn once, all named
+
+
+def test_summary_headline_takes_the_known_witnesses(witness_report):
+    """The fp32 headline maximum of each headline variant is compared with every known witness, re-evaluated."""
+    known = pd.read_csv(witness_report / "tables" / "headline_witnesses.csv")
+    summary = pd.read_csv(witness_report / "tables" / "summary.csv")
+    texts = {f["id"]: f["text"] for f in json.loads((witness_report / "findings.json").read_text())["findings"]}
+    for variant in ("candidate", "kernel"):
+        k = known[known["variant"] == variant]
+        assert set(k["machine"]) == {"ieee", "npu"} and "corpus corpus.txt" in set(k["source"])
+        assert ("hunt hunt.json" in set(k["source"])) == (variant == "candidate")  # a hunt is of one variant
+        top = k.loc[k["max_ulp"].idxmax()]
+        run_max = summary[(summary["variant"] == variant) & (summary["format"] == "fp32")]["max_finite_ulp"].max()
+        text = texts[f"summary/headline/fp32/{variant}"]
+        assert f"at most {fmt_num(top['max_ulp'])} ulp ({top['source']}, {top['machine']}" in text
+        figure = max(top["max_ulp"], run_max)
+        assert text.endswith(f" {fmt_num(figure)} ulp.") and (("above the run's maximum" in text) == (top["max_ulp"] > run_max))
+    assert _check_findings(witness_report) > 0

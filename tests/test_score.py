@@ -57,7 +57,7 @@ class TestScoreCommand:
     def test_correctly_rounded_outputs(self, files, capsys):
         code, out, err = run(capsys, "score", "--inputs", "inputs.npz", "--outputs", "cr.npy")
         assert (code, err) == (0, "")
-        assert out.startswith(f"score cr fp32 {N}x{C}: max_ulp=") and " share_correct=1 over_1ulp=0 nan=0 " in out
+        assert out.startswith(f"score cr fp32 {N}x{C}: max_ulp=") and " share_correct=1 not_correct=0 over_1ulp=0 nan=0 " in out
         summary = pd.read_csv("out/score/cr/summary.csv")
         row = summary.iloc[0]
         assert (row["variant"], row["machine"], row["format"], row["count"]) == ("cr", "device", "fp32", N * C)
@@ -92,6 +92,10 @@ class TestScoreCommand:
         row = pd.read_csv("out/score/bad/summary.csv").iloc[0]
         assert (row["witness_row"], row["witness_col"], row["witness_pred"]) == (5, 3, x.hex())
         assert 39 < row["max_ulp"] < 41 and row["share_correct"] == 1 - 1 / (N * C)
+        # one miss: the share never prints as 1, and the miss is counted beside it
+        assert " not_correct=1 " in out and " share_correct=1 " not in out
+        page = Path("out/score/bad/report.md").read_text()
+        assert "(1 not correctly rounded) of the" in page and "A share 1 " not in page
         points = pd.read_parquet("out/score/bad/points.parquet")
         assert points[["row", "col"]].values.tolist() == [[5, 3]] and points.loc[0, "pred"] == x
         assert f"{x.hex()}" in (Path("out/score/bad/report.html").read_text().split("<nav>")[0])

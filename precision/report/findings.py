@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["Cite", "Finding", "cite", "derive", "fmt_num", "findings_json", "p_text"]
+__all__ = ["Cite", "Finding", "cite", "derive", "fmt_num", "fmt_share", "findings_json", "p_text"]
 
 
 @dataclass
@@ -91,12 +91,14 @@ def fmt_num(value) -> str:
 
     Integers get thousands separators (``1,142,784``); floats from 1e4 to 1e9
     one decimal with separators (``27,744.8``), others 4 significant digits
-    (``0.5012``, ``3.2e+11``); ``inf`` and ``NaN`` as such.
+    (``0.5012``, ``3.2e+11``); ``inf`` and ``NaN`` as such.  A float that is
+    not a whole number never reads as one: it gets as many digits as it takes
+    (a share 0.99995 is ``0.99995``, never ``1``).
 
     Examples
     --------
-    >>> fmt_num(1142784), fmt_num(0.50123456), fmt_num(float("inf"))
-    ('1,142,784', '0.5012', 'inf')
+    >>> fmt_num(1142784), fmt_num(0.50123456), fmt_num(float("inf")), fmt_num(0.9999512)
+    ('1,142,784', '0.5012', 'inf', '0.99995')
     """
     if isinstance(value, str):  # a hex float or label: verbatim
         return value
@@ -113,7 +115,30 @@ def fmt_num(value) -> str:
         return f"{int(v):,}"
     if 1e4 <= abs(v) < 1e9:  # one decimal: 16,777,215.9 must not read as more than 16,777,216
         return f"{v:,.1f}"
-    return f"{v:.4g}"
+    digits = 4
+    text = f"{v:.{digits}g}"
+    while v != int(v) and float(text) == int(float(text)) and digits < 17:  # 0.99995 is not 1, 2.99996 not 3
+        digits += 1
+        text = f"{v:.{digits}g}"
+    return text
+
+
+def fmt_share(share, misses=None, what: str = "not correctly rounded") -> str:
+    """The one spelling of a share (of outputs correctly rounded, within a bound, ...), with its misses.
+
+    The share by :func:`fmt_num` (exactly 1 only when nothing is missed),
+    then, when ``misses`` is given and not 0, the count of outputs outside the
+    share beside it: ``0.9995 (310 not correctly rounded)``.
+
+    Examples
+    --------
+    >>> fmt_share(1.0, 0), fmt_share(634570 / 634880, 310), fmt_share(63487 / 63488, 1)
+    ('1', '0.9995 (310 not correctly rounded)', '0.99998 (1 not correctly rounded)')
+    """
+    text = fmt_num(share)
+    if misses is not None and int(misses):
+        text += f" ({fmt_num(int(misses))} {what})"
+    return text
 
 
 def p_text(p: float) -> str:

@@ -7,7 +7,13 @@ draw.  Plots render tables, they never recompute scores.
 
 Special outputs (NaN, inf, wrong sign, lost inf: errors of inf ulps) are not
 drawn at a fake error value on the error axis: :func:`error_axis` places them
-on a shaded band above the axis break, labelled ``special``.
+on a shaded band above the axis break, labelled ``special``, and
+:func:`draw_curves` marks them there with an ``x`` instead of running a line
+along the band.
+
+No line hides another: :func:`draw_curves` draws curves with the same points
+once, labelled ``a = b`` (:func:`merge_identical`), and gives every other
+curve its own colour, marker and dash (:func:`curve_style`).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["save", "FLOOR", "special_level", "clip_errors", "error_axis", "legend_outside"]
+__all__ = ["save", "FLOOR", "special_level", "clip_errors", "error_axis", "legend_outside", "curve_style",
+           "merge_identical", "draw_curves", "curve_id"]
 
 #: Lower clip of log ulp axes (a correctly rounded output scores <= 0.5 ulp).
 FLOOR = 1e-3
@@ -67,3 +74,62 @@ def legend_outside(ax, fontsize: int = 6, ncol: int = 1) -> None:
     """The axis' legend to the right of the plot, never over the data."""
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=fontsize, ncol=ncol, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+
+
+_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
+           "tab:cyan", "0.35")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+_DASHES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1)), (0, (3, 1, 1, 1, 1, 1)))
+
+
+def curve_style(i: int) -> dict:
+    """Colour, marker and dash of the ``i``-th curve of a panel (all three differ between neighbours)."""
+    return {"color": _COLORS[i % len(_COLORS)], "marker": _MARKERS[i % len(_MARKERS)],
+            "ls": _DASHES[i % len(_DASHES)]}
+
+
+def merge_identical(curves) -> list:
+    """``(label, x, y)`` curves with the same points (NaN and inf included) merged into one, labelled
+    ``a = b = c`` in first-seen order: a curve lying exactly under another is named, never hidden."""
+    merged = []
+    for label, x, y in curves:
+        x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        for k, (lab, mx, my) in enumerate(merged):
+            if mx.shape == x.shape and np.array_equal(mx, x) and np.array_equal(my, y, equal_nan=True):
+                merged[k] = (f"{lab} = {label}", mx, my)
+                break
+        else:
+            merged.append((label, x, y))
+    return merged
+
+
+def curve_id(ax, label: str) -> str:
+    """The SVG id of a curve: ``curve-<panel>-<label>`` (spaces as ``_``), so a test can read a plot's points."""
+    return f"curve-{ax.get_subplotspec().num1 if ax.get_subplotspec() else 0}-{label.replace(' ', '_')}"
+
+
+def draw_curves(ax, curves, level: float | None = None, lw: float = 0.9, ms: float = 3.5, marks: int = 14) -> list:
+    """Draw ``(label, x, y)`` curves on ``ax``; returns the merged curves (:func:`merge_identical`).
+
+    Each curve gets :func:`curve_style`; markers every ``len(x) / marks``
+    points, staggered between curves, so overlapping stretches stay told
+    apart.  With ``level`` (an error axis, :func:`error_axis`) errors are
+    clipped at :data:`FLOOR`, and special points (inf or NaN errors) are
+    ``x`` marks on the band at ``level`` (a row per curve) while the line breaks there.
+    """
+    merged = merge_identical(curves)
+    for i, (label, x, y) in enumerate(merged):
+        st = curve_style(i)
+        every = max(1, len(x) // marks)
+        if level is not None:
+            special = ~np.isfinite(y)
+            shown = np.where(special, np.nan, np.clip(y, FLOOR, None))
+            if special.any():  # each curve its own row inside the band, so no curve's marks cover another's
+                row = level * 10.0 ** (0.25 * (i % 6) - 0.4)
+                ax.plot(x[special], np.full(int(special.sum()), row), ls="none", marker="x", ms=ms + 1,
+                        color=st["color"], zorder=3)
+        else:
+            shown = y
+        ax.plot(x, shown, lw=lw, ls=st["ls"], color=st["color"], marker=st["marker"], ms=ms,
+                markevery=(i % every, every), label=label, zorder=2, gid=curve_id(ax, label))
+    return merged

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from precision.formats import get_format
 from precision.report.findings import fmt_num
 from precision.sweep import COMPARISON_KEYS, comparison_table, hex_witnesses, sort_table
 
-__all__ = ["stat_table", "paired_table", "ordered", "region_text", "short_hex", "inputs_text", "maximum_label", "describe_error",
+__all__ = ["stat_table", "group_table", "paired_table", "ordered", "region_text", "short_hex", "exact_text", "decimal_text", "inputs_text", "maximum_label", "describe_error",
            "error_kind"]
 
 
@@ -24,11 +25,21 @@ def ordered(frame: pd.DataFrame, run) -> pd.DataFrame:
     return sort_table(frame, run.variants, run.machines, ["all", *run.regions], run.brackets)
 
 
+def group_table(merged, by) -> pd.DataFrame:
+    """``merged.table(by)`` (a merged :class:`~precision.scoring.GroupStats`) with ``not_correct`` beside
+    ``share_correct``: the outputs not correctly rounded, the count every printed share carries."""
+    t = merged.table(list(by))
+    f = merged.frame
+    t.insert(t.columns.get_loc("share_correct") + 1, "not_correct",
+             (f["count"] - f["n_correct"]).to_numpy().astype("int64"))
+    return t
+
+
 def stat_table(run, by) -> pd.DataFrame:
     """:class:`~precision.scoring.GroupStats` of the run merged by the columns ``by``, in run order (witness
-    inputs in hex)."""
+    inputs in hex; ``not_correct`` beside ``share_correct``, :func:`group_table`)."""
     by = list(by)
-    return hex_witnesses(ordered(run.stats.merge(by).table(by), run))
+    return hex_witnesses(ordered(group_table(run.stats.merge(by), by), run))
 
 
 def paired_table(run, by=COMPARISON_KEYS) -> pd.DataFrame:
@@ -63,8 +74,38 @@ def short_hex(v) -> str:
     return f"{mant}p{exp}"
 
 
+def exact_text(v) -> str:
+    """An exact constant as a reader copies it: the hex float, the shortest decimal that reads back to it beside
+    (float32's when the value is a float32, else float64's).
+
+    Examples
+    --------
+    >>> exact_text(float.fromhex("0x1.000002p-1")), exact_text(0.015625), exact_text(0.1)
+    ('0x1.000002p-1 (0.50000006)', '0x1p-6 (0.015625)', '0x1.999999999999ap-4 (0.1)')
+    """
+    v = float.fromhex(v) if isinstance(v, str) and "0x" in v else float(v)
+    if not math.isfinite(v):
+        return repr(v)
+    return f"{short_hex(v)} ({decimal_text(v)})"
+
+
+def decimal_text(v) -> str:
+    """The shortest decimal that reads back to ``v``: float32's when ``v`` is a float32, else float64's.
+
+    Examples
+    --------
+    >>> decimal_text("0x1.000002p-1"), decimal_text(0.1)
+    ('0.50000006', '0.1')
+    """
+    v = float.fromhex(v) if isinstance(v, str) and "0x" in v else float(v)
+    with np.errstate(over="ignore"):
+        single = np.float32(v)
+    return str(single) if math.isfinite(v) and float(single) == v else repr(v)
+
+
 def inputs_text(row, prefix: str = "witness_", suffix: str = "") -> str:
-    """One cell for a witness's inputs: ``pred=0x1.4p+4 t=0 alpha=0x1p-2 gamma=-0x1p+1 w=none dout=0x1p+0``.
+    """One cell for a witness's inputs: ``pred=0x1.4p+4 (20) t=0 alpha=0x1p-2 gamma=-0x1p+1 w=none dout=0x1p+0``
+    (pred exact in hex, its shortest decimal beside, :func:`decimal_text`).
 
     The columns are ``<prefix><input><suffix>`` (``witness_pred``, ``finite_witness_pred``, ``witness_pred_outside``).
     """
@@ -73,7 +114,7 @@ def inputs_text(row, prefix: str = "witness_", suffix: str = "") -> str:
         return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
     if get("pred") is None:  # a maximum no point attained: no witness
         return ""
-    parts = [f"pred={short_hex(get('pred'))}"]
+    parts = [f"pred={short_hex(get('pred'))} ({decimal_text(get('pred'))})"]
     if get("target") is not None:
         parts.append(f"t={int(float(get('target')))}")
     for key, name in (("alpha", "alpha"), ("gamma", "gamma"), ("weight", "w"), ("dout", "dout")):

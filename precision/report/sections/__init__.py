@@ -18,7 +18,8 @@ section         what it shows
                 steps of their recipe, the causes checked against the errors
                 (a confusion matrix), where each guard acts
 ``summary``     accuracy per variant, format and machine, headline maxima
-                labelled exhaustive or sampled, plots
+                labelled exhaustive or sampled and set against the known
+                witnesses (hunts, corpora) re-evaluated, plots
 ``ablation``    each guard's comparisons per region and gamma
 ``threshold``   the G5 threshold against never and against 1/64
 ``recovery``    G7 by band of raw*weight: outputs rescued and zeroed
@@ -39,7 +40,7 @@ SECTION_OPTIONS = {
     "verdicts": {},
     "targets": {"variant": ("string", "candidate"), "fp32_max_ulp": ("number", 4.0), "nan_inf": ("number", 0.0),
                 "fp16_share_correct": ("number", 0.999), "fp16_max_ulp": ("number", 1.0),
-                "ops_ratio": ("number", 1.5), "hunts": ("strings", ())},
+                "ops_ratio": ("number", 1.5), "hunts": ("strings", ()), "corpus": ("strings", ())},
     "dominant": {"variants": ("strings", ())},
     "attribution": {},
     "summary": {},

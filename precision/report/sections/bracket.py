@@ -12,11 +12,12 @@ magnifies the relative error of any input it is computed from.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 from precision.bracket import ROOT_NEIGHBOURHOOD_C, band_ranges, neighbourhood
 from precision.report.document import Details, Image, Para, Section, Table
-from precision.report.plots import clip_errors, error_axis, legend_outside, save, special_level
+from precision.report.plots import draw_curves, error_axis, legend_outside, save, special_level
 from precision.report.tables import stat_table
 from precision.scoring import SPECIAL_CLASSES
 
@@ -58,11 +59,13 @@ def plot_bracket(bracket: pd.DataFrame, folder, fmt: str, machine: str, threshol
         bands = sorted(dict.fromkeys(sub["c_lo"]))
         pos = {c: i for i, c in enumerate(bands)}
         labels = list(sub.drop_duplicates("c_lo").sort_values("c_lo")["bracket"])
+        curves = []
         for variant, rows in sub.groupby("variant", sort=False):
             rows = rows.sort_values("c_lo")
             bad = int(rows[list(SPECIAL_CLASSES)].to_numpy().sum())
-            ax.plot(rows["c_lo"].map(pos), clip_errors(rows["max_finite_ulp"], level), marker="o", ms=3,
-                    label=variant + (f" (+{bad:,} special)" if bad else ""))
+            curves.append((variant + (f" (+{bad:,} special)" if bad else ""), rows["c_lo"].map(pos).to_numpy(),
+                           rows["max_finite_ulp"].to_numpy(np.float64)))
+        draw_curves(ax, curves, level)
         if threshold in pos:
             ax.axvline(pos[threshold] - 0.5, color="r", lw=0.9, ls=":")
         error_axis(ax, level, "max finite ulp error" if j == 0 else "")
@@ -84,7 +87,7 @@ def build(ctx) -> Section:
     hood = neighbourhood_table(run.by_gamma["gamma"].unique(), ROOT_NEIGHBOURHOOD_C)
     section.tables.update({"bracket.csv": t, "neighbourhood.csv": hood})
     shown = t[t["gamma"] < 0][["variant", "machine", "format", "gamma", "bracket", "count", "max_finite_ulp",
-                               "mean_bits", "share_correct", *SPECIAL_CLASSES]]
+                               "mean_bits", "share_correct", "not_correct", *SPECIAL_CLASSES]]
     fmts = list(dict.fromkeys(t["format"]))
     section.body = [
         Para(f"The root neighbourhood (gamma < -1 and C >= {ROOT_NEIGHBOURHOOD_C:g}) as intervals of the argument "

@@ -24,7 +24,7 @@ from precision.formats import ulp
 from precision.machine import get_machine
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
-from precision.report.plots import clip_errors, save
+from precision.report.plots import FLOOR, curve_style, draw_curves, error_axis, merge_identical, save, special_level
 
 __all__ = ["build", "q_table", "onset_table", "onset_grid", "ONSET_LEVELS", "plot_onset"]
 
@@ -121,34 +121,50 @@ def onset_table(run) -> pd.DataFrame:
 
 
 def plot_onset(points: pd.DataFrame, onset: pd.DataFrame, folder, gamma: float, stem: str = "error_vs_x") -> str | None:
-    """ulp error against x at one gamma, per selector (columns) and machine (rows), a line per variant;
-    each variant's 2^20-ulp persistent onset marked; special outputs on the band above the axis break."""
+    """ulp error against x at one gamma: small multiples, a column per variant and a row per machine and
+    selector, the other variants in grey behind (their curves lie almost on top of each other); each
+    variant's 2^20-ulp persistent onset dotted; special outputs as ``x`` on the band above the axis break."""
     p = points[points["gamma"] == gamma]
     if p.empty:
         return None
     machines = list(dict.fromkeys(p["machine"]))
     targets = sorted(p["target"].unique())
-    fig, axes = plt.subplots(len(machines), len(targets), figsize=(5.2 * len(targets), 2.8 * len(machines)),
+    variants = list(dict.fromkeys(p["variant"]))
+    rows = [(m, t) for m in machines for t in targets]
+    level = special_level(p["err_ulp"].where(p["class"] == "ok"))
+    fig, axes = plt.subplots(len(rows), len(variants), figsize=(2.9 * len(variants) + 0.6, 2.0 * len(rows) + 0.4),
                              squeeze=False, sharex=True, sharey=True)
-    for i, machine in enumerate(machines):
-        for j, t in enumerate(targets):
+    for i, (machine, t) in enumerate(rows):
+        curves = []
+        for v, sub in p[(p["machine"] == machine) & (p["target"] == t)].groupby("variant", sort=False):
+            sub = sub.sort_values("pred")
+            curves.append((v, sub["pred"].to_numpy(np.float64),
+                           np.where(sub["class"].to_numpy() != "ok", np.inf, sub["err_ulp"].to_numpy())))
+        same = {label: label.split(" = ") for label, _, _ in merge_identical(curves)}
+        for j, v in enumerate(variants):
             ax = axes[i, j]
-            for v, sub in p[(p["machine"] == machine) & (p["target"] == t)].groupby("variant", sort=False):
-                sub = sub.sort_values("pred")
-                err = np.where(sub["class"].to_numpy() != "ok", np.inf, sub["err_ulp"].to_numpy())
-                line, = ax.plot(sub["pred"], clip_errors(err), lw=0.7, label=v)
-                o = onset[(onset["variant"] == v) & (onset["machine"] == machine) & (onset["target"] == t)
-                          & (onset["gamma"] == gamma)]
-                if len(o) and np.isfinite(o["from_2p20ulp"].iloc[0]):
-                    x0 = o["from_2p20ulp"].iloc[0] * (1 if t == 0 else -1)
-                    ax.axvline(x0, color=line.get_color(), lw=0.6, ls=":")
-            ax.set_yscale("log")
+            for w, x, y in curves:
+                if w != v:
+                    ax.plot(x, np.clip(np.where(np.isfinite(y), y, level), FLOOR, None), lw=0.4, color="0.8",
+                            zorder=1)
+            mine = [c for c in curves if c[0] == v]
+            if mine:
+                drawn = len(ax.get_lines())
+                draw_curves(ax, mine, level, lw=0.7, ms=2.5, marks=10)
+                for line in ax.get_lines()[drawn:]:  # the column's colour, its special marks included
+                    line.set_color(curve_style(j)["color"])
+            o = onset[(onset["variant"] == v) & (onset["machine"] == machine) & (onset["target"] == t)
+                      & (onset["gamma"] == gamma)]
+            if len(o) and np.isfinite(o["from_2p20ulp"].iloc[0]):
+                ax.axvline(o["from_2p20ulp"].iloc[0] * (1 if t == 0 else -1), color="k", lw=0.6, ls=":")
+            error_axis(ax, level, f"{machine}, t={t}: ulp error" if j == 0 else "")
             ax.axhline(1.0, color="k", lw=0.4, ls=":")
-            ax.set_title(f"{machine}, selector t={t}, gamma {gamma:g}", fontsize=8)
-            ax.set_xlabel("x = pred", fontsize=7)
-            ax.set_ylabel("ulp error (special at top)", fontsize=7)
+            twins = next((g for g in same.values() if v in g and len(g) > 1), [])
+            ax.set_title(v + (f" (= {', '.join(w for w in twins if w != v)})" if twins else "")
+                         + f", {machine}, t={t}", fontsize=7)
             ax.tick_params(labelsize=6)
-    axes[0, -1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
+            if i == len(rows) - 1:
+                ax.set_xlabel(f"x = pred (gamma {gamma:g})", fontsize=7)
     fig.tight_layout()
     return save(fig, folder, stem)
 
@@ -230,8 +246,10 @@ def build(ctx) -> Section:
              "error first exceeds 1, 10, 1e3 and 2^20 ulp (first_*), and the |x| from which every point exceeds "
              "it (from_*). Shown for gamma " + fmt_num(gamma) + "; onset.csv has every gamma."),
         Table(shown, "onset.csv"),
-        Image(plot_onset(points, onset, ctx.plot_dir, gamma), f"ulp error against x, gamma {fmt_num(gamma)}; "
-                                                              "dotted: where each variant's error stays over 2^20 ulp"),
+        Image(plot_onset(points, onset, ctx.plot_dir, gamma), f"ulp error against x, gamma {fmt_num(gamma)}: a column "
+                                                              "per variant (the others grey behind), a row per machine "
+                                                              "and selector; dotted: where the variant's error stays "
+                                                              "over 2^20 ulp; x on the band: special outputs"),
         Details("The kernel's q = 1 - p, ln p and q^gamma on " + str(ctx.option("q", "machine")), [
             Para("The kernel's float32 steps (p = Div0ulp(1, Exp(-|x|) + 1), q = 1 - p, Ln(max(p, 2^-126)), "
                  "Power_hp(max(q, 2^-126), gamma)) against mpmath at 200 bits."),

@@ -24,7 +24,7 @@ import pandas as pd
 
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
-from precision.report.plots import clip_errors, save
+from precision.report.plots import draw_curves, error_axis, save, special_level
 from precision.scoring import CLASS_NAMES, GroupStats, Grouping, PairedStats, compare_points, outputs_changed
 
 __all__ = ["build", "G7_PAIRS", "G7_BANDS", "SUBSETS", "recovery_points", "paired_by", "plot_recovery",
@@ -117,28 +117,36 @@ def _binade_table(pts: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_recovery(binades: pd.DataFrame, folder, stem: str = "recovery") -> str | None:
-    """Max finite ulp and outputs lost to zero per binade of |raw*weight|, one panel column per machine."""
+    """Max finite ulp and outputs lost to zero per binade of |raw*weight|: a panel column per group of machines
+    with the same figures (titled with all of them), a line per variant (identical ones merged)."""
     if binades.empty:
         return None
-    machines = list(dict.fromkeys(binades["machine"]))
-    fig, axes = plt.subplots(2, len(machines), figsize=(3.8 * len(machines), 5.4), squeeze=False, sharey="row",
-                             sharex=True)
-    for j, machine in enumerate(machines):
+    groups = {}  # machines whose binade figures are identical share a column
+    for machine, sub in binades.groupby("machine", sort=False):
+        key = sub.drop(columns="machine").sort_values(["variant", "log2_rw"]).to_csv(index=False)
+        groups.setdefault(key, []).append(machine)
+    columns = list(groups.values())
+    level = special_level(binades["max_finite_ulp"])
+    fig, axes = plt.subplots(2, len(columns), figsize=(4.6 * len(columns) + 2.2, 5.6), squeeze=False,
+                             sharey="row", sharex=True)
+    for j, machines in enumerate(columns):
         ax, bx = axes[0, j], axes[1, j]
-        for v, sub in binades[binades["machine"] == machine].groupby("variant", sort=False):
-            line, = ax.plot(sub["log2_rw"], clip_errors(sub["max_finite_ulp"]), marker=".", ms=3, lw=0.9, label=v)
-            bx.plot(sub["log2_rw"], sub["lost"], lw=0.9, color=line.get_color(), label=v)
+        sub = binades[binades["machine"] == machines[0]]
+        parts = list(sub.groupby("variant", sort=False))
+        draw_curves(ax, [(v, g["log2_rw"].to_numpy(np.float64), g["max_finite_ulp"].to_numpy(np.float64))
+                         for v, g in parts], level)
+        draw_curves(bx, [(v, g["log2_rw"].to_numpy(np.float64), g["lost"].to_numpy(np.float64)) for v, g in parts])
         for a in (ax, bx):
             a.axvline(-126, color="r", lw=0.8, ls=":")
             a.axvline(-149, color="0.4", lw=0.8, ls=":")
             a.tick_params(labelsize=6)
-        ax.set_yscale("log")
+        error_axis(ax, level, "max finite error (ulp)" if j == 0 else "")
         bx.set_xlabel("log2 |raw*weight| (binade; dotted: 2^-126, 2^-149)", fontsize=7)
-        ax.set_title(f"{machine}: max finite error", fontsize=8)
-        bx.set_title(f"{machine}: outputs lost to zero", fontsize=8)
-    axes[0, 0].set_ylabel("ulp (log)", fontsize=7)
+        ax.set_title(f"{', '.join(machines)}: max finite error", fontsize=8)
+        bx.set_title(f"{', '.join(machines)}: outputs lost to zero", fontsize=8)
+        for a in (ax, bx):  # each column its own legend: which variants coincide differs between machines
+            a.legend(fontsize=6, loc="best", framealpha=0.85)
     axes[1, 0].set_ylabel("outputs", fontsize=7)
-    axes[0, -1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     return save(fig, folder, stem)
 

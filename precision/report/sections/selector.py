@@ -18,7 +18,7 @@ def build(ctx) -> Section:
     section.tables[T] = t
     shown = t.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in t.iterrows()])
     shown = shown[["variant", "machine", "format", "target", "region", "count", "max_finite_ulp", "inputs", "mean_bits",
-                   "share_correct", "over_1ulp", *SPECIAL_CLASSES]]
+                   "share_correct", "not_correct", "over_1ulp", *SPECIAL_CLASSES]]
     section.body = [Para(f"{len(t):,} rows: every statistic per variant, machine, format, selector and pred region "
                          f"(by_selector.csv also has the max over every output with its witness, and quantiles)."),
                     Details("The table", [Table(shown, T)])]

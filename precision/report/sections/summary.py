@@ -9,6 +9,8 @@ subnormal quantum, makes an O(1) output score 2^149 ulp in fp32).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -19,21 +21,25 @@ from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold
 from precision.guards import get_variant
 from precision.implementations.common import ALL_GUARDS
 from precision.report.document import Bullets, Details, Heading, Image, Para, Section, Table
-from precision.report.findings import Finding, cite, fmt_num
-from precision.report.plots import FLOOR, clip_errors, error_axis, legend_outside, save, special_level
+from precision.report.findings import Finding, cite, fmt_num, fmt_share
+from precision.report.plots import FLOOR, clip_errors, draw_curves, error_axis, legend_outside, save, special_level
 from precision.report.tables import describe_error, inputs_text, maximum_label, stat_table
 from precision.scoring import SPECIAL_CLASSES, bin_upper_edge
 
 __all__ = ["build", "headline_variants", "plotted_variants", "plot_ulp_vs_pred", "plot_pred_gamma_heatmap",
            "plot_histograms"]
 
+#: The heatmap's colour scale ends here (2^24 ulp: every bit of an fp32 output wrong); larger errors are 'over'.
+CEILING_ULP = 2.0 ** 24
 #: At most this many variants share a panel of the summary plots.
 MAX_LINES = 6
 
 T = "summary.csv"
+#: The headline variants' largest finite fp32 errors at the witnesses the study knows of (hunts, corpora).
+TK = "headline_witnesses.csv"
 #: Columns of the summary table shown in the page (the CSV has every statistic and both witnesses).
 SHOWN = ["variant", "format", "machine", "count", "max_finite_ulp", "inputs", "mean_bits", "share_correct",
-         "over_1ulp", *SPECIAL_CLASSES]
+         "not_correct", "over_1ulp", *SPECIAL_CLASSES]
 
 
 def headline_variants(variants, comparisons=None) -> list:
@@ -61,7 +67,8 @@ def plotted_variants(variants) -> list:
 
 def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, stem: str = "ulp_vs_pred") -> str | None:
     """Max ulp error per symmetric-log pred bin (moving max over 3 bins) against pred, a panel per
-    (machine, profile), a line per variant; per-point errors as a grey cloud; specials on the band."""
+    (machine, profile), a line per variant (identical ones merged, :func:`draw_curves`); per-point errors as
+    a grey cloud; bins holding a special output as ``x`` on the band."""
     sel = np.isin(predbins["variant"], list(variants))
     if not sel.any():
         return None
@@ -83,6 +90,7 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
             if len(pp) > 20000:
                 pp = pp.iloc[np.linspace(0, len(pp) - 1, 20000).astype(int)]
             ax.scatter(pp["pred"], clip_errors(pp["err_ulp"], level), s=1, c="0.75", rasterized=True, lw=0)
+        curves = []
         for v in variants:
             rows = np.flatnonzero(sel & (predbins["variant"] == v) & (predbins["machine"] == machine)
                                   & (predbins["profile"] == profile))
@@ -91,7 +99,8 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
             mx = np.nanmax(np.where(np.isnan(predbins["max_ulp"][rows]), -np.inf, predbins["max_ulp"][rows]), axis=0)
             mov = pd.Series(mx).rolling(3, center=True, min_periods=1).max().to_numpy()
             ok = mx > -np.inf
-            ax.plot(centers[ok], clip_errors(mov[ok], level), lw=0.9, label=v)
+            curves.append((v, centers[ok], mov[ok]))
+        draw_curves(ax, curves, level)
         ax.set_xscale("symlog", linthresh=1e-4)
         ax.set_xlim(xlo, xhi)
         error_axis(ax, level, "max error (ulp)" if k % ncol == 0 else "")
@@ -107,8 +116,8 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
 
 
 def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatmap_pred_gamma") -> str | None:
-    """log10 max finite ulp per (pred bin, gamma), a panel per (variant, machine, profile), with a colour bar;
-    bins with a special output in red."""
+    """log10 max finite ulp per (pred bin, gamma), a panel per (variant, machine, profile), with a colour bar
+    up to :data:`CEILING_ULP` (larger errors orange); bins with a special output in red."""
     want = [v for v in variants if v in set(predbins["variant"])]
     gammas = np.unique(predbins["gamma"])
     if not want or gammas.size < 1:
@@ -119,7 +128,11 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
     used = np.flatnonzero((~np.isnan(data)).any(axis=0))
     lo, hi = used.min(), used.max() + 1
     finite = data[np.isfinite(data)]
-    vmax = np.log10(max(float(finite.max()) if finite.size else 1.0, 1.0))
+    # the scale ends at 2^24 ulp (every bit of an fp32 output wrong): the few larger errors (an O(1) output
+    # where the exact value is subnormal scores up to 2^149 ulp) get the 'over' colour instead of squeezing the
+    # rest of the scale into one shade
+    vmax = min(np.log10(max(float(finite.max()) if finite.size else 1.0, 1.0)), np.log10(CEILING_ULP))
+    cmap = plt.get_cmap("viridis").with_extremes(over="orange")
     panels = [(v, machine, profile) for v in want for machine, profile in cols]
     ncol = min(3, len(panels))
     nrow = -(-len(panels) // ncol)
@@ -137,7 +150,7 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
                 row = data[rows[0], lo:hi]
                 img[gi] = np.where(np.isfinite(row), np.log10(np.clip(row, FLOOR, None)), np.nan)
                 bad[gi] = np.where(np.isinf(row), 1.0, np.nan)
-        im = ax.imshow(img, aspect="auto", origin="lower", cmap="viridis", vmin=np.log10(FLOOR), vmax=vmax,
+        im = ax.imshow(img, aspect="auto", origin="lower", cmap=cmap, vmin=np.log10(FLOOR), vmax=vmax,
                        interpolation="nearest")
         ax.imshow(bad, aspect="auto", origin="lower", cmap=ListedColormap(["red"]), interpolation="nearest")
         ticks = np.linspace(0, hi - lo - 1, 5).astype(int)
@@ -148,7 +161,10 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
         ax.set_ylabel("gamma", fontsize=7)
     for k in range(len(panels), nrow * ncol):
         axes[k // ncol, k % ncol].axis("off")
-    fig.colorbar(im, ax=axes, shrink=0.8, label="log10 max finite ulp error (red: a special output; white: no point)")
+    bar = fig.colorbar(im, ax=axes, shrink=0.8,
+                       extend="max" if finite.size and finite.max() > CEILING_ULP else "neither")
+    bar.set_label("log10 max finite ulp\n(orange > 2^24, red special)", fontsize=7)
+    bar.ax.tick_params(labelsize=6)
     return save(fig, folder, stem)
 
 
@@ -225,6 +241,45 @@ def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str) -> tuple[str,
     return text + ".", nums
 
 
+def _known_maxima(ctx, variants) -> pd.DataFrame:
+    """Per headline variant, machine and known witness source (the study's ``[report.targets]`` hunts and
+    corpus, :func:`precision.report.sections.targets.known_sources`): the largest finite fp32 error
+    re-evaluated with the current code.  Empty when the study names none."""
+    from precision.report.sections.targets import hunt_table, known_sources, rescored_maxima
+    hunts_opt, corpora = ctx.option("targets", "hunts"), ctx.option("targets", "corpus")
+    if not hunts_opt and not corpora:
+        return pd.DataFrame()
+    base = Path(ctx.run.run.get("study_file", ".")).parent
+    hunts, _ = hunt_table(hunts_opt, base)
+    rows = []
+    for v in variants:
+        known, _ = known_sources(ctx.run, v, hunts, corpora, base)
+        for machine in ctx.run.machines:
+            rows += [{"variant": v, **r} for r in rescored_maxima(v, machine, known, outside_only=False,
+                                                                   finite_only=True)]
+    t = pd.DataFrame(rows)
+    return t[t["max_ulp"].notna()].reset_index(drop=True) if len(t) else t
+
+
+def _known_text(s: pd.DataFrame, known: pd.DataFrame, variant: str) -> tuple[str, list]:
+    """The headline's clause on the known witnesses: the largest of them (source, machine, witness) and
+    whether it exceeds the run's maximum."""
+    k = known[known["variant"] == variant]
+    rows = s[(s["variant"] == variant) & (s["format"] == "fp32")]
+    if k.empty or rows.empty:
+        return "", []
+    top = k.loc[k["max_ulp"].idxmax()]
+    kc = cite("known_max", TK, known, {"variant": variant, "machine": top["machine"], "source": top["source"]},
+              "max_ulp")
+    run_max = float(rows["max_finite_ulp"].max())
+    verdict = "above the run's maximum, so the headline figure for this variant is" if kc.value > run_max else \
+        "within the run's maximum; the largest is still"
+    figure = kc.text if kc.value > run_max else fmt_num(run_max)
+    return (f" Known witnesses re-evaluated with the current code (dout 1, no weight; {', '.join(dict.fromkeys(k['source']))}): "
+            f"at most {kc.text} ulp ({top['source']}, {top['machine']}, at {inputs_text(top)}), {verdict} "
+            f"{figure} ulp."), [kc]
+
+
 def build(ctx) -> Section:
     """Headline maxima (first screen), the summary table, plots and one finding per format and machine."""
     run = ctx.run
@@ -232,9 +287,15 @@ def build(ctx) -> Section:
     section = Section("summary", "Accuracy summary")
     section.tables[T] = s
     lines, findings = [], []
+    known = _known_maxima(ctx, headline_variants(run.variants, run.comparisons))
+    if not known.empty:
+        section.tables[TK] = known
     for fmt in dict.fromkeys(s["format"]):
         for v in headline_variants(run.variants, run.comparisons):
             text, nums = _headline(s, v, fmt, maximum_label(run, fmt))
+            if text and fmt == "fp32" and not known.empty:
+                more, cited = _known_text(s, known, v)
+                text, nums = text + more, nums + cited
             if text:
                 lines.append(text)
                 findings.append(Finding(f"summary/headline/{fmt}/{v}", "summary", text, nums, 15, shown=True))
@@ -245,11 +306,12 @@ def build(ctx) -> Section:
         best = sub.loc[m.idxmin()]
         w = {"variant": best["variant"], "format": fmt, "machine": machine, "profile": best["profile"]}
         bm, bs = cite("best_max_finite_ulp", T, s, w, "max_finite_ulp"), cite("best_share", T, s, w, "share_correct")
+        miss = cite("best_not_correct", T, s, w, "not_correct")
         ties = int((m == m.min()).sum())
         text = (f"On {machine}, {fmt} output: the lowest max finite error is {bm.text} ulp ({best['variant']}"
                 + (f", tied by {fmt_num(ties - 1)} more" if ties > 1 else "")
-                + f"; correctly rounded on a share {bs.text} of its outputs).")
-        findings.append(Finding(f"summary/best/{fmt}/{machine}", "summary", text, [bm, bs], 60))
+                + f"; correctly rounded on a share {fmt_share(bs.value, miss.value)} of its outputs).")
+        findings.append(Finding(f"summary/best/{fmt}/{machine}", "summary", text, [bm, bs] + ([miss] if miss.value else []), 60))
     section.findings = findings
     shown = s.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in s.iterrows()])[SHOWN]
     points = run.points(["pred", "variant", "machine", "profile", "err_ulp"])
@@ -267,7 +329,7 @@ def build(ctx) -> Section:
         Details("Heat map of the error over pred and gamma; histograms", [
             Image(plot_pred_gamma_heatmap(run.predbins, ctx.plot_dir, headline_variants(run.variants)
                                           + [v for v in ("naive",) if v in run.variants and v != "kernel"]),
-                  "log10 of the max finite ulp error per pred bin and gamma (colour bar); special outputs hatched"),
+                  "log10 of the max finite ulp error per pred bin and gamma (colour bar up to 2^24 ulp, larger errors orange); bins with a special output red, without a point white"),
             Image(plot_histograms(_histogram_table(run), ctx.plot_dir),
                   "ulp error histogram per variant (outputs per octave); exact and special outputs as separate "
                   "markers, not joined to the curves"),

@@ -9,12 +9,18 @@ figures of every variant of the run (the others for comparison), each
 maximum with its witness; ``opcount.csv`` the op counts.  Each maximum is
 labelled exhaustive or sampled (:func:`precision.report.tables.maximum_label`).
 
-The option ``hunts`` names JSON files written by ``precision hunt ... --json``
-(paths relative to the study file).  A hunt of the candidate on a machine's
-fp32 output outside the root neighbourhood makes that target's figure the
-larger of the run's sampled maximum and the hunted one, labelled "hunted"
-with its budget (CPU seconds = seconds x workers) and what it covered
-(``hunts.csv``); the target is met only if that figure is within it.
+The fp32 figure outside the root neighbourhood is the largest over every
+witness the study knows of, each labelled with its source
+(``witnesses.csv``, one row per machine and source): the run (sampled), the
+hunts named by the option ``hunts`` (JSON files of ``precision hunt ...
+--json``: their witness and top points) and the corpora named by the option
+``corpus`` (pred files like ``studies/worst_cases.txt``, one hex float a line:
+each fp32 pred at every (selector, alpha, gamma) of the run).  Hunt and corpus
+points are re-evaluated with the current code (:func:`precision.hunt.rescore`),
+never taken from the stored numbers, which may come from older code; paths
+are relative to the study file.  ``hunts.csv`` keeps what each hunt covered
+and its budget (CPU seconds = seconds x workers).  The target is met only if
+the largest figure is within it.
 """
 
 from __future__ import annotations
@@ -26,16 +32,19 @@ import numpy as np
 import pandas as pd
 
 from precision.bracket import ROOT_NEIGHBOURHOOD_C, band_ranges
+from precision.hunt import rescore
 from precision.opcount import count_ops
 from precision.report.document import Heading, Para, Section, Table
-from precision.report.findings import Finding, cite, fmt_num
+from precision.report.findings import Finding, cite, fmt_num, fmt_share
 from precision.report.tables import inputs_text, maximum_label, ordered, short_hex
 from precision.scoring import SPECIAL_CLASSES
 from precision.sweep import hex_witnesses
 
-__all__ = ["build", "targets_table", "opcount_table", "assess_targets", "hunt_table"]
+__all__ = ["build", "targets_table", "opcount_table", "assess_targets", "hunt_table", "corpus_preds",
+           "known_sources", "rescored_maxima", "witness_table"]
 
 T = "targets.csv"
+TW = "witnesses.csv"
 
 
 def targets_table(run, c_threshold: float) -> pd.DataFrame:
@@ -107,21 +116,127 @@ def hunt_table(paths, base: Path) -> tuple[pd.DataFrame, list]:
     return pd.DataFrame(rows), missing
 
 
+def _hunt_points(path: Path) -> pd.DataFrame:
+    """A hunt file's witness and top points: pred, target, alpha, gamma (floats)."""
+    h = json.loads(path.read_text())
+    pts = [h.get("witness") or {}] + list(h.get("top") or [])
+    rows = [(float.fromhex(str(p["pred"])), int(p["target"]), float.fromhex(str(p["alpha"])),
+             float.fromhex(str(p["gamma"]))) for p in pts if p.get("pred") is not None]
+    return pd.DataFrame(rows, columns=["pred", "target", "alpha", "gamma"]).drop_duplicates()
+
+
+def corpus_preds(path: Path) -> np.ndarray:
+    """The fp32 preds of a corpus file (one hex or decimal float a line, ``#`` comments; others skipped)."""
+    out = []
+    for line in path.read_text().splitlines():
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            v = float.fromhex(text) if "0x" in text.lower() else float(text)
+        except ValueError:
+            continue
+        if np.isfinite(v) and float(np.float32(v)) == v:
+            out.append(v)
+    return np.unique(np.array(out, dtype=np.float64))
+
+
+def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -> tuple[list, list]:
+    """The witness points a study knows of for ``variant``'s fp32 output: ([(source, kind, how, points,
+    {machine: stored max}), ...], unread files).
+
+    ``hunt FILE``: the hunt's witness and top points (:func:`hunt_table`
+    rows of ``variant``, fp32); ``corpus FILE``: each fp32 pred of the file at
+    every (selector, alpha, gamma) of the run's fp32 rows of ``variant``.
+    ``points`` has columns pred, target, alpha, gamma.
+    """
+    known, missing = [], []
+    for _, h in hunts.iterrows():
+        if h["variant"] != variant or h["format"] != "fp32":
+            continue
+        known.append((f"hunt {h['file']}", "hunted", f"hunted {h['cpu_seconds']:,.0f} CPU-s on {h['machine']}, "
+                      f"seed {int(h['seed'])}", _hunt_points(base / h["file"]),
+                      {h["machine"]: float(h["max_ulp"])}))
+    f = run.stats.frame
+    grid = f[(f["variant"] == variant) & (f["format"] == "fp32")][["target", "alpha", "gamma"]].drop_duplicates()
+    for rel in corpora:
+        try:
+            preds = corpus_preds(base / rel)
+        except OSError:
+            missing.append(str(rel))
+            continue
+        pts = pd.DataFrame({"pred": np.repeat(preds, len(grid))}).assign(
+            **{c: np.tile(grid[c].to_numpy(), preds.size) for c in ("target", "alpha", "gamma")})
+        known.append((f"corpus {rel}", "corpus", f"{preds.size:,} fp32 preds x {len(grid):,} (selector, alpha, "
+                      "gamma)", pts, {}))
+    return known, missing
+
+
+def rescored_maxima(variant: str, machine: str, known, outside_only: bool, finite_only: bool = False) -> list:
+    """Per known source (:func:`known_sources`): one row with the largest error of ``variant`` on ``machine``
+    re-evaluated now (:func:`precision.hunt.rescore`), over the points outside the root neighbourhood when
+    ``outside_only``, over the finite errors when ``finite_only``; witness in hex."""
+    rows = []
+    for source, kind, how, pts, stored in known:
+        s = rescore(variant, pts["pred"], pts["target"], pts["alpha"], pts["gamma"], machine=machine) \
+            if len(pts) else pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
+        keep = s["err_ulp"].notna()
+        if outside_only:
+            keep &= ~s["inside"].astype(bool)
+        if finite_only:
+            keep &= np.isfinite(s["err_ulp"].astype(float))
+        s = s[keep]
+        top = s.loc[s["err_ulp"].astype(float).idxmax()] if len(s) else None
+        rows.append({"machine": machine, "source": source, "kind": kind, "how": how, "points": len(s),
+                     "max_ulp": float(top["err_ulp"]) if top is not None else np.nan,
+                     "stored_max_ulp": stored.get(machine, np.nan),
+                     **({f"witness_{k}": (int(top[k]) if k == "target" else float(top[k]).hex())
+                         for k in ("pred", "target", "alpha", "gamma")} if top is not None else {}),
+                     "c_factor": float(top["c_factor"]) if top is not None else np.nan})
+    return rows
+
+
+def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, corpora, base: Path,
+                  label: str) -> tuple[pd.DataFrame, list]:
+    """The candidate's fp32 maximum outside the root neighbourhood per machine and source: (table, unread files).
+
+    Sources: ``run`` (the run's maximum, labelled ``label``) and every
+    :func:`known_sources` source re-scored on every machine of the run
+    (:func:`rescored_maxima`).  Columns: machine, source, kind
+    (``sampled``/``exhaustive``, ``hunted``, ``corpus``), how (the label),
+    points (scored outside the neighbourhood), max_ulp, stored_max_ulp (the
+    hunt file's own figure on its machine), the witness (hex) and its C.
+    """
+    known, missing = known_sources(run, candidate, hunts, corpora, base)
+    rows = []
+    for machine in run.machines:
+        r = t[(t["variant"] == candidate) & (t["machine"] == machine) & (t["format"] == "fp32")]
+        if r.empty:
+            continue
+        r = r.iloc[0]
+        rows.append({"machine": machine, "source": "run", "kind": label.split(":")[0], "how": label,
+                     "points": int(r["outside"]), "max_ulp": float(r["max_ulp_outside"]), "stored_max_ulp": np.nan,
+                     **{f"witness_{k}": r.get(f"witness_{k}_outside") for k in ("pred", "target", "alpha", "gamma")},
+                     "c_factor": np.nan})
+        rows += rescored_maxima(candidate, machine, known, outside_only=True)
+    return pd.DataFrame(rows), missing
+
+
 def _verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
 def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, labels,
-                   hunts: pd.DataFrame | None = None) -> tuple[dict, list]:
+                   known: pd.DataFrame | None = None) -> tuple[dict, list]:
     """The candidate's verdict on every target: (grid cells {(target, column): (text, css)}, findings).
 
     ``t``: :func:`targets_table`; ``ops``: :func:`opcount_table`; ``K``: the
     targets (the section's options); ``labels``: how the maxima were found,
-    per format (a dict, or one string for every format); ``hunts``:
-    :func:`hunt_table` (the fp32 maximum outside the neighbourhood is then
-    the larger of the sampled and the hunted one).
+    per format (a dict, or one string for every format); ``known``:
+    :func:`witness_table` (the fp32 maximum outside the neighbourhood is then
+    the largest over the run and every known witness, named with its source).
     """
-    hunts = hunts if hunts is not None else pd.DataFrame()
+    known = known if known is not None else pd.DataFrame()
     def label(fmt):
         return labels.get(fmt, "") if isinstance(labels, dict) else labels
     cells, findings = {}, []
@@ -134,35 +249,36 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
             f"{_verdict(ok_special)} {special.text}", "met" if ok_special else "missed")
         if r["format"] == "fp32":
             mx = cite("max_outside", T, t, w, "max_ulp_outside")
-            h = hunts[(hunts["variant"] == candidate) & (hunts["machine"] == r["machine"]) & (hunts["format"] == "fp32")
-                      & hunts["outside_neighbourhood"]] if not hunts.empty else hunts
-            sampled = (f"{mx.text} ulp ({label('fp32')}) at {inputs_text(r, 'witness_', '_outside')}")
+            sampled = f"{mx.text} ulp ({label('fp32')}) at {inputs_text(r, 'witness_', '_outside')}"
             nums = [mx, special, count]
-            if len(h):
-                hw = {"variant": candidate, "machine": r["machine"], "format": "fp32", "outside_neighbourhood": True}
-                hx, cpu = cite("hunted", "hunts.csv", hunts, hw, "max_ulp"), cite("cpu", "hunts.csv", hunts, hw,
-                                                                                  "cpu_seconds")
-                nums += [hx, cpu]
-                hr = h.iloc[0]
-                figure = max(float(mx.value), float(hx.value))
+            k = known[(known["machine"] == r["machine"]) & (known["source"] != "run")
+                      & known["max_ulp"].notna()] if not known.empty else known
+            target_row = f"fp32 max error <= {fmt_num(K['fp32_max_ulp'])} ulp outside the root neighbourhood"
+            if len(k):
+                cited = [(kr, cite(f"max_{i}", TW, known, {"machine": r["machine"], "source": kr["source"]},
+                                   "max_ulp")) for i, (_, kr) in enumerate(k.iterrows())]
+                nums += [c for _, c in cited]
+                top_row, top = max(cited, key=lambda rc: float(rc[1].value))
+                figure = max(float(mx.value), float(top.value))
                 ok = figure <= K["fp32_max_ulp"]
-                shown = hx.text if float(hx.value) >= float(mx.value) else mx.text
-                how = f"hunted, {cpu.text} CPU-s" if float(hx.value) >= float(mx.value) else "sampled"
-                cells[(f"fp32 max error <= {fmt_num(K['fp32_max_ulp'])} ulp outside the root neighbourhood",
-                       col)] = (f"{_verdict(ok)} {shown} ({how})", "met" if ok else "missed")
+                if float(top.value) > float(mx.value):
+                    shown, source = top.text, f"{top_row['source']}, re-evaluated"
+                    at = inputs_text(top_row)
+                else:
+                    shown, source, at = mx.text, f"run, {label('fp32').split(':')[0]}", \
+                        inputs_text(r, "witness_", "_outside")
+                cells[(target_row, col)] = (f"{_verdict(ok)} {shown} ({source})", "met" if ok else "missed")
+                others = "; ".join(f"{kr['source']} {c.text} ulp ({kr['how']}, {kr['points']:,} points)"
+                                   for kr, c in cited)
                 text = (f"On {r['machine']}, fp32 output, outside the root neighbourhood: {candidate} max error "
-                        f"{hx.text} ulp hunted ({cpu.text} CPU seconds, seed {int(hr['seed'])}, {int(hr['points']):,} "
-                        f"points over gamma {hr['gammas']}, alpha {hr['alphas']}, selectors {hr['targets']}) at "
-                        f"pred={short_hex(hr['witness_pred'])} t={hr['witness_target']} "
-                        f"alpha={short_hex(hr['witness_alpha'])} gamma={short_hex(hr['witness_gamma'])}; the run's "
-                        f"{sampled}; target <= {fmt_num(K['fp32_max_ulp'])}: {_verdict(ok)}; {special.text} special "
-                        f"outputs of {count.text}.")
+                        f"{shown} ulp at {at} ({source}), the largest over every known witness re-evaluated with "
+                        f"the current code: run {sampled}; {others}. Target <= {fmt_num(K['fp32_max_ulp'])}: "
+                        f"{_verdict(ok)}; {special.text} special outputs of {count.text}.")
             else:
                 ok = mx.value <= K["fp32_max_ulp"]
-                cells[(f"fp32 max error <= {fmt_num(K['fp32_max_ulp'])} ulp outside the root neighbourhood",
-                       col)] = (f"{_verdict(ok)} {mx.text}", "met" if ok else "missed")
+                cells[(target_row, col)] = (f"{_verdict(ok)} {mx.text}", "met" if ok else "missed")
                 text = (f"On {r['machine']}, fp32 output, outside the root neighbourhood: {candidate} max error "
-                        f"{sampled} (target <= {fmt_num(K['fp32_max_ulp'])}: {_verdict(ok)}; no hunt); "
+                        f"{sampled} (target <= {fmt_num(K['fp32_max_ulp'])}: {_verdict(ok)}; no hunt or corpus); "
                         f"{special.text} special outputs of {count.text}.")
             findings.append(Finding(f"targets/{r['machine']}/fp32", "targets", text, nums, 3))
         else:
@@ -171,7 +287,8 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
             ok_share = wrong.value <= (1.0 - K["fp16_share_correct"]) * count.value
             ok_max = mx.value <= K["fp16_max_ulp"]
             cells[(f"{r['format']} correctly rounded on a share >= {fmt_num(K['fp16_share_correct'])}", col)] = (
-                f"{_verdict(ok_share)} {100 * (1 - wrong.value / count.value):.4f} %", "met" if ok_share else "missed")
+                f"{_verdict(ok_share)} {fmt_share(1 - wrong.value / count.value, wrong.value)}",
+                "met" if ok_share else "missed")
             cells[(f"{r['format']} max error <= {fmt_num(K['fp16_max_ulp'])} ulp", col)] = (
                 f"{_verdict(ok_max)} {mx.text}", "met" if ok_max else "missed")
             text = (f"On {r['machine']}, {r['format']} output ({count.text} outputs, the neighbourhood included): "
@@ -202,18 +319,21 @@ def build(ctx) -> Section:
     ops = opcount_table([v for v in run.variants if v == candidate])
     section.tables.update({T: t, "opcount.csv": ops})
     labels = {f: maximum_label(run, f) for f in dict.fromkeys(t["format"])}
-    hunts, missing = hunt_table(ctx.option("targets", "hunts"), Path(run.run.get("study_file", ".")).parent)
+    base = Path(run.run.get("study_file", ".")).parent
+    hunts, missing = hunt_table(ctx.option("targets", "hunts"), base)
     if not hunts.empty:
         section.tables["hunts.csv"] = hunts
-        hunted = hunts[hunts["variant"] == candidate]
-        if len(hunted):
-            labels["fp32"] = (f"{labels.get('fp32', '')}; outside the neighbourhood hunted "
-                              + ", ".join(f"{m}: {c:,.0f} CPU-s" for m, c in zip(hunted["machine"],
-                                                                                  hunted["cpu_seconds"])))
-    cells, findings = assess_targets(t, ops, K, candidate, labels, hunts)
+    sources = []
+    known, unread = witness_table(run, t, candidate, hunts, ctx.option("targets", "corpus"), base,
+                                  labels.get("fp32", ""))
+    missing += unread
+    if not known.empty:
+        section.tables[TW] = known
+        sources = [s for s in dict.fromkeys(known["source"]) if s != "run"]
+    cells, findings = assess_targets(t, ops, K, candidate, labels, known)
     if missing:
-        findings.append(Finding("targets/hunts-missing", "targets", "Hunt files named by the study but not found: "
-                                + ", ".join(missing) + "; those maxima are the run's sampled ones.", [], 2))
+        findings.append(Finding("targets/hunts-missing", "targets", "Hunt or corpus files named by the study but "
+                                "not found: " + ", ".join(missing) + "; their witnesses are not counted.", [], 2))
     rows = list(dict.fromkeys(k[0] for k in cells))
     cols = list(dict.fromkeys(k[1] for k in cells))
     grid = pd.DataFrame("", index=range(len(rows)), columns=["target"] + cols)
@@ -225,11 +345,18 @@ def build(ctx) -> Section:
     style["target"] = ""
     section.first = [Heading(f"{candidate} against its targets", 2, "targets-grid"), Table(grid, T, "", style),
                      Para("Maxima: " + "; ".join(f"{f} {lab}" for f, lab in labels.items())
+                          + ("; fp32 outside the neighbourhood: the largest over the run and the known witnesses, "
+                             "re-evaluated with the current code (" + ", ".join(sources) + ", witnesses.csv)"
+                             if sources else "")
                           + f". Root neighbourhood: gamma < -1 and the bracket's cancellation factor "
                           f"C >= {ROOT_NEIGHBOURHOOD_C:g}.", "note")]
     shown = t.assign(inputs=[inputs_text(r, "witness_", "_outside") for _, r in t.iterrows()])
     section.body = [Table(shown[["variant", "machine", "format", "count", "outside", "max_ulp_outside", "inputs",
                                  "inside", "max_ulp_inside", "special", "share_correct", "not_correct"]], T),
+                    *([Para("The fp32 maximum outside the root neighbourhood per machine and source: the run's, "
+                            "and each hunt's and corpus's witnesses re-evaluated with the current code (points: "
+                            "those scored outside the neighbourhood; stored_max_ulp: the hunt file's own figure)."),
+                       Table(known, TW)] if not known.empty and (known["source"] != "run").any() else []),
                     Para("Primitive ops per element (precision.opcount: every finite fp16 pred, both selectors, "
                          "weight present, reduction mean, gamma 2, npu machine; a library exp/ln/pow/div counts "
                          "as one op):"),

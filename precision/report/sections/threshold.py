@@ -38,7 +38,8 @@ from precision.bracket import cancellation_windows, roots
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_name
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
-from precision.report.plots import save
+from precision.report.plots import draw_curves, save
+from precision.report.tables import decimal_text, exact_text, group_table
 from precision.scoring import SPECIAL_CLASSES
 
 __all__ = ["build", "threshold_table", "subsets", "window_table", "plot_threshold", "POOLED"]
@@ -71,7 +72,7 @@ def threshold_table(run) -> pd.DataFrame:
     for name, regions in subsets(run):
         stats = run.stats.select(run.stats.frame["region"].isin(regions).to_numpy())
         stats = stats.select(stats.frame["variant"].isin(list(taus)).to_numpy())
-        s = stats.merge(["variant", *_KEYS]).table(["variant", *_KEYS])
+        s = group_table(stats.merge(["variant", *_KEYS]), ["variant", *_KEYS])
         s.insert(len(_KEYS) + 1, "subset", name)
         s["tau"] = s["variant"].map(taus)
         s["fired"] = s["fired_g5"].astype(np.int64) if "fired_g5" in s.columns else 0
@@ -95,7 +96,7 @@ def threshold_table(run) -> pd.DataFrame:
     t = t.assign(_m=t["machine"].map(mkey), _s=t["subset"].map(skey), _t=-t["tau"]).sort_values(
         ["_m", "format", "profile", "_s", "_t"], kind="stable")
     cols = ["machine", "format", "profile", "subset", "threshold", "k", "tau", "variant", "count", "fired", "changed",
-            "max_finite_ulp", "mean_bits", "share_correct", *SPECIAL_CLASSES] + [
+            "max_finite_ulp", "mean_bits", "share_correct", "not_correct", *SPECIAL_CLASSES] + [
         f"{p}_vs_{b}" for b in ("never", "production") for p in _PAIRED]
     return t[cols].reset_index(drop=True)
 
@@ -119,8 +120,8 @@ def window_table(run) -> pd.DataFrame:
         wins = [tuple(sorted((sign * a, sign * b))) for a, b in cancellation_windows(g, spec["cancellation"], s_lo,
                                                                                       s_hi)]
         rts = [sign * r for r in roots(g, s_lo, s_hi)]
-        row = {"gamma": g, "windows": "; ".join(f"[{a:.6g}, {b:.6g}]" for a, b in wins) or "none",
-               "roots": "; ".join(f"{r:.9g}" for r in rts) or "none"}
+        row = {"gamma": g, "windows": "; ".join(f"[{exact_text(a)}, {exact_text(b)}]" for a, b in wins) or "none",
+               "roots": "; ".join(exact_text(r) for r in rts) or "none"}
         one = by_gamma[(by_gamma["gamma"] == g) & (by_gamma["variant"] == (prod[0] if prod else run.variants[0]))]
         for name, regions in subsets(run):  # the points are the same on every machine; where G5 fires is not
             part = one[one["region"].isin(regions)]
@@ -133,30 +134,47 @@ def window_table(run) -> pd.DataFrame:
 
 
 def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | None:
-    """Pooled subset, per machine and format: outputs better / worse than never and than 1/64 per threshold."""
+    """Pooled subset, per machine and format: outputs better / worse than never and than 1/64 per threshold.
+
+    A threshold is never compared with itself: the ``vs never`` curves have no
+    point at never and the ``vs 1/64`` curves none at 1/64 (a gap, not a zero).
+    """
     t = t[t["subset"] == POOLED]
     if t.empty:
         return None
     cells = list(dict.fromkeys(zip(t["machine"], t["format"])))
-    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.3), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells) + 1.8, 3.4), squeeze=False, sharey=True)
     for j, (machine, fmt) in enumerate(cells):
         ax = axes[0, j]
         sub = t[(t["machine"] == machine) & (t["format"] == fmt)].reset_index(drop=True)
-        x = np.arange(len(sub))
-        for base, marker, ls in (("never", "o", "-"), ("production", "s", "--")):
-            b, w = sub[f"better_vs_{base}"].fillna(0), sub[f"worse_vs_{base}"].fillna(0)
-            ax.plot(x, b, marker=marker, ms=3, ls=ls, color="tab:blue", label=f"better than {base}")
-            ax.plot(x, w, marker=marker, ms=3, ls=ls, color="tab:red", label=f"worse than {base}")
+        x = np.arange(len(sub), dtype=np.float64)
+        curves = []
+        for base, itself in (("never", 0.0), ("production", PRODUCTION_THRESHOLD)):
+            name = "1/64" if base == "production" else base
+            other = (sub["tau"] != itself).to_numpy()
+            for what in ("better", "worse"):
+                y = sub[f"{what}_vs_{base}"].astype("Float64").to_numpy(np.float64, na_value=np.nan)
+                if np.isnan(y[other]).all():
+                    continue
+                curves.append((f"{what} than {name}", x[other], y[other]))
+        draw_curves(ax, curves)
         prod = sub.index[sub["tau"] == PRODUCTION_THRESHOLD]
         if len(prod):
             ax.axvline(prod[0], color="k", lw=0.8, ls=":", label="1/64 (production)")
         ax.set_yscale("symlog", linthresh=1)
-        ax.set_xticks(x, sub["threshold"], fontsize=6, rotation=60)
+        names = ["1/64" if tau == PRODUCTION_THRESHOLD else n for tau, n in zip(sub["tau"], sub["threshold"])]
+        ax.set_xticks(x, names, fontsize=6, rotation=60)
         ax.set_title(f"{machine}, {fmt} (pooled points)", fontsize=8)
         ax.tick_params(labelsize=6)
         ax.set_xlabel("G5 threshold tau", fontsize=7)
+    top = max(ax.dataLim.y1 for ax in axes[0])
+    axes[0, 0].set_ylim(0, max(top, 1.0) * 2)  # shared: room above the largest count
     axes[0, 0].set_ylabel("changed outputs (symlog)", fontsize=7)
-    axes[0, -1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    handles = {}
+    for ax in axes[0]:  # every curve of every panel in the one legend
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    axes[0, -1].legend(handles.values(), handles.keys(), fontsize=6, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     return save(fig, folder, stem)
 
@@ -241,7 +259,7 @@ def _answer(t: pd.DataFrame, search: pd.DataFrame) -> list:
                                    "p_value_vs_production"))
             nums += [bt, bn, bb, bw, bp]
             text += (f". The best float32 threshold of these points is tau = {bt.text} "
-                     f"({c.search['boundary_tau']:.6g}, net {bn.text} over never); against 1/64 it "
+                     f"({decimal_text(bt.value)}, net {bn.text} over never); against 1/64 it "
                      f"{c.search['verdict_vs_production']} ({bb.text} better, {bw.text} worse, {p_text(bp.value)})")
         elif c.search is not None:
             text += ". No threshold beats no correction on balance on these points"
@@ -258,7 +276,7 @@ def answer_grid(t: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
             continue
         p, best, r = c.prod, c.best, c.search
         if r is not None and isinstance(r["boundary"], str):
-            bis = (f"{r['boundary_tau']:.6g}: {r['verdict_vs_production']} vs 1/64 "
+            bis = (f"{exact_text(r['boundary'])}: {r['verdict_vs_production']} vs 1/64 "
                    f"{fmt_num(int(r['better_vs_production']))}/{fmt_num(int(r['worse_vs_production']))}")
         else:
             bis = "" if r is None else str(r["result"])
@@ -366,8 +384,9 @@ def build(ctx) -> Section:
              f"points, per subset ({', '.join(names)}; only 'pooled' decides). fired: points where the test held; "
              "changed: outputs that differ from never."),
         Table(t[t["subset"] == POOLED][shown], T),
-        Image(plot_threshold(t, ctx.plot_dir), "Pooled points: outputs better (blue) and worse (red) than never "
-                                                "(solid) and than 1/64 (dashed), per threshold; 1/64 dotted"),
+        Image(plot_threshold(t, ctx.plot_dir), "Pooled points: outputs better and worse than never and than 1/64, "
+                                                "per threshold (no threshold compared with itself: no point at never "
+                                                "against never nor at 1/64 against 1/64); 1/64 dotted"),
     ]
     if not search.empty:
         section.body.append(Para("Threshold search (precision.threshold_search): each point's critical threshold "
@@ -375,7 +394,9 @@ def build(ctx) -> Section:
                                  "ordinal space) and the outcome of correcting it; the best float32 threshold is "
                                  "where the running net (better - worse against never) is largest. A property of "
                                  "this sample of points."))
-        section.body.append(Table(search[["machine", "format", "best_threshold", "best_net", "result", "boundary",
+        section.body.append(Table(search.assign(boundary_tau=[exact_text(b) if isinstance(b, str) else b
+                                                             for b in search["boundary"]])[[
+                                          "machine", "format", "best_threshold", "best_net", "result",
                                           "boundary_tau", "boundary_net", "better_vs_production",
                                           "worse_vs_production", "p_value_vs_production", "verdict_vs_production"]],
                                   S))
