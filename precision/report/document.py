@@ -88,6 +88,10 @@ class Section:
         CSV files of ``tables/`` (name without folder, e.g. ``verdicts.csv``).
     findings : list of precision.report.findings.Finding
         Computed sentences; the most important (lowest ``rank``) reach the first screen.
+    answers : list of precision.report.answers.Answer
+        The section's answers to its question (the page opens with the headline ones).
+    terms : list of str
+        Words of the glossary (:mod:`precision.report.glossary`) the section's blocks use.
     """
 
     id: str
@@ -96,10 +100,12 @@ class Section:
     body: list = field(default_factory=list)
     tables: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
+    answers: list = field(default_factory=list)
+    terms: list = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.first or self.body or self.findings)
+        return not (self.first or self.body or self.findings or self.answers)
 
 
 def anchor(text: str) -> str:
