@@ -222,17 +222,16 @@ def magnitude_cites(prefix: str, table: str, t: pd.DataFrame, where: dict) -> di
         c = cite(f"{prefix}{name}", table, t, where, column)
         if isinstance(c.value, float) and np.isnan(c.value):
             continue
-        if name.startswith("correct_share"):
-            c.text = f"{100 * c.value:.4g}%"
-        elif name.endswith("_bits"):
-            c.text = f"{c.value:.3g}"
         out[name] = c
     return out
 
 
-def magnitude_sentence(c: dict) -> str:
-    """The size clause of an answer from :func:`magnitude_cites`."""
+def magnitude_sentence(c: dict, counts: bool = True) -> str:
+    """The size clause of an answer from :func:`magnitude_cites` (with the changed / better / worse counts
+    unless ``counts`` is False: the caller spells them)."""
     parts = []
+    if counts:
+        parts.append(f"{c['changed'].text} changed outputs ({c['better'].text} better, {c['worse'].text} worse)")
     for side in ("gain", "loss"):
         if f"max_{side}_bits" in c:
             med = c[f"median_{side}_bits"].text if f"median_{side}_bits" in c else "under 1/128"
@@ -243,8 +242,8 @@ def magnitude_sentence(c: dict) -> str:
                      f"{c['became_le_1ulp'].text} within 1 ulp, {c['still_garbage'].text} are still over 2^20 ulp "
                      f"or special")
     if "correct_share_with" in c and "correct_share_without" in c:
-        parts.append(f"correctly rounded {c['correct_share_with'].text} with, {c['correct_share_without'].text} "
-                     f"without")
+        parts.append(f"share correctly rounded {c['correct_share_with'].text} with, "
+                     f"{c['correct_share_without'].text} without")
     return "; ".join(parts)
 
 

@@ -21,8 +21,10 @@ import numpy as np
 import pandas as pd
 
 from precision.attribution import attribute
+from precision.report.answers import region_shares
+from precision.report.tables import region_text
 
-__all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_counts"]
+__all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_counts", "mechanism_of", "witness_at"]
 
 
 @dataclass(frozen=True)
@@ -72,21 +74,27 @@ def _same(col: pd.Series, value) -> np.ndarray:
     return col.map(_hex).eq(h).to_numpy() if h is not None else col.map(_hex).isna().to_numpy()
 
 
-def witness_of(run, row, side: str) -> Witness | None:
-    """The witness of the largest ``gain`` or ``loss`` of a verdict row, on the variant whose error it is."""
-    prefix = f"{side}_witness_"
+def witness_at(run, variant: str, row, prefix: str, profile: str | None = None) -> Witness | None:
+    """The point named by ``row``'s ``<prefix>pred``, ``<prefix>target`` .. ``<prefix>dout`` columns (and its
+    ``machine``, ``format``, ``profile``), as a :class:`Witness` of ``variant`` with its task's count."""
     pred = row.get(f"{prefix}pred")
     if pred is None or (isinstance(pred, float) and math.isnan(pred)):
         return None
-    variant = row["without_variant"] if side == "gain" else row["with_variant"]
+    profile = profile or row.get("profile") or row["format"]
     counts = task_counts(run)
-    sel = counts[(counts["machine"] == row["machine"]) & (counts["profile"] == row["profile"])]
+    sel = counts[(counts["machine"] == row["machine"]) & (counts["profile"] == profile)]
     for k in ("alpha", "gamma", "weight", "dout"):
         sel = sel[_same(sel[k], row.get(f"{prefix}{k}"))]
     count = int(sel["count"].iloc[0]) if len(sel) else 1
     return Witness(variant, row["machine"], row["format"], _hex(pred), int(float(row[f"{prefix}target"])),
                    _hex(row[f"{prefix}alpha"]), _hex(row[f"{prefix}gamma"]), _hex(row.get(f"{prefix}weight")),
                    _hex(row[f"{prefix}dout"]), count)
+
+
+def witness_of(run, row, side: str) -> Witness | None:
+    """The witness of the largest ``gain`` or ``loss`` of a verdict row, on the variant whose error it is."""
+    variant = row["without_variant"] if side == "gain" else row["with_variant"]
+    return witness_at(run, variant, row, f"{side}_witness_")
 
 
 def explain_line(w: Witness) -> str:
@@ -116,3 +124,33 @@ def attribute_witness(w: Witness) -> tuple[str, str]:
     step = point["top_step"] if isinstance(point["top_step"], str) else "none"
     _MEMO[w] = (step, str(point["top_cause"]))
     return _MEMO[w]
+
+
+def mechanism_of(run, t: pd.DataFrame, row) -> tuple[dict, str]:
+    """(the mechanism fields of an answer, its clause) of a verdicts.csv row at region ``all``: the regions holding most of the better and worse
+    outputs, and the top step and cause at the largest gain (on the ``without`` variant) and at the largest
+    loss (on the ``with`` variant), each with its ``precision explain`` line."""
+    per = t[(t["comparison"] == row["comparison"]) & (t["machine"] == row["machine"])
+            & (t["profile"] == row["profile"]) & (t["region"] != "all")
+            & ~t["region"].isin(list(run.separate))]
+    where, clauses = {}, []
+    for side, column in (("better", "better"), ("worse", "worse")):
+        shares = region_shares(per, column)
+        where[side] = [{"region": r, "outputs": n, "share": round(sh, 4)} for r, n, sh in shares]
+        if shares:
+            clauses.append(f"{side} outputs mostly at " + " and ".join(
+                f"{region_text(r)} ({100 * sh:.0f}%)" for r, _, sh in shares))
+    mech = {"where": where}
+    for side, label in (("gain", "largest gain"), ("loss", "largest loss")):
+        w = witness_of(run, row, side)
+        if w is None:
+            continue
+        step, cause = attribute_witness(w)
+        mech[side] = {"step": step, "cause": cause, "witness": {k: v for k, v in w.__dict__.items()},
+                      "explain": explain_line(w)}
+        clauses.append(f"{label} at pred={w.pred} t={w.target} gamma={w.gamma}: {w.variant} loses it at step "
+                       f"{step} ({cause}); `{explain_line(w)}`")
+    top = mech.get("loss" if row["verdict"] == "hurts" else "gain") or mech.get("loss") or {}
+    mech.update({"step": top.get("step"), "cause": top.get("cause"), "witness": top.get("witness"),
+                 "explain": top.get("explain")})
+    return mech, "; ".join(clauses)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from precision.formats import ulp
 from precision.machine import get_machine
+from precision.report.answers import Answer
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
 from precision.report.plots import clip_errors, save
@@ -247,4 +248,31 @@ def build(ctx) -> Section:
                                 f"table's x), the float32 p rounds to 1: q = 1 - p = 0 and ln(p) = {cl.text}.",
                                 [cz, cl], 45))
     section.findings = findings
+    section.answers = _hole_answers(onset, gamma, findings)
     return section
+
+
+def _hole_answers(onset: pd.DataFrame, gamma: float, findings: list) -> list:
+    """Where the holes open: per machine, format and selector, the |x| from which the kernel's error stays over
+    2^20 ulp (or 1e3 ulp), cited from onset.csv; the onset findings follow as answers of their own."""
+    question = "Where do the holes open: from which |x| on is the error of each variant over 1e3 and over 2^20 ulp?"
+    out = []
+    sub = onset[(onset["gamma"] == gamma) & (onset["variant"] == "kernel")] if "kernel" in set(onset["variant"]) \
+        else onset[onset["gamma"] == gamma]
+    for (machine, fmt, t), grp in sub.groupby(["machine", "format", "target"], sort=False):
+        r = grp.iloc[0]
+        w = {"variant": r["variant"], "machine": machine, "format": fmt, "target": int(t), "gamma": gamma}
+        parts, nums = [], []
+        for name, label in (("1e3ulp", "1e3 ulp"), ("2p20ulp", "2^20 ulp")):
+            c = cite(f"{machine}_{fmt}_{int(t)}_{name}", "onset.csv", onset, w, f"from_{name}")
+            if np.isnan(c.value):
+                parts.append(f"never over {label} for good")
+            else:
+                nums.append(c)
+                parts.append(f"over {label} from |x| = {c.text}")
+        side = "x > 0" if t == 0 else "x < 0"
+        out.append(Answer(question, f"{r['variant']} on {machine} {fmt}, t={int(t)} ({side}), gamma "
+                                    f"{fmt_num(gamma)}: " + ", ".join(parts) + ".", nums, subject=r["variant"],
+                          machine=machine, format=fmt, verdict="holes" if nums else "none"))
+    out += [Answer(question, f.text, f.numbers, headline=False) for f in findings if f.id.startswith("q/onset")]
+    return out

@@ -36,9 +36,12 @@ import pandas as pd
 
 from precision.bracket import cancellation_windows, roots
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_name
+from precision.report.answers import Answer, magnitude, magnitude_cites, magnitude_sentence, verdict_table
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
+from precision.report.mechanism import mechanism_of
 from precision.report.plots import save
+from precision.report.tables import short_hex
 from precision.scoring import SPECIAL_CLASSES
 
 __all__ = ["build", "threshold_table", "subsets", "window_table", "plot_threshold", "POOLED"]
@@ -249,6 +252,66 @@ def _answer(t: pd.DataFrame, search: pd.DataFrame) -> list:
     return out
 
 
+#: The question the threshold section answers.
+QUESTION = "Is 1/64 the right G5 threshold, what is better, and by how much?"
+
+
+def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
+    """Per machine and format (pooled points): whether 1/64 is right, what beats it and by how much (the size
+    and mechanism of the best threshold against 1/64 from verdicts.csv), the best float32 tau."""
+    v = verdict_table(run)
+    out = []
+    for c in _cells(t, search):
+        key = {"machine": c.machine, "format": c.format, "profile": c.profile, "subset": POOLED}
+        beat = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "helps")]
+        lose = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "hurts")]
+        above = c.finite[c.finite["tau"] > PRODUCTION_THRESHOLD]
+        everything_above = len(beat) and set(beat["tau"]) >= set(above["tau"])
+        lowest = beat.sort_values("tau").iloc[0]["threshold"] if len(beat) else None
+        best = c.best if c.best is not None else None
+        extra = {}
+        if c.search is not None and isinstance(c.search["boundary"], str):
+            extra = {"best_threshold": str(c.search["best_threshold"]), "best_tau_hex": short_hex(c.search["boundary"])}
+        elif best is not None:
+            extra = {"best_threshold": str(best["threshold"]), "best_tau_hex": short_hex(float(best["tau"]))}
+        if best is None or best["tau"] == PRODUCTION_THRESHOLD or best["verdict_vs_production"] != "helps":
+            name = "1/64" if best is None or best["tau"] == PRODUCTION_THRESHOLD else best["threshold"]
+            text = (f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64 on these points "
+                    f"(best against no correction: {name}); indistinguishable from 1/64: {_names(c.same)}.")
+            out.append(Answer(QUESTION, text, [], subject="G5=1/64", machine=c.machine, format=c.format,
+                              verdict="right", extra=extra))
+            continue
+        nums = []
+        scope = (f"every threshold from {lowest} up beats 1/64" if everything_above and lowest is not None
+                 else f"{len(beat)} thresholds beat 1/64 ({_names(beat)})")
+        if len(lose):
+            scope += f", {_names(lose)} lose to it"
+        text = f"{c.machine} {c.format}: no: {scope}; the best is {best['threshold']}: against 1/64 it helps"
+        row = v[(v["with_variant"] == best["variant"]) & (v["without_variant"] == c.prod["variant"])
+                & (v["machine"] == c.machine) & (v["profile"] == c.profile) & (v["region"] == "all")]
+        magnitude_row, mech = {}, {}
+        if len(row) == 1:
+            r = row.iloc[0]
+            w = {"comparison": r["comparison"], "machine": c.machine, "profile": c.profile, "region": "all"}
+            size = magnitude_cites("best_", "verdicts.csv", v, w)
+            nums += list(size.values())
+            text += f" on {magnitude_sentence(size)}"
+            magnitude_row = magnitude(r)
+            mech, clause = mechanism_of(run, v, r)
+            if clause:
+                text += f". {clause[0].upper()}{clause[1:]}"
+        if extra.get("best_tau_hex") and c.search is not None and isinstance(c.search["boundary"], str):
+            bn = cite("search_net", S, search, {"machine": c.machine, "format": c.format, "profile": c.profile},
+                      "boundary_net")
+            nums.append(bn)
+            text += (f". The best float32 tau of these points is {extra['best_tau_hex']} "
+                     f"({float(c.search['boundary_tau']):.9g}; net {bn.text} outputs over no correction)")
+        out.append(Answer(QUESTION, text + ".", nums, subject=f"G5={best['threshold']}",
+                          comparison=f"{best['variant']} vs {c.prod['variant']}", machine=c.machine,
+                          format=c.format, verdict="helps", magnitude=magnitude_row, mechanism=mech, extra=extra))
+    return out
+
+
 def answer_grid(t: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
     """The first-screen answer, one row per machine and format (pooled points): 1/64 against never, the best
     threshold against never and against 1/64, the thresholds indistinguishable from 1/64, the bisection."""
@@ -388,4 +451,5 @@ def build(ctx) -> Section:
         section.body.append(Details("Where the pred values were drawn: the cancellation windows per gamma",
                                     [Table(window, "cancellation_window.csv")]))
     section.findings = _answer(t, search) + _attribution_finding(ctx, t) + _separate_findings(t)
+    section.answers = _threshold_answers(run, t, search)
     return section

@@ -17,12 +17,10 @@ import pandas as pd
 
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold
 from precision.report.answers import (NOT_EXERCISED, Answer, guard_label, magnitude, magnitude_cites,
-                                      magnitude_sentence, magnitude_text, region_shares, shown_verdict, subject_guard,
-                                      verdict_table)
+                                      magnitude_sentence, magnitude_text, shown_verdict, subject_guard, verdict_table)
 from precision.report.document import Details, Heading, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
-from precision.report.mechanism import attribute_witness, explain_line, witness_of
-from precision.report.tables import region_text
+from precision.report.mechanism import mechanism_of
 from precision.scoring import VERDICT_RULE
 
 __all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS", "cell_answer",
@@ -157,36 +155,6 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
     return out
 
 
-def _mechanism(run, t: pd.DataFrame, row, prefix: str) -> tuple[dict, str]:
-    """(the mechanism fields of an answer, its clause): the regions holding most of the better and worse
-    outputs, and the top step and cause at the largest gain (on the ``without`` variant) and at the largest
-    loss (on the ``with`` variant), each with its ``precision explain`` line."""
-    per = t[(t["comparison"] == row["comparison"]) & (t["machine"] == row["machine"])
-            & (t["profile"] == row["profile"]) & (t["region"] != "all")
-            & ~t["region"].isin(list(run.separate))]
-    where, clauses = {}, []
-    for side, column in (("better", "better"), ("worse", "worse")):
-        shares = region_shares(per, column)
-        where[side] = [{"region": r, "outputs": n, "share": round(sh, 4)} for r, n, sh in shares]
-        if shares:
-            clauses.append(f"{side} outputs mostly at " + " and ".join(
-                f"{region_text(r)} ({100 * sh:.0f}%)" for r, _, sh in shares))
-    mech = {"where": where}
-    for side, label in (("gain", "largest gain"), ("loss", "largest loss")):
-        w = witness_of(run, row, side)
-        if w is None:
-            continue
-        step, cause = attribute_witness(w)
-        mech[side] = {"step": step, "cause": cause, "witness": {k: v for k, v in w.__dict__.items()},
-                      "explain": explain_line(w)}
-        clauses.append(f"{label} at pred={w.pred} t={w.target} gamma={w.gamma}: {w.variant} loses it at step "
-                       f"{step} ({cause}); `{explain_line(w)}`")
-    top = mech.get("loss" if row["verdict"] == "hurts" else "gain") or mech.get("loss") or {}
-    mech.update({"step": top.get("step"), "cause": top.get("cause"), "witness": top.get("witness"),
-                 "explain": top.get("explain")})
-    return mech, "; ".join(clauses)
-
-
 def cell_answer(run, t: pd.DataFrame, row, question: str, with_mechanism: bool = True) -> Answer:
     """The answer of one verdict cell (a comparison on one machine and profile, pooled regions), every number
     cited from verdicts.csv."""
@@ -208,10 +176,10 @@ def cell_answer(run, t: pd.DataFrame, row, question: str, with_mechanism: bool =
                       verdict="no_effect", **base)
     size = magnitude_cites(tag, T, t, w)
     text = (f"{head}: {row['verdict']}; {acted}, changed {size['changed'].text}: {size['better'].text} better, "
-            f"{size['worse'].text} worse; {magnitude_sentence(size)}")
+            f"{size['worse'].text} worse; {magnitude_sentence(size, counts=False)}")
     mech = {}
     if with_mechanism:
-        mech, clause = _mechanism(run, t, row, tag)
+        mech, clause = mechanism_of(run, t, row)
         if clause:
             text += f". {clause[0].upper()}{clause[1:]}"
     return Answer(sentence=text + ".", numbers=[*fired, cnt, *size.values()], verdict=row["verdict"],
