@@ -187,7 +187,8 @@ MAGNITUDE_COLUMNS = {"changed": "changed", "better": "better", "worse": "worse",
                      "median_loss_bits": "median_loss_bits", "max_loss_bits": "max_loss_bits",
                      "became_correct": "changed_became_correct", "became_le_1ulp": "changed_became_le_1ulp",
                      "still_garbage": "changed_still_garbage", "correct_share_with": "share_correct_with",
-                     "correct_share_without": "share_correct_without"}
+                     "correct_share_without": "share_correct_without", "specials_fixed": "specials_fixed",
+                     "specials_caused": "specials_caused"}
 
 
 def magnitude(row) -> dict:
@@ -237,6 +238,9 @@ def magnitude_sentence(c: dict, counts: bool = True) -> str:
             med = c[f"median_{side}_bits"].text if f"median_{side}_bits" in c else "under 1/128"
             parts.append(f"{side}es" if side == "loss" else "gains")
             parts[-1] += f" median {med} bits, max {c[f'max_{side}_bits'].text}"
+    if "specials_fixed" in c and (c["specials_fixed"].value or c["specials_caused"].value):
+        parts.append(f"{c['specials_fixed'].text} special outputs (NaN, inf, wrong sign, lost inf) made finite, "
+                     f"{c['specials_caused'].text} caused")
     if "became_correct" in c:
         parts.append(f"{c['became_correct'].text} changed outputs became correctly rounded, "
                      f"{c['became_le_1ulp'].text} within 1 ulp, {c['still_garbage'].text} are still over 2^20 ulp "

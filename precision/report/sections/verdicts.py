@@ -213,9 +213,7 @@ def _subject_answers(run, t: pd.DataFrame, grid: pd.DataFrame) -> list:
                           exercised=True, magnitude=top.magnitude, mechanism=top.mechanism)
         else:
             first = cells[0]
-            reason = "" if first.exercised else f": {rows['not_exercised_because'].iloc[0]}; see the " \
-                                                f"{rows['exercised_in'].iloc[0]} report"
-            head = Answer(question=question, sentence=f"{label}: {listing}{reason}.", numbers=first.numbers,
+            head = Answer(question=question, sentence=f"{label}: {listing}. {first.sentence}", numbers=first.numbers,
                           subject=subject, comparison=first.comparison, machine=first.machine, format=first.format,
                           verdict=first.verdict, exercised=first.exercised)
         out.append(head)
