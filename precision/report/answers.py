@@ -28,7 +28,7 @@ import pandas as pd
 
 from precision.guards import GUARD_NAMES
 from precision.implementations.kernel import FIRED_COLUMNS
-from precision.report.findings import Cite, cite, fmt_num
+from precision.report.findings import cite, fmt_num
 
 __all__ = ["Answer", "answers_json", "verdict_table", "subject_guard", "magnitude", "magnitude_text", "shown_verdict",
            "EXERCISED_BY", "NOT_EXERCISED", "variant_totals", "region_shares"]
@@ -271,5 +271,4 @@ def guard_label(guard: str) -> str:
     return f"{guard} {GUARD_NAMES.get(guard, '')}".strip()
 
 
-__all__ += ["MAGNITUDE_COLUMNS", "magnitude_cites", "magnitude_sentence", "guard_label", "not_exercised_reason",
-            "Cite"]
+__all__ += ["MAGNITUDE_COLUMNS", "magnitude_cites", "magnitude_sentence", "guard_label", "not_exercised_reason"]
