@@ -18,7 +18,7 @@ import pandas as pd
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold
 from precision.report.answers import (NOT_EXERCISED, Answer, guard_label, magnitude, magnitude_cites,
                                       magnitude_sentence, magnitude_text, shown_verdict, subject_guard, verdict_table)
-from precision.report.document import Details, Heading, Para, Section, Table
+from precision.report.document import Bullets, Details, Heading, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
 from precision.report.mechanism import mechanism_of
 from precision.scoring import VERDICT_RULE
@@ -258,4 +258,8 @@ def build(ctx) -> Section:
     ]
     section.findings = _comparison_findings(grid.reset_index(drop=True), t)
     section.answers = _subject_answers(run, t, grid[grid["kind"] != "threshold"].reset_index(drop=True))
+    cells = [a.sentence for a in section.answers if not a.headline]
+    if cells:
+        section.body.append(Details(f"Every cell's answer ({len(cells)}: size, place and mechanism)",
+                                    [Bullets(cells)]))
     return section
