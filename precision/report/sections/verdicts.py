@@ -78,7 +78,7 @@ def verdict_grid(t: pd.DataFrame, machines) -> tuple[pd.DataFrame, pd.DataFrame]
         i = where[(r.subject, r.comparison)]
         text.loc[i, "subject"], text.loc[i, "comparison"] = r.subject, r.comparison
         text.loc[i, r.cell] = cell_text(r._asdict())
-        style.loc[i, r.cell] = r.verdict if r.exercised else "na"
+        style.loc[i, r.cell] = r.verdict if getattr(r, "exercised", True) else "na"
     style = style.where(text != "", "na")
     style[["subject", "comparison"]] = ""
     return text, style
