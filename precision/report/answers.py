@@ -209,8 +209,10 @@ def magnitude_text(row) -> str:
         top = row.get(f"max_{side}_bits")
         if top is not None and not (isinstance(top, float) and np.isnan(top)):
             parts.append(f"{sign}{_bits(row.get(f'median_{side}_bits'))}/{_bits(top)} b")
-    parts += [f"CR +{fmt_num(int(row.get('changed_became_correct', 0)))}",
-              f">2^20 {fmt_num(int(row.get('changed_still_garbage', 0)))}"]
+    for label, column in (("CR +", "changed_became_correct"), (">2^20 ", "changed_still_garbage")):
+        v = row.get(column)
+        if v is not None and not (isinstance(v, float) and np.isnan(v)):  # tables of per-point outcomes lack them
+            parts.append(f"{label}{fmt_num(int(v))}")
     return "; ".join(parts)
 
 
