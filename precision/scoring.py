@@ -938,7 +938,6 @@ class PairedStats(_Mergeable):
         out["verdict"] = verdicts(out)
         return out
 
-
     def _median_of_side(self, side: float, n: int) -> np.ndarray:
         """Per row, the median gain (side +1, over finite better outputs) or loss (side -1, over finite worse
         outputs) in bits, positive, at 1/:data:`DELTA_RES` bit; NaN where there is none."""

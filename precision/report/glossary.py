@@ -23,12 +23,11 @@ __all__ = ["TERMS", "guard_table", "used_terms", "scope_table"]
 
 #: Term -> definition (shown when the page uses the term).
 TERMS = {
-    "helps": "the comparison's first variant has smaller error on significantly more changed outputs "
-             "(exact sign test, level 0.01) and causes no more special outputs than it fixes",
-    "hurts": "the first variant has larger error on significantly more changed outputs, or causes "
-             "significantly more special outputs",
-    "mixed": "significant in both directions (e.g. fixes specials and worsens finite outputs)",
-    "inconclusive": "outputs change but neither direction is significant",
+    "helps": "exact sign tests (level 0.01) on specials fixed vs caused and on finite outputs better vs worse: "
+             "significant for the first variant in one direction only (or, neither alone, all better vs all worse)",
+    "hurts": "as helps, significant against the first variant",
+    "mixed": "the two sign tests significant in opposite directions (e.g. fixes specials, worsens finite outputs)",
+    "inconclusive": "outputs change but no significant difference (or changes only on both_garbage points)",
     "no_effect": "the subject acted on some points but no output bit changed",
     "not exercised": "the guard's condition held at none of the points, so the comparison says nothing about it",
     "both_garbage": "a changed output wrong by over 2^20 ulp (or special) with and without: no evidence either way",
