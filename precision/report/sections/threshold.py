@@ -262,19 +262,21 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
     v = verdict_table(run)
     out = []
     for c in _cells(t, search):
-        key = {"machine": c.machine, "format": c.format, "profile": c.profile, "subset": POOLED}
         beat = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "helps")]
         lose = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "hurts")]
-        above = c.finite[c.finite["tau"] > PRODUCTION_THRESHOLD]
-        everything_above = len(beat) and set(beat["tau"]) >= set(above["tau"])
-        lowest = beat.sort_values("tau").iloc[0]["threshold"] if len(beat) else None
-        best = c.best if c.best is not None else None
+        lowest = beat.sort_values("tau").iloc[0] if len(beat) else None
+        up = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["tau"] >= lowest["tau"])] \
+            if lowest is not None else beat
+        every_up = lowest is not None and set(up["tau"]) <= set(beat["tau"])
+        best = c.best
+        if len(beat) and (best is None or best["tau"] not in set(beat["tau"])):  # the best of those that beat 1/64
+            best = beat.iloc[int(np.argmax((beat["better_vs_production"] - beat["worse_vs_production"]).to_numpy()))]
         extra = {}
         if c.search is not None and isinstance(c.search["boundary"], str):
             extra = {"best_threshold": str(c.search["best_threshold"]), "best_tau_hex": short_hex(c.search["boundary"])}
         elif best is not None:
             extra = {"best_threshold": str(best["threshold"]), "best_tau_hex": short_hex(float(best["tau"]))}
-        if best is None or best["tau"] == PRODUCTION_THRESHOLD or best["verdict_vs_production"] != "helps":
+        if beat.empty:
             name = "1/64" if best is None or best["tau"] == PRODUCTION_THRESHOLD else best["threshold"]
             text = (f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64 on these points "
                     f"(best against no correction: {name}); indistinguishable from 1/64: {_names(c.same)}.")
@@ -282,7 +284,7 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
                               verdict="right", extra=extra))
             continue
         nums = []
-        scope = (f"every threshold from {lowest} up beats 1/64" if everything_above and lowest is not None
+        scope = (f"every threshold of the study from {lowest['threshold']} up beats 1/64" if every_up
                  else f"{len(beat)} thresholds beat 1/64 ({_names(beat)})")
         if len(lose):
             scope += f", {_names(lose)} lose to it"
