@@ -22,6 +22,7 @@ import pandas as pd
 
 from precision.attribution import attribute
 from precision.report.answers import region_shares
+from precision.report.findings import cite
 from precision.report.tables import region_text
 
 __all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_counts", "mechanism_of", "witness_at"]
@@ -126,20 +127,26 @@ def attribute_witness(w: Witness) -> tuple[str, str]:
     return _MEMO[w]
 
 
-def mechanism_of(run, t: pd.DataFrame, row) -> tuple[dict, str]:
-    """(the mechanism fields of an answer, its clause) of a verdicts.csv row at region ``all``: the regions holding most of the better and worse
-    outputs, and the top step and cause at the largest gain (on the ``without`` variant) and at the largest
-    loss (on the ``with`` variant), each with its ``precision explain`` line."""
+def mechanism_of(run, t: pd.DataFrame, row, table: str = "verdicts.csv") -> tuple[dict, str, list]:
+    """(the mechanism fields of an answer, its clause, the numbers the clause cites from ``table``, ``t``'s CSV)
+    of a verdict row at region ``all``: the regions holding most of the better and worse outputs, and the top
+    step and cause at the largest gain (on the ``without`` variant) and at the largest loss (on the ``with``
+    variant), each with its ``precision explain`` line."""
     per = t[(t["comparison"] == row["comparison"]) & (t["machine"] == row["machine"])
             & (t["profile"] == row["profile"]) & (t["region"] != "all")
             & ~t["region"].isin(list(run.separate))]
-    where, clauses = {}, []
+    where, clauses, nums = {}, [], []
+    tag = f"{row['comparison']}_{row['machine']}_{row['profile']}"
     for side, column in (("better", "better"), ("worse", "worse")):
         shares = region_shares(per, column)
         where[side] = [{"region": r, "outputs": n, "share": round(sh, 4)} for r, n, sh in shares]
         if shares:
+            key = {"comparison": row["comparison"], "machine": row["machine"], "profile": row["profile"]}
+            total = cite(f"{tag}_{side}_all", table, t, {**key, "region": "all"}, column)
+            held = [cite(f"{tag}_{side}_{r}", table, t, {**key, "region": r}, column) for r, _, _ in shares]
+            nums += [total, *held]
             clauses.append(f"{side} outputs mostly at " + " and ".join(
-                f"{region_text(r)} ({100 * sh:.0f}%)" for r, _, sh in shares))
+                f"{region_text(r)} ({c.text} of {total.text})" for (r, _, _), c in zip(shares, held)))
     mech = {"where": where}
     for side, label in (("gain", "largest gain"), ("loss", "largest loss")):
         w = witness_of(run, row, side)
@@ -153,4 +160,4 @@ def mechanism_of(run, t: pd.DataFrame, row) -> tuple[dict, str]:
     top = mech.get("loss" if row["verdict"] == "hurts" else "gain") or mech.get("loss") or {}
     mech.update({"step": top.get("step"), "cause": top.get("cause"), "witness": top.get("witness"),
                  "explain": top.get("explain")})
-    return mech, "; ".join(clauses)
+    return mech, "; ".join(clauses), nums

@@ -199,7 +199,8 @@ def _recovery_answers(run, bands: pd.DataFrame) -> list:
             nums += list(size.values())
             text += f". Over all its points: {magnitude_sentence(size)}"
             magnitude_row = magnitude(r)
-            mech, clause = mechanism_of(run, v, r)
+            mech, clause, where = mechanism_of(run, v, r)
+            nums += where
             if clause:
                 text += f". {clause[0].upper()}{clause[1:]}"
         out.append(Answer(QUESTION, text + ".", nums, subject="G7", comparison=comparison, machine=machine,

@@ -299,7 +299,8 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
             nums += list(size.values())
             text += f" on {magnitude_sentence(size)}"
             magnitude_row = magnitude(r)
-            mech, clause = mechanism_of(run, v, r)
+            mech, clause, where = mechanism_of(run, v, r)
+            nums += where
             if clause:
                 text += f". {clause[0].upper()}{clause[1:]}"
         if extra.get("best_tau_hex") and c.search is not None and isinstance(c.search["boundary"], str):

@@ -177,12 +177,12 @@ def cell_answer(run, t: pd.DataFrame, row, question: str, with_mechanism: bool =
     size = magnitude_cites(tag, T, t, w)
     text = (f"{head}: {row['verdict']}; {acted}, changed {size['changed'].text}: {size['better'].text} better, "
             f"{size['worse'].text} worse; {magnitude_sentence(size, counts=False)}")
-    mech = {}
+    mech, where = {}, []
     if with_mechanism:
-        mech, clause = mechanism_of(run, t, row)
+        mech, clause, where = mechanism_of(run, t, row, T)
         if clause:
             text += f". {clause[0].upper()}{clause[1:]}"
-    return Answer(sentence=text + ".", numbers=[*fired, cnt, *size.values()], verdict=row["verdict"],
+    return Answer(sentence=text + ".", numbers=[*fired, cnt, *size.values(), *where], verdict=row["verdict"],
                   magnitude=magnitude(row), mechanism=mech, **base)
 
 
