@@ -22,7 +22,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from precision.report.answers import Answer, magnitude, magnitude_cites, magnitude_sentence, verdict_table
+from precision.report.answers import (Answer, magnitude, magnitude_cites, magnitude_sentence, magnitude_text,
+                                      verdict_table)
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.mechanism import mechanism_of
 from precision.report.findings import Finding, cite, fmt_num
@@ -223,6 +224,8 @@ def answer_grid(bands: pd.DataFrame, machines) -> tuple[pd.DataFrame, pd.DataFra
                 f"{r.verdict} {fmt_num(int(r.better))}/{fmt_num(int(r.worse))}"
             if r.rescued or r.zeroed:
                 cell += f"; rescued {fmt_num(int(r.rescued))}, zeroed {fmt_num(int(r.zeroed))}"
+            size = magnitude_text(r._asdict())
+            cell += f"; {size}" if size else ""
             text.loc[i, r.band], style.loc[i, r.band] = cell, r.verdict
     style = style.where(text != "", "na")
     style[["machine", "subset"]] = ""
@@ -257,7 +260,8 @@ def build(ctx) -> Section:
         Table(text, "recovery_g7.csv", " (kernel vs kernel-G7, paired on the same points; naive+G7 vs naive there too)",
               style, id="recovery-answer-table"),
         Para("Cell: verdict, then better/worse = outputs whose error falls / rises with G7; rescued: 0 without G7, "
-             "nonzero with it, where the correctly rounded value is nonzero; zeroed: the reverse. Bands of the "
+             "nonzero with it, where the correctly rounded value is nonzero; zeroed: the reverse; +median/max bits "
+             "gained, -median/max bits lost over the changed outputs. Bands of the "
              "exact rw = |raw*weight|; subsets: weight and dout both powers of two, or not.", "rule"),
     ]
     section.body = [

@@ -36,7 +36,8 @@ import pandas as pd
 
 from precision.bracket import cancellation_windows, roots
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_name
-from precision.report.answers import Answer, magnitude, magnitude_cites, magnitude_sentence, verdict_table
+from precision.report.answers import (Answer, magnitude, magnitude_cites, magnitude_sentence, magnitude_text,
+                                      verdict_table)
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
 from precision.report.mechanism import mechanism_of
@@ -315,9 +316,19 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
     return out
 
 
-def answer_grid(t: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
+def _size(v: pd.DataFrame | None, with_variant: str, without_variant: str, c) -> str:
+    """The size of a threshold comparison (:func:`precision.report.answers.magnitude_text`) from verdicts.csv."""
+    if v is None or v.empty:
+        return ""
+    row = v[(v["with_variant"] == with_variant) & (v["without_variant"] == without_variant)
+            & (v["machine"] == c.machine) & (v["profile"] == c.profile) & (v["region"] == "all")]
+    return f"; {magnitude_text(row.iloc[0].to_dict())}" if len(row) == 1 and int(row.iloc[0]["changed"]) else ""
+
+
+def answer_grid(t: pd.DataFrame, search: pd.DataFrame, v: pd.DataFrame | None = None) -> pd.DataFrame:
     """The first-screen answer, one row per machine and format (pooled points): 1/64 against never, the best
-    threshold against never and against 1/64, the thresholds indistinguishable from 1/64, the bisection."""
+    threshold against never and against 1/64 (with the size from ``v``, :func:`verdict_table`, when given),
+    the thresholds indistinguishable from 1/64, the bisection."""
     rows = []
     for c in _cells(t, search):
         if c.best is None:
@@ -330,7 +341,8 @@ def answer_grid(t: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
             bis = "" if r is None else str(r["result"])
         vs = ("(is 1/64)" if best["tau"] == PRODUCTION_THRESHOLD else
               f"{best['verdict_vs_production']} {fmt_num(int(best['better_vs_production']))}/"
-              f"{fmt_num(int(best['worse_vs_production']))}, {p_text(float(best['p_value_vs_production']))}")
+              f"{fmt_num(int(best['worse_vs_production']))}, {p_text(float(best['p_value_vs_production']))}"
+              + _size(v, best["variant"], p["variant"], c))
         counts = c.finite["verdict_vs_never"].value_counts()
         rows.append({"machine": c.machine, "format": c.format, "points": fmt_num(int(p["count"])),
                      "thresholds vs never": ", ".join(f"{v} {fmt_num(int(n))}" for v, n in counts.items()),
@@ -410,7 +422,7 @@ def build(ctx) -> Section:
     if not window.empty:
         section.tables["cancellation_window.csv"] = window
     names = [n for n, _ in subsets(run)]
-    grid = answer_grid(t, search)
+    grid = answer_grid(t, search, verdict_table(run))
     if not grid.empty:
         apart = [n for n in names if n != POOLED]
         section.first = [
