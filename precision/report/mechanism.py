@@ -145,7 +145,7 @@ def mechanism_of(run, t: pd.DataFrame, row, table: str = "verdicts.csv") -> tupl
             total = cite(f"{tag}_{side}_all", table, t, {**key, "region": "all"}, column)
             held = [cite(f"{tag}_{side}_{r}", table, t, {**key, "region": r}, column) for r, _, _ in shares]
             nums += [total, *held]
-            clauses.append(f"{side} outputs mostly at " + " and ".join(
+            clauses.append(f"{side} outputs by region: " + " and ".join(
                 f"{region_text(r)} ({c.text} of {total.text})" for (r, _, _), c in zip(shares, held)))
     mech = {"where": where}
     for side, label in (("gain", "largest gain"), ("loss", "largest loss")):

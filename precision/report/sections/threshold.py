@@ -288,7 +288,7 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
         scope = (f"every threshold of the study from {lowest['threshold']} up beats 1/64" if every_up
                  else f"{len(beat)} thresholds beat 1/64 ({_names(beat)})")
         if len(lose):
-            scope += f", {_names(lose)} lose to it"
+            scope += f"; {_names(lose)} lose to 1/64"
         text = f"{c.machine} {c.format}: no: {scope}; the best is {best['threshold']}: against 1/64 it helps"
         row = v[(v["with_variant"] == best["variant"]) & (v["without_variant"] == c.prod["variant"])
                 & (v["machine"] == c.machine) & (v["profile"] == c.profile) & (v["region"] == "all")]
