@@ -257,22 +257,26 @@ def _hole_answers(onset: pd.DataFrame, gamma: float, findings: list) -> list:
     2^20 ulp (or 1e3 ulp), cited from onset.csv; the onset findings follow as answers of their own."""
     question = "Where do the holes open: from which |x| on is the error of each variant over 1e3 and over 2^20 ulp?"
     out = []
-    sub = onset[(onset["gamma"] == gamma) & (onset["variant"] == "kernel")] if "kernel" in set(onset["variant"]) \
-        else onset[onset["gamma"] == gamma]
+    sub = onset[onset["gamma"] == gamma]
     for (machine, fmt, t), grp in sub.groupby(["machine", "format", "target"], sort=False):
-        r = grp.iloc[0]
-        w = {"variant": r["variant"], "machine": machine, "format": fmt, "target": int(t), "gamma": gamma}
-        parts, nums = [], []
-        for name, label in (("1e3ulp", "1e3 ulp"), ("2p20ulp", "2^20 ulp")):
-            c = cite(f"{machine}_{fmt}_{int(t)}_{name}", "onset.csv", onset, w, f"from_{name}")
-            if np.isnan(c.value):
-                parts.append(f"never over {label} for good")
+        parts, nums, never = [], [], []
+        for _, r in grp.iterrows():
+            w = {"variant": r["variant"], "machine": machine, "format": fmt, "target": int(t), "gamma": gamma}
+            cells = []
+            for name, label in (("1e3ulp", "1e3 ulp"), ("2p20ulp", "2^20 ulp")):
+                c = cite(f"{r['variant']}_{machine}_{fmt}_{int(t)}_{name}", "onset.csv", onset, w, f"from_{name}")
+                if not np.isnan(c.value):
+                    nums.append(c)
+                    cells.append(f"over {label} from |x| = {c.text}")
+            if cells:
+                parts.append(f"{r['variant']} " + ", ".join(cells))
             else:
-                nums.append(c)
-                parts.append(f"over {label} from |x| = {c.text}")
+                never.append(r["variant"])
         side = "x > 0" if t == 0 else "x < 0"
-        out.append(Answer(question, f"{r['variant']} on {machine} {fmt}, t={int(t)} ({side}), gamma "
-                                    f"{fmt_num(gamma)}: " + ", ".join(parts) + ".", nums, subject=r["variant"],
-                          machine=machine, format=fmt, verdict="holes" if nums else "none"))
+        text = (f"{machine} {fmt}, t={int(t)} ({side}), gamma {fmt_num(gamma)}: "
+                + ("; ".join(parts) if parts else "no hole opens")
+                + (f"; never over 1e3 ulp for good: {', '.join(never)}" if never else "") + ".")
+        out.append(Answer(question, text, nums, subject=", ".join(grp["variant"]), machine=machine, format=fmt,
+                          verdict="holes" if parts else "none"))
     out += [Answer(question, f.text, f.numbers, headline=False) for f in findings if f.id.startswith("q/onset")]
     return out
