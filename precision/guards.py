@@ -72,6 +72,7 @@ from precision.steps import trace as _trace
 __all__ = [
     "GUARD_IDS",
     "GUARD_NAMES",
+    "GUARD_PURPOSE",
     "Variant",
     "VARIANTS",
     "guard_set_name",
@@ -99,7 +100,8 @@ GUARD_NAMES = {
     "G8": "rint_output",
 }
 
-_GUARD_PURPOSE = {
+#: What each guard does, one line (the step it changes and how).
+GUARD_PURPOSE = _GUARD_PURPOSE = {
     "G1": "S1 sigmoid branched on the sign of x",
     "G2": "S2 log/power bases floored at 2^-126",
     "G3": "S3 DOUBLE_FLOAT_TECH power instead of exp(k*ln|a|)",

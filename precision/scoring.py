@@ -58,7 +58,7 @@ __all__ = [
     "histogram_quantiles",
     "Grouping", "GroupStats", "STAT_SUMS", "STAT_COLUMNS",
     "GARBAGE_ULP", "SIGNIFICANCE", "VERDICTS", "VERDICT_RULE", "OUTCOME_NAMES", "FIX_QUALITIES",
-    "outputs_changed", "compare_points", "PairedStats", "PAIR_SUMS", "sign_test", "verdicts",
+    "outputs_changed", "compare_points", "PairedStats", "PAIR_SUMS", "CHANGED_QUALITIES", "changed_quality", "sign_test", "verdicts",
     "Summary", "summarize", "assert_max_ulp",
 ]
 
@@ -820,6 +820,7 @@ class PairedStats(_Mergeable):
     """
 
     SUMS = PAIR_SUMS
+    SUM_PREFIXES = ("changed_",)  # the quality of changed outputs (:data:`CHANGED_QUALITIES`)
     MAXIMA = {"max_gain_bits": "gain_witness_", "max_loss_bits": "loss_witness_"}
     BINS = DELTA_BINS
 
@@ -853,15 +854,15 @@ class PairedStats(_Mergeable):
     @classmethod
     def _compare_columns(cls, grouping, err_with, cls_with, err_without, cls_without, changed, witness):
         at = np.flatnonzero(np.asarray(changed, dtype=bool).ravel())
-        outcome, fix, delta = compare_points(np.asarray(err_with).ravel()[at], np.asarray(cls_with).ravel()[at],
-                                             np.asarray(err_without).ravel()[at],
-                                             np.asarray(cls_without).ravel()[at], np.ones(at.size, dtype=bool))
-        return cls._changed_columns(grouping, at, outcome, fix, delta, witness)
+        ew, cw = np.asarray(err_with).ravel()[at], np.asarray(cls_with).ravel()[at]
+        eo, co = np.asarray(err_without).ravel()[at], np.asarray(cls_without).ravel()[at]
+        outcome, fix, delta = compare_points(ew, cw, eo, co, np.ones(at.size, dtype=bool))
+        return cls._changed_columns(grouping, at, outcome, fix, delta, witness, changed_quality(ew, cw, eo, co))
 
     @staticmethod
-    def _changed_columns(grouping: Grouping, at, o, fx, d, witness) -> tuple[dict, tuple]:
+    def _changed_columns(grouping: Grouping, at, o, fx, d, witness, quality=None) -> tuple[dict, tuple]:
         """The columns of :meth:`reduce` (a dict of arrays) and its sparse histogram (rows, bins, counts), from
-        the changed points ``at`` (indices) and their outcomes."""
+        the changed points ``at`` (indices), their outcomes and (optional) :func:`changed_quality` masks."""
         n = grouping.ids.size
         zeros = np.zeros(n, dtype=np.int64)
         frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64)}
@@ -873,9 +874,11 @@ class PairedStats(_Mergeable):
                             {"outcome": (o, {_BETTER: "better", _WORSE: "worse", _TIED: "tied",
                                              _GARBAGE: "both_garbage"}),
                              "fix": (fx, dict(FIX_QUALITIES))})
+        if quality is not None:
+            tallied.update(sub.tally(quality))
         counts = {"changed": sub.counts.astype(np.int64), **tallied}
         for name in ("changed", "better", "worse", "tied", "both_garbage", "finite_better", "finite_worse",
-                     "specials_caused", *FIX_QUALITIES.values()):
+                     "specials_caused", *FIX_QUALITIES.values(), *(quality or {})):
             full = zeros.copy()
             full[rows] = counts[name]
             frame[name] = full
@@ -928,10 +931,41 @@ class PairedStats(_Mergeable):
         out["median_change_bits"] = med
         out["max_gain_bits"] = f["max_gain_bits"].to_numpy()
         out["max_loss_bits"] = f["max_loss_bits"].to_numpy()
+        for name, side in (("median_gain_bits", 1.0), ("median_loss_bits", -1.0)):
+            out[name] = self._median_of_side(side, len(f))
+        for col in (c for c in f.columns if c.startswith(self.SUM_PREFIXES)):
+            out[col] = f[col].to_numpy()
         for col in (c for c in f.columns if c.startswith(("gain_witness_", "loss_witness_"))):
             out[col] = f[col].to_numpy()
         out["verdict"] = verdicts(out)
         return out
+
+    def _median_of_side(self, side: float, n: int) -> np.ndarray:
+        """Per row, the median gain (side +1, over finite better outputs) or loss (side -1, over finite worse
+        outputs) in bits, positive, at 1/:data:`DELTA_RES` bit; NaN where there is none."""
+        h = self.hist
+        values = _delta_value(h["bin"].to_numpy())
+        keep = np.isfinite(values) & (values * side > 0)
+        med = histogram_quantiles(h["row"].to_numpy()[keep], h["bin"].to_numpy()[keep], h["count"].to_numpy()[keep],
+                                  (0.5,), edge=_delta_value)
+        out = np.full(n, np.nan)
+        out[:len(med)] = np.abs(med[:, 0])
+        return out
+
+
+#: Per changed output, the quality of the "with" side: became correctly rounded (error <= 0.5 ulp, the
+#: "without" side was not), became within 1 ulp (likewise), still garbage (special or over 2^20 ulp).
+CHANGED_QUALITIES = ("changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage")
+
+
+def changed_quality(err_with, cls_with, err_without, cls_without) -> dict:
+    """The :data:`CHANGED_QUALITIES` masks of changed outputs from both sides' ulp errors and classes."""
+    ew, eo = np.asarray(err_with, np.float64), np.asarray(err_without, np.float64)
+    sw, so = np.asarray(cls_with) != CLASS_OK, np.asarray(cls_without) != CLASS_OK
+    with np.errstate(invalid="ignore"):
+        return {"changed_became_correct": ~sw & (ew <= 0.5) & ~(~so & (eo <= 0.5)),
+                "changed_became_le_1ulp": ~sw & (ew <= 1.0) & ~(~so & (eo <= 1.0)),
+                "changed_still_garbage": sw | (ew > GARBAGE_ULP)}
 
 
 # ---------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from precision.errors import PluginError, PrecisionError
 from precision.formats import get_format, round_to_format
 from precision.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.guards import evaluate_variants, get_variant
+from precision.implementations.kernel import FIRED_COLUMNS, FIRED_STEPS, guard_fired
 from precision.oracle import ORACLE_VERSION
 from precision.plugins import ensure_loaded
 from precision.scoring import GroupStats, Grouping, PairedStats, Scorer
@@ -59,8 +60,9 @@ __all__ = ["Task", "TaskResult", "run_task", "exact_input", "PRED_BIN_EDGES", "D
 #: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
 PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
 
-#: Guard decisions a recipe exposes as boolean steps, and the group-statistics column counting where each fired.
-DECISIONS = {"g4_tile": "fired_g4", "g5_use": "fired_g5", "g7_use": "fired_g7"}
+#: The group-statistics columns counting where each guard acted (``fired_g1`` .. ``fired_g8``; meanings in
+#: :data:`precision.implementations.kernel.FIRED_MEANING`).
+DECISIONS = tuple(FIRED_COLUMNS.values())
 
 _PACKAGE = Path(__file__).resolve().parent
 #: Modules every result depends on beyond a variant's own: the scoring, the exact values, the recipe machinery
@@ -323,13 +325,14 @@ class _Tensor:
         self.bin_ids, self.bin_starts = np.unique(pred_bin[order], return_index=True)
 
 
-def _fired(tensor: _Tensor, decisions: dict) -> dict:
-    """The per-point masks of the counted guard decisions (all false for a decision the variant lacks)."""
-    return {column: np.asarray(decisions[step]).ravel() == 1 if step in decisions
-            else np.zeros(tensor.P * tensor.T, dtype=bool) for step, column in DECISIONS.items()}
+def _fired(task: Task, tensor: _Tensor, variant: str, steps: dict) -> dict:
+    """The per-point masks of where each guard of ``variant`` acted (all false for a guard it lacks)."""
+    row = get_variant(variant)
+    guards = row.guards if row.family in ("kernel", "naive") else None
+    return guard_fired(steps, guards, task.machine, task.alpha, tensor.P * tensor.T)
 
 
-def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, decisions: dict,
+def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dict,
                    seen: dict) -> tuple[dict, tuple]:
     """(the stored arrays of one variant's piece, its per-point scores for comparisons).
 
@@ -340,7 +343,6 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, decisions:
     """
     fmt, grouping = tensor.fmt, tensor.grouping
     computed = np.asarray(computed, dtype=fmt.dtype).ravel()
-    fired = _fired(tensor, decisions)
     same = hashlib.sha1(computed.view(fmt.uint_dtype).tobytes()).digest()
     if same in seen:  # the same outputs: the same statistics, but this variant's own decision counts
         piece, scores = seen[same]
@@ -408,7 +410,7 @@ def run_task(task: Task) -> dict:
         kwargs = {"count": tensor.count} if task.reduction == "mean" else {}
         outputs, decided = evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
                                              alpha=task.alpha, gamma=task.gamma, reduction=task.reduction,
-                                             machine=task.machine, keep_steps=tuple(DECISIONS), **kwargs)
+                                             machine=task.machine, keep_steps=FIRED_STEPS, **kwargs)
         scores, seen = {}, {}
         for i in sorted(need):
             out = outputs[task.variants[i]]
@@ -417,7 +419,8 @@ def run_task(task: Task) -> dict:
             if isinstance(out, PrecisionError):  # e.g. an fp16-only variant on an fp32 profile
                 piece = _UNSUPPORTED
             else:
-                piece, scores[i] = _variant_piece(task, tensor, out, decided[task.variants[i]], seen)
+                fired = _fired(task, tensor, task.variants[i], decided[task.variants[i]])
+                piece, scores[i] = _variant_piece(task, tensor, out, fired, seen)
             if pieces[i] is None:
                 pieces[i] = piece
                 cache.put(vkeys[i], piece)

@@ -93,7 +93,7 @@ def _check_findings(folder: Path) -> int:
     """Every cited number appears in its sentence and equals its table cell; returns how many were checked."""
     data = json.loads((folder / "findings.json").read_text())
     checked = 0
-    for f in data["findings"]:
+    for f in data["findings"] + [{**a, "text": a["sentence"]} for a in data.get("answers", [])]:
         by_name = {n["name"]: n for n in f["numbers"]}
         for n in f["numbers"]:
             assert n["text"] in f["text"], (n, f["text"])
@@ -560,3 +560,72 @@ def test_summary_headline_takes_the_known_witnesses(witness_report):
         figure = max(top["max_ulp"], run_max)
         assert text.endswith(f" {fmt_num(figure)} ulp.") and (("above the run's maximum" in text) == (top["max_ulp"] > run_max))
     assert _check_findings(witness_report) > 0
+ANSWER_FIELDS = {"question", "subject", "comparison", "machine", "format", "region", "verdict", "exercised",
+                 "sentence", "magnitude", "mechanism", "numbers"}
+MAGNITUDE_FIELDS = {"changed", "better", "worse", "median_gain_bits", "max_gain_bits", "max_loss_bits",
+                    "became_correct", "still_garbage", "correct_share_with", "correct_share_without"}
+
+
+def test_answers_open_the_page_and_cite_their_numbers(tiny_report):
+    """findings.json 'answers' has the listed fields; every number of a sentence is cited (checked against the
+    tables by _check_findings); the page opens with the answers, before the verdict grid."""
+    data = json.loads((tiny_report / "findings.json").read_text())
+    answers = data["answers"]
+    assert answers and all(ANSWER_FIELDS <= set(a) for a in answers)
+    assert _check_findings(tiny_report) > len(data["findings"])
+    g7 = [a for a in answers if a["subject"] == "G7" and a["verdict"] in ("helps", "hurts", "mixed")]
+    assert g7 and all(MAGNITUDE_FIELDS <= set(a["magnitude"]) for a in g7)
+    a = g7[0]
+    v = pd.read_csv(tiny_report / "tables" / "verdicts.csv", dtype={"region": str})
+    row = v[(v["comparison"] == a["comparison"]) & (v["machine"] == a["machine"]) & (v["region"] == "all")]
+    assert a["magnitude"]["changed"] == int(row["changed"].iloc[0]) > 0
+    assert a["magnitude"]["better"] + a["magnitude"]["worse"] <= a["magnitude"]["changed"]
+    md = (tiny_report / "report.md").read_text()
+    assert md.index("## Answers") < md.index("## Verdicts")
+    assert "## Words and scope" in md and "G7 | subnormal_recovery" in md
+
+
+def test_the_explain_line_of_a_mechanism_shows_its_step(tiny_report, capsys):
+    """The ready 'precision explain' line of an answer's largest gain or loss runs as printed and names the
+    step and cause the answer gives."""
+    data = json.loads((tiny_report / "findings.json").read_text())
+    mechs = [a["mechanism"] for a in data["answers"] if a["mechanism"].get("explain")]
+    assert mechs
+    m = mechs[0]
+    argv = m["explain"].split()[1:] + ["--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["top_cause"]["cause"] == m["cause"]
+    assert (out["top_cause"]["step"] or "none") == m["step"]
+
+
+NO_WEIGHT = TINY.replace('weight = [1.0, "0x1p-140"]', 'weight = ["none"]').replace(
+    'gamma = [-1.0, 2.0]', 'gamma = [2.0]').replace('name = "tiny"', 'name = "noweight"').replace(
+    'variants = ["naive", "naive+G7", "kernel-G7", "kernel", "kernel[G5=never]", "kernel[G5=2^-6]", '
+    '"kernel[G5=always]"]', 'variants = ["naive", "naive+G7", "naive+G5", "naive+G2", "kernel"]').replace(
+    'sections = ["verdicts", "threshold", "recovery", "dominant", "summary", "ablation", "selector"]',
+    'sections = ["verdicts", "dominant"]')
+
+
+def test_a_guard_that_never_fired_is_not_exercised_never_no_effect(tmp_path):
+    """Without weights and with gamma >= 0, G7 and G5 act on no point: fired 0, shown 'not exercised' with the
+    reason and the report that exercises them; G2 fires (x = 40 clamps q) and keeps its verdict."""
+    study_file = tmp_path / "noweight.toml"
+    study_file.write_text(NO_WEIGHT)
+    run_study(load_study(study_file), tmp_path / "runs" / "noweight", cache_dir=tmp_path / "cache", workers=1)
+    folder = build_report("noweight", tmp_path / "runs", tmp_path / "reports")
+    v = pd.read_csv(folder / "tables" / "verdicts.csv", dtype={"region": str})
+    allr = v[v["region"] == "all"]
+    for guard, reason, study in (("G7", "no weight", "subnormal_recovery"), ("G5", "gamma >= 0", "cancellation_threshold")):
+        rows = allr[allr["subject"] == guard]
+        assert len(rows) and (rows["fired"] == 0).all() and (~rows["exercised"]).all()
+        assert rows["not_exercised_because"].str.contains(reason).all() and (rows["exercised_in"] == study).all()
+    g2 = allr[allr["subject"] == "G2"]
+    assert (g2["fired"] > 0).all() and g2["exercised"].all()
+    md = (folder / "report.md").read_text()
+    grid = md[md.index("## Verdicts"):md.index("Full table: `tables/verdicts.csv`")]
+    g7_line = next(line for line in grid.splitlines() if line.startswith("| G7 "))
+    assert "not exercised" in g7_line and "no_effect" not in g7_line
+    data = json.loads((folder / "findings.json").read_text())
+    g7 = [a for a in data["answers"] if a["subject"] == "G7"]
+    assert g7 and not any(a["exercised"] for a in g7) and all("subnormal_recovery" in a["sentence"] for a in g7)

@@ -286,3 +286,26 @@ class TestHistograms:
         got = histogram_quantiles(np.concatenate(keys_all), np.concatenate(bins_all), np.concatenate(counts_all),
                                   (0.5, 0.99, 0.999))
         np.testing.assert_array_equal(got, np.array(expected))
+
+
+def test_paired_table_gives_the_size_of_a_change():
+    """Changed outputs: became correct / within 1 ulp, still garbage; median gain and loss in bits per side."""
+    from precision.scoring import Grouping, PairedStats
+    ok = CLASS_OK
+    # with, without (ulp errors) at six changed points and one unchanged point
+    ew = np.array([0.25, 0.9, 3.0, 2.0**21, 0.0, 7.0, 5.0])
+    eo = np.array([3.0, 15.0, 0.4, 2.0**22, np.inf, 1.0, 5.0])
+    cw = np.full(7, ok, np.int8)
+    co = np.array([ok, ok, ok, ok, CLASS_INF, ok, ok], np.int8)
+    changed = np.array([True] * 6 + [False])
+    t = PairedStats.compare(Grouping(np.zeros(7, np.int64), 1), ew, cw, eo, co, changed).table()
+    row = t.iloc[0]
+    assert row["changed_became_correct"] == 2  # 3 -> 0.25 and inf -> 0 (0.4 -> 3 was correct already)
+    assert row["changed_became_le_1ulp"] == 3  # also 15 -> 0.9
+    assert row["changed_still_garbage"] == 1  # 2^22 -> 2^21 ulp
+    gains = np.log2(1 + eo[:2]) - np.log2(1 + ew[:2])  # finite gains: 3 -> 0.25, 15 -> 0.9
+    losses = np.log2(1 + ew[[2, 5]]) - np.log2(1 + eo[[2, 5]])
+    # two values each: either is a median (histogram resolution 1/64 bit); never a value of the other side
+    assert min(abs(row["median_gain_bits"] - gains)) <= 1 / 64
+    assert min(abs(row["median_loss_bits"] - losses)) <= 1 / 64
+    assert row["max_gain_bits"] == pytest.approx(gains.max())

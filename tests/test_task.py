@@ -151,3 +151,54 @@ def test_decisions_are_counted_per_group(tmp_path):
     direct = int(np.asarray(kept["kernel"]["g5_use"]).sum())
     counted = g[(g["variant"] == "kernel") & (g["gamma"] == -1.0) & (g["machine"] == "npu") & (g["format"] == "fp16")]
     assert int(counted["fired_g5"].sum()) == direct
+
+
+def _fired_counts(variant, pred, tgt, **kwargs):
+    from precision.implementations.kernel import FIRED_STEPS, guard_fired
+    outs, kept = guards.evaluate_variants([variant], pred, tgt, np.ones_like(pred), reduction="none",
+                                          keep_steps=FIRED_STEPS, **kwargs)
+    row = guards.get_variant(variant)
+    fired = guard_fired(kept[variant], row.guards, kwargs.get("machine", "ieee"), kwargs.get("alpha", 0.25),
+                        pred.size)
+    return outs[variant].ravel(), {k: m.reshape(pred.shape) for k, m in fired.items()}
+
+
+def test_every_guard_gets_a_fired_count_where_its_condition_holds():
+    """fired_g1..g8 mark exactly where each guard acts: x < 0 (G1), the clamped q of x >= 17 (G2), a base in
+    (0, 1) (G3), the store that rounds differently from truncation (G8: where kernel and kernel-G8 differ),
+    1 - alpha == 1 (G6), a weight with raw*weight subnormal (G7); nothing for a guard that is off."""
+    x = np.array([-12.0, -1.0, -0.875, 0.0, 1.25, 3.5, 17.0, 40.0], np.float16)
+    pred = np.repeat(x[:, None], 2, axis=1)
+    tgt = np.tile(np.int32([0, 1]), (x.size, 1))
+    out, f = _fired_counts("kernel", pred, tgt, gamma=2.0, machine="npu")
+    assert f["fired_g1"].sum() == 6 and (f["fired_g1"] == (pred < 0)).all()
+    assert (f["fired_g2"] == (pred >= 17)).all()  # p rounds to 1 there, q = 0 is clamped to MIN_NORMAL
+    assert f["fired_g3"].all()  # every point has a base in (0, 1) (qF = MIN_NORMAL where q = 0)
+    assert f["fired_g6"].sum() == 0 and f["fired_g7"].sum() == 0 and f["fired_g5"].sum() == 0
+    off, _ = _fired_counts("kernel-G8", pred, tgt, gamma=2.0, machine="npu")
+    assert f["fired_g8"].sum() > 0 and (f["fired_g8"].ravel() == (out.view(np.uint16) != off.view(np.uint16))).all()
+    _, naive = _fired_counts("naive", pred, tgt, gamma=2.0, machine="npu")
+    assert all(m.sum() == 0 for m in naive.values())
+    _, g6 = _fired_counts("kernel", pred, tgt, alpha=0.0, gamma=2.0)
+    assert g6["fired_g6"].all()
+    # G7: a weight that makes raw*weight subnormal at every point whose raw is nonzero
+    w = np.full(pred.shape, 2.0**-120, np.float32)
+    p32 = pred.astype(np.float32)
+    from precision.implementations.kernel import FIRED_STEPS, guard_fired
+    _, kept = guards.evaluate_variants(["kernel"], p32, tgt, np.ones_like(p32), w, gamma=2.0, reduction="none",
+                                       keep_steps=FIRED_STEPS + ("g7_use",))
+    fired = guard_fired(kept["kernel"], guards.get_variant("kernel").guards, "ieee", 0.25, p32.size)
+    assert fired["fired_g7"].sum() > 0
+    assert (fired["fired_g7"] == (np.asarray(kept["kernel"]["g7_use"]).ravel() == 1)).all()
+
+
+def test_every_fired_count_reaches_the_group_table(tmp_path):
+    """groups_raw.parquet carries fired_g1..fired_g8; naive fires nothing, naive+G1 fires on the x < 0 points."""
+    _, out = _run(tmp_path, "f", use_cache=False)
+    g = pd.read_parquet(out / "groups_raw.parquet")
+    cols = [f"fired_g{i}" for i in range(1, 9)]
+    assert set(cols) <= set(g.columns)
+    assert (g.loc[g["variant"] == "naive", cols] == 0).all().all()
+    kernel = g[(g["variant"] == "kernel") & (g["machine"] == "npu") & (g["format"] == "fp16")]
+    assert int(kernel["fired_g1"].sum()) == 3 * 2 * 2  # 3 negative preds x 2 targets x 2 gammas
+    assert int(kernel["fired_g2"].sum()) == 2 * 2 * 2  # x = 17 and 40: q = 0 clamped

@@ -84,7 +84,7 @@ from precision.implementations.common import (
     validate_inputs,
     validate_mean_count,
 )
-from precision.steps import Recipe, RecipeCall, Step, patch, sum_cond
+from precision.steps import Recipe, RecipeCall, Step, full_value, patch, sum_cond
 
 __all__ = [
     "G5_DEFAULT_THRESHOLD",
@@ -102,6 +102,9 @@ __all__ = [
     "g5_cancels",
     "validate_tile",
     "tile_ids",
+    "FIRED_STEPS",
+    "FIRED_COLUMNS",
+    "guard_fired",
 ]
 
 # ---------------------------------------------------------------------------
@@ -617,3 +620,64 @@ def kernel(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, redu
     consts = kernel_constants(m, inputs, validate_mean_count(count, inputs))
     out = KERNEL_RECIPE.run(KERNEL_RECIPE.plan(config), m, consts, load_operands(m, inputs))
     return out.reshape(inputs.shape)
+
+
+# ---------------------------------------------------------------------------
+# Where each guard acts (the ``fired_gi`` counts of the sweep)
+# ---------------------------------------------------------------------------
+
+#: The steps :func:`guard_fired` reads (kept by the sweep for every kernel-family variant).
+FIRED_STEPS = ("x_nonneg", "p", "q", "pF", "qF", "g4_tile", "g5_use", "g7_use", "grad", "out")
+#: The group-statistics column of each guard's fired count (``fired_g4`` etc.).
+FIRED_COLUMNS = {g: f"fired_{g.lower()}" for g in GUARD_IDS}
+#: What a fired count counts, per guard (the report's glossary cites it).
+FIRED_MEANING = {
+    "G1": "x < 0: the stable sigmoid took its Exp(|x|) branch",
+    "G2": "the clamp raised p or q to MIN_NORMAL (pF != p or qF != q)",
+    "G3": "a power was evaluated on a base strictly between 0 and 1 by the double-float algorithm",
+    "G4": "the tile was flagged (a base or power <= MIN_NORMAL in it)",
+    "G5": "the cancellation test and its range conditions held (the corrected term was used)",
+    "G6": "1 - alpha rounds to 1, so pg1 was used without the product",
+    "G7": "a weight is given and raw*weight fell below MIN_NORMAL with raw, weight != 0",
+    "G8": "the fp16 store rounded to nearest differs from truncation",
+}
+
+
+def _differs(a, b) -> np.ndarray:
+    """Elementwise: a and b are different values (NaN equals NaN)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return ~((a == b) | (np.isnan(a) & np.isnan(b)))
+
+
+def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
+    """Per guard, the elements where it acted: ``{fired_gi: bool [size]}``.
+
+    ``steps`` are the kept values of :data:`FIRED_STEPS` (flattened as the
+    recipe ran; a step the variant lacks is absent), ``guards`` the variant's
+    guard set (None: not a kernel-family variant, nothing fires), ``machine``
+    the machine it ran on (G8 re-stores ``grad`` with truncation on it),
+    ``alpha`` the host alpha.  The meaning of each count is :data:`FIRED_MEANING`;
+    a guard that is off fires nowhere.
+    """
+    none = np.zeros(size, dtype=bool)
+    out = {column: none for column in FIRED_COLUMNS.values()}
+    if guards is None:
+        return out
+    v = {k: np.asarray(full_value(val)).ravel() for k, val in steps.items() if val is not None}
+    with np.errstate(invalid="ignore"):
+        if "G1" in guards and "x_nonneg" in v:
+            out["fired_g1"] = v["x_nonneg"] == 0
+        if "G2" in guards and {"p", "q", "pF", "qF"} <= set(v):
+            out["fired_g2"] = _differs(v["pF"], v["p"]) | _differs(v["qF"], v["q"])
+        if "G3" in guards and {"pF", "qF"} <= set(v):
+            out["fired_g3"] = ((v["pF"] > 0) & (v["pF"] < 1)) | ((v["qF"] > 0) & (v["qF"] < 1))
+        for g, step in (("G4", "g4_tile"), ("G5", "g5_use"), ("G7", "g7_use")):
+            if g in guards and step in v:
+                out[FIRED_COLUMNS[g]] = v[step] == 1
+        if "G6" in guards and prepare_host_scalars(alpha, 2.0, "none", 1).oma == 1:
+            out["fired_g6"] = np.ones(size, dtype=bool)
+        if "G8" in guards and {"grad", "out"} <= set(v) and v["out"].dtype == np.float16 \
+                and v["grad"].dtype != np.float16:
+            truncated = store_output(resolve_machine(machine), v["grad"], np.float16, RTZ)
+            out["fired_g8"] = _differs(v["out"], truncated)
+    return {k: np.broadcast_to(m, (size,)) for k, m in out.items()}

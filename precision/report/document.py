@@ -88,6 +88,10 @@ class Section:
         CSV files of ``tables/`` (name without folder, e.g. ``verdicts.csv``).
     findings : list of precision.report.findings.Finding
         Computed sentences; the most important (lowest ``rank``) reach the first screen.
+    answers : list of precision.report.answers.Answer
+        The section's answers to its question (the page opens with the headline ones).
+    terms : list of str
+        Words of the glossary (:mod:`precision.report.glossary`) the section's blocks use.
     """
 
     id: str
@@ -96,10 +100,12 @@ class Section:
     body: list = field(default_factory=list)
     tables: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
+    answers: list = field(default_factory=list)
+    terms: list = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.first or self.body or self.findings)
+        return not (self.first or self.body or self.findings or self.answers)
 
 
 def anchor(text: str) -> str:
@@ -171,6 +177,14 @@ def _html_table(b: Table) -> str:
     return table
 
 
+def _inline_code(text: str) -> str:
+    """Escaped text with each `...` span (a command line) as <code>, as Markdown shows it."""
+    parts = html.escape(text).split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: plain text
+        return html.escape(text)
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
 def to_html(blocks, plot_dir: Path | None = None) -> str:
     """HTML of the blocks (plots embedded from ``plot_dir`` as base64 PNG)."""
     out = []
@@ -182,7 +196,7 @@ def to_html(blocks, plot_dir: Path | None = None) -> str:
             cls = f" class='{b.cls}'" if b.cls else ""
             out.append(f"<p{cls}>{html.escape(b.text)}</p>")
         elif isinstance(b, Bullets):
-            out.append("<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in b.items) + "</ul>")
+            out.append("<ul>" + "".join(f"<li>{_inline_code(t)}</li>" for t in b.items) + "</ul>")
         elif isinstance(b, Table):
             out.append(_html_table(b))
         elif isinstance(b, Image):
@@ -201,7 +215,8 @@ def to_html(blocks, plot_dir: Path | None = None) -> str:
 #: The page's style: compact tables that scroll in their own box, coloured verdict cells.
 CSS = ("body{font-family:sans-serif;max-width:1240px;margin:auto;padding:0 1em;font-size:14px;line-height:1.35}"
        "h1{font-size:22px;margin:.4em 0 .1em}h2{font-size:17px;margin:.8em 0 .3em}h3{font-size:15px}"
-       ".desc{color:#444;margin:.1em 0 .4em}"
+       ".desc{color:#444;margin:.1em 0 .4em}p.question{font-weight:bold;margin:.5em 0 .1em}"
+       "code{font-size:11px;background:#f4f4f4;padding:0 2px}"
        ".scroll{overflow-x:auto;max-width:100%;margin:.2em 0}"
        "table{border-collapse:collapse;font-size:11px;white-space:nowrap}td,th{border:1px solid #ccc;padding:1px 5px}"
        "th{background:#f0f0f0;position:sticky;top:0}"

@@ -30,8 +30,10 @@ from pathlib import Path
 
 from precision.errors import ParameterError
 from precision.report import DEFAULT_STUDIES
-from precision.report.document import Bullets, Code, Details, Heading, Para
+from precision.report.answers import answers_json
+from precision.report.document import Bullets, Code, Details, Heading, Para, Table, to_markdown
 from precision.report.findings import findings_json
+from precision.report.glossary import guard_table, scope_table, used_terms
 from precision.report.load import RunData, load_run
 from precision.report.page import write_folder, write_page
 from precision.report.sections import DEFAULT_SECTIONS, SECTION_OPTIONS, section_module
@@ -94,6 +96,24 @@ def _study_text(run: dict) -> tuple:
         return str(run.get("study")), ""
 
 
+def _answer_blocks(answers: list, scope) -> list:
+    """The page's opening: each question with its headline answers, then the study's scope in one line."""
+    blocks = []
+    questions = list(dict.fromkeys(a.question for a in answers if a.headline))
+    if questions:
+        blocks.append(Heading("Answers", 2, "answers"))
+    for q in questions:
+        blocks += [Para(q, "question"), Bullets([a.sentence for a in answers if a.headline and a.question == q])]
+    done = scope[scope["exercised"]]
+    missing = scope[~scope["exercised"]]
+    line = "Scope: the study's points exercise " + (", ".join(done["guard"]) if len(done) else "no guard")
+    if len(missing):
+        line += "; not " + "; ".join(f"{r['guard']} ({r['why not']}; see the {r['exercised in'].split(' (')[0]})"
+                                     for _, r in missing.iterrows())
+    blocks.append(Para(line + " (guards and terms defined under 'Words and scope').", "note"))
+    return blocks
+
+
 def _build(run_dir: Path, folder: Path, study: str) -> dict:
     """Write every file of the report into ``folder`` (which exists); returns findings.json's content."""
     run = load_run(run_dir)
@@ -113,7 +133,9 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     order = sorted((i for i, f in enumerate(findings) if not f.shown), key=lambda i: (findings[i].rank, i))
     top = [findings[i] for i in order[:FIRST_SCREEN_FINDINGS]]
 
-    first = []
+    answers = [a for s in sections for a in s.answers]
+    scope = scope_table(run)
+    first = _answer_blocks(answers, scope)
     for s in sections:
         first += s.first
     if top:
@@ -129,9 +151,19 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
         if s.findings:
             body.append(Details(f"All {len(s.findings)} findings of this section",
                                 [Bullets([f.text for f in s.findings])]))
+    terms = used_terms(to_markdown(first + body))
+    _write_csv(scope, tdir / "scope.csv")
+    body += [Heading("Words and scope", 2, "glossary"),
+             Para("The guards G1..G8 (the kernel's registry): what each does and what its fired count counts."),
+             Table(guard_table()),
+             Para("Scope of this study: per guard, the points it acted on in the variants that have it; a guard "
+                  "never exercised here is exercised by the report named."),
+             Table(scope, "scope.csv"),
+             *([Para("Terms used on this page."), Table(terms)] if len(terms) else [])]
     body += [Heading("Reproduce", 2, "reproduce"), Code(_reproduce(run.run, study))]
 
-    fj = {"study": study, "study_sha256": run.run.get("study_sha256"), "findings": findings_json(findings)}
+    fj = {"study": study, "study_sha256": run.run.get("study_sha256"), "findings": findings_json(findings),
+          "answers": answers_json(answers)}
     verdicts = next((sec.tables["verdicts.csv"] for sec in sections if "verdicts.csv" in sec.tables), None)
     if verdicts is not None:  # the verdict of every comparison overall, as in tables/verdicts.csv
         fj["verdicts"] = json.loads(verdicts[verdicts["region"] == "all"].to_json(orient="records"))

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from precision.report.answers import Answer
+from precision.report.mechanism import explain_line, witness_at
 from precision.report.document import Bullets, Details, Heading, Para, Section, Table
 from precision.report.findings import Finding, cite
 from precision.report.sections.attribution import dominant_causes, step_formula
@@ -169,4 +171,20 @@ def build(ctx) -> Section:
                   "error."), Table(causes, TC)]))
     section.findings = [Finding(f"dominant/{i}", "dominant", text, nums, 25 + i, shown=True)
                         for i, (text, nums) in enumerate(lines[:FIRST_SCREEN_LINES])]
+    section.answers = _next_answer(run, t, lines)
     return section
+
+
+def _next_answer(run, t: pd.DataFrame, lines: list) -> list:
+    """What to look at next: the worst group (the first line) and the command that shows its witness step by
+    step (not a headline: the guards' answers and the scope come first)."""
+    if not lines:
+        return []
+    r = t.iloc[0]
+    w = witness_at(run, r["variant"], r, "finite_witness_")
+    text, nums = lines[0]
+    tail = f" See it step by step: `{explain_line(w)}`." if w is not None else ""
+    return [Answer("What should a newcomer look at next?", f"The worst group: {text}{tail}", nums,
+                   subject=r["variant"], machine=str(r["machine"]), format=str(r["format"]),
+                   region=str(r["region"]), verdict=str(r["kind"]),
+                   mechanism={"witness": dict(w.__dict__), "explain": explain_line(w)} if w is not None else {})]

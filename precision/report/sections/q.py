@@ -22,6 +22,7 @@ import pandas as pd
 
 from precision.formats import ulp
 from precision.machine import get_machine
+from precision.report.answers import Answer
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
 from precision.report.plots import FLOOR, curve_style, draw_curves, error_axis, merge_identical, save, special_level
@@ -265,4 +266,35 @@ def build(ctx) -> Section:
                                 f"table's x), the float32 p rounds to 1: q = 1 - p = 0 and ln(p) = {cl.text}.",
                                 [cz, cl], 45))
     section.findings = findings
+    section.answers = _hole_answers(onset, gamma, findings)
     return section
+
+
+def _hole_answers(onset: pd.DataFrame, gamma: float, findings: list) -> list:
+    """Where the holes open: per machine, format and selector, the |x| from which the kernel's error stays over
+    2^20 ulp (or 1e3 ulp), cited from onset.csv; the onset findings follow as answers of their own."""
+    question = "Where do the holes open: from which |x| on is the error of each variant over 1e3 and over 2^20 ulp?"
+    out = []
+    sub = onset[onset["gamma"] == gamma]
+    for (machine, fmt, t), grp in sub.groupby(["machine", "format", "target"], sort=False):
+        parts, nums, never = [], [], []
+        for _, r in grp.iterrows():
+            w = {"variant": r["variant"], "machine": machine, "format": fmt, "target": int(t), "gamma": gamma}
+            cells = []
+            for name, label in (("1e3ulp", "1e3 ulp"), ("2p20ulp", "2^20 ulp")):
+                c = cite(f"{r['variant']}_{machine}_{fmt}_{int(t)}_{name}", "onset.csv", onset, w, f"from_{name}")
+                if not np.isnan(c.value):
+                    nums.append(c)
+                    cells.append(f"over {label} from |x| = {c.text}")
+            if cells:
+                parts.append(f"{r['variant']} " + ", ".join(cells))
+            else:
+                never.append(r["variant"])
+        side = "x > 0" if t == 0 else "x < 0"
+        text = (f"{machine} {fmt}, t={int(t)} ({side}), gamma {fmt_num(gamma)}: "
+                + ("; ".join(parts) if parts else "no hole opens")
+                + (f"; never over 1e3 ulp for good: {', '.join(never)}" if never else "") + ".")
+        out.append(Answer(question, text, nums, subject=", ".join(grp["variant"]), machine=machine, format=fmt,
+                          verdict="holes" if parts else "none"))
+    out += [Answer(question, f.text, f.numbers, headline=False) for f in findings if f.id.startswith("q/onset")]
+    return out

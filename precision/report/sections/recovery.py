@@ -22,7 +22,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from precision.report.answers import (Answer, magnitude, magnitude_cites, magnitude_sentence, magnitude_text,
+                                      verdict_table)
 from precision.report.document import Details, Heading, Image, Para, Section, Table
+from precision.report.mechanism import mechanism_of
 from precision.report.findings import Finding, cite, fmt_num
 from precision.report.plots import draw_curves, error_axis, save, special_level
 from precision.scoring import CLASS_NAMES, GroupStats, Grouping, PairedStats, compare_points, outputs_changed
@@ -165,6 +168,56 @@ def _machine_findings(bands: pd.DataFrame) -> list:
                     + " (each cell's counts in recovery_g7.csv).", [], 4)]
 
 
+#: The question the recovery section answers.
+QUESTION = "On which machines does G7 earn its place, and where does it cost?"
+
+
+def _recovery_answers(run, bands: pd.DataFrame) -> list:
+    """Per machine, kernel vs kernel-G7: the verdict where G7 can recover and where 1/w overflows, per subset,
+    with rescued / zeroed outputs, then the size and mechanism over all points (verdicts.csv)."""
+    comparison = f"{G7_PAIRS[0][0]} vs {G7_PAIRS[0][1]}"
+    k = bands[bands["comparison"] == comparison]
+    v = verdict_table(run)
+    out = []
+    for machine in [m for m in run.machines if (k["machine"] == m).any()]:
+        nums, parts = [], []
+        for band, label in ((G7_BANDS[1], "where it can recover"), (G7_BANDS[2], "where 1/w overflows")):
+            rows = k[(k["machine"] == machine) & (k["band"] == band)]
+            cells = []
+            for _, r in rows.iterrows():
+                w = {"comparison": comparison, "machine": machine, "subset": r["subset"], "band": band}
+                tag = f"{machine}_{r['subset']}_{band}_"
+                b, wo, rs, z = (cite(f"{tag}{c}", "recovery_g7.csv", bands, w, c)
+                                for c in ("better", "worse", "rescued", "zeroed"))
+                nums += [b, wo, rs, z]
+                cells.append(f"{r['subset']}: {r['verdict']} ({b.text} better, {wo.text} worse, {rs.text} rescued "
+                             f"from zero, {z.text} zeroed)")
+            if cells:
+                parts.append(f"{label} ({band}): " + "; ".join(cells))
+        verdicts = set(k[k["machine"] == machine]["verdict"])
+        earns = "earns its place" if "helps" in verdicts and not verdicts & {"hurts", "mixed"} else \
+            "costs as well as helps" if verdicts & {"hurts", "mixed"} and "helps" in verdicts else \
+            "costs" if verdicts & {"hurts", "mixed"} else "changes nothing decisive"
+        text = f"{machine}: G7 {earns}: " + ". ".join(parts)
+        row = v[(v["comparison"] == comparison) & (v["machine"] == machine) & (v["region"] == "all")]
+        magnitude_row, mech = {}, {}
+        if len(row) == 1 and int(row.iloc[0]["changed"]) > 0:
+            r = row.iloc[0]
+            size = magnitude_cites(f"{machine}_", "verdicts.csv", v, {"comparison": comparison, "machine": machine,
+                                                                      "profile": r["profile"], "region": "all"})
+            nums += list(size.values())
+            text += f". Over all its points: {magnitude_sentence(size)}"
+            magnitude_row = magnitude(r)
+            mech, clause, where = mechanism_of(run, v, r)
+            nums += where
+            if clause:
+                text += f". {clause[0].upper()}{clause[1:]}"
+        out.append(Answer(QUESTION, text + ".", nums, subject="G7", comparison=comparison, machine=machine,
+                          format=str(row.iloc[0]["format"]) if len(row) else "", verdict=earns,
+                          magnitude=magnitude_row, mechanism=mech))
+    return out
+
+
 def answer_grid(bands: pd.DataFrame, machines) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(cells, CSS classes): kernel vs kernel-G7, one row per (machine, subset), one column per band."""
     k = bands[bands["comparison"] == f"{G7_PAIRS[0][0]} vs {G7_PAIRS[0][1]}"]
@@ -179,6 +232,8 @@ def answer_grid(bands: pd.DataFrame, machines) -> tuple[pd.DataFrame, pd.DataFra
                 f"{r.verdict} {fmt_num(int(r.better))}/{fmt_num(int(r.worse))}"
             if r.rescued or r.zeroed:
                 cell += f"; rescued {fmt_num(int(r.rescued))}, zeroed {fmt_num(int(r.zeroed))}"
+            size = magnitude_text(r._asdict())
+            cell += f"; {size}" if size else ""
             text.loc[i, r.band], style.loc[i, r.band] = cell, r.verdict
     style = style.where(text != "", "na")
     style[["machine", "subset"]] = ""
@@ -213,7 +268,8 @@ def build(ctx) -> Section:
         Table(text, "recovery_g7.csv", " (kernel vs kernel-G7, paired on the same points; naive+G7 vs naive there too)",
               style, id="recovery-answer-table"),
         Para("Cell: verdict, then better/worse = outputs whose error falls / rises with G7; rescued: 0 without G7, "
-             "nonzero with it, where the correctly rounded value is nonzero; zeroed: the reverse. Bands of the "
+             "nonzero with it, where the correctly rounded value is nonzero; zeroed: the reverse; +median/max bits "
+             "gained, -median/max bits lost over the changed outputs. Bands of the "
              "exact rw = |raw*weight|; subsets: weight and dout both powers of two, or not.", "rule"),
     ]
     section.body = [
@@ -247,4 +303,5 @@ def build(ctx) -> Section:
                                 shown=production))
     findings += _machine_findings(bands)
     section.findings = findings
+    section.answers = _recovery_answers(run, bands)
     return section

@@ -34,6 +34,7 @@ import pandas as pd
 from precision.bracket import ROOT_NEIGHBOURHOOD_C, band_ranges
 from precision.hunt import rescore
 from precision.opcount import count_ops
+from precision.report.answers import Answer
 from precision.report.document import Heading, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, fmt_share
 from precision.report.tables import inputs_text, maximum_label, ordered, short_hex
@@ -362,4 +363,22 @@ def build(ctx) -> Section:
                          "as one op):"),
                     Table(ops, "opcount.csv")]
     section.findings = findings
+    section.answers = _target_answers(cells, findings, candidate)
     return section
+
+
+def _target_answers(cells: dict, findings: list, candidate: str) -> list:
+    """Which targets the candidate meets: one headline sentence from the grid's cells (met on every column, or
+    missed where), then each target finding as an answer of its own (its numbers cited)."""
+    question = f"Which of its targets does {candidate} meet?"
+    by_target: dict = {}
+    for (target, col), (_, css) in cells.items():
+        by_target.setdefault(target, []).append((col, css))
+    met = [t for t, cs in by_target.items() if all(c == "met" for _, c in cs)]
+    missed = [f"{t} (missed on {', '.join(col for col, c in cs if c != 'met')})" for t, cs in by_target.items()
+              if t not in met]
+    text = (f"{candidate} meets {len(met)} of its {len(by_target)} targets"
+            + (f": {'; '.join(met)}" if met else "") + (f". It misses: {'; '.join(missed)}" if missed else "") + ".")
+    out = [Answer(question, text, [], subject=candidate, verdict="met" if not missed else "missed")]
+    out += [Answer(question, f.text, f.numbers, subject=candidate, headline=False) for f in findings]
+    return out

@@ -36,10 +36,13 @@ import pandas as pd
 
 from precision.bracket import cancellation_windows, roots
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_name
+from precision.report.answers import (Answer, magnitude, magnitude_cites, magnitude_sentence, magnitude_text,
+                                      verdict_table)
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
+from precision.report.mechanism import mechanism_of
 from precision.report.plots import draw_curves, save
-from precision.report.tables import decimal_text, exact_text, group_table
+from precision.report.tables import decimal_text, exact_text, group_table, short_hex
 from precision.scoring import SPECIAL_CLASSES
 
 __all__ = ["build", "threshold_table", "subsets", "window_table", "plot_threshold", "POOLED"]
@@ -267,9 +270,82 @@ def _answer(t: pd.DataFrame, search: pd.DataFrame) -> list:
     return out
 
 
-def answer_grid(t: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
+#: The question the threshold section answers.
+QUESTION = "Is 1/64 the right G5 threshold, what is better, and by how much?"
+
+
+def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
+    """Per machine and format (pooled points): whether 1/64 is right, what beats it and by how much (the size
+    and mechanism of the best threshold against 1/64 from verdicts.csv), the best float32 tau."""
+    v = verdict_table(run)
+    out = []
+    for c in _cells(t, search):
+        beat = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "helps")]
+        lose = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "hurts")]
+        lowest = beat.sort_values("tau").iloc[0] if len(beat) else None
+        up = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["tau"] >= lowest["tau"])] \
+            if lowest is not None else beat
+        every_up = lowest is not None and set(up["tau"]) <= set(beat["tau"])
+        best = c.best
+        if len(beat) and (best is None or best["tau"] not in set(beat["tau"])):  # the best of those that beat 1/64
+            best = beat.iloc[int(np.argmax((beat["better_vs_production"] - beat["worse_vs_production"]).to_numpy()))]
+        extra = {}
+        if c.search is not None and isinstance(c.search["boundary"], str):
+            extra = {"best_threshold": str(c.search["best_threshold"]), "best_tau_hex": short_hex(c.search["boundary"])}
+        elif best is not None:
+            extra = {"best_threshold": str(best["threshold"]), "best_tau_hex": short_hex(float(best["tau"]))}
+        if beat.empty:
+            name = "1/64" if best is None or best["tau"] == PRODUCTION_THRESHOLD else best["threshold"]
+            text = (f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64 on these points "
+                    f"(best against no correction: {name}); indistinguishable from 1/64: {_names(c.same)}.")
+            out.append(Answer(QUESTION, text, [], subject="G5=1/64", machine=c.machine, format=c.format,
+                              verdict="right", extra=extra))
+            continue
+        nums = []
+        scope = (f"every threshold of the study from {lowest['threshold']} up beats 1/64" if every_up
+                 else f"{len(beat)} thresholds beat 1/64 ({_names(beat)})")
+        if len(lose):
+            scope += f"; {_names(lose)} lose to 1/64"
+        text = f"{c.machine} {c.format}: no: {scope}; the best is {best['threshold']}: against 1/64 it helps"
+        row = v[(v["with_variant"] == best["variant"]) & (v["without_variant"] == c.prod["variant"])
+                & (v["machine"] == c.machine) & (v["profile"] == c.profile) & (v["region"] == "all")]
+        magnitude_row, mech = {}, {}
+        if len(row) == 1:
+            r = row.iloc[0]
+            w = {"comparison": r["comparison"], "machine": c.machine, "profile": c.profile, "region": "all"}
+            size = magnitude_cites("best_", "verdicts.csv", v, w)
+            nums += list(size.values())
+            text += f" on {magnitude_sentence(size)}"
+            magnitude_row = magnitude(r)
+            mech, clause, where = mechanism_of(run, v, r)
+            nums += where
+            if clause:
+                text += f". {clause[0].upper()}{clause[1:]}"
+        if extra.get("best_tau_hex") and c.search is not None and isinstance(c.search["boundary"], str):
+            bn = cite("search_net", S, search, {"machine": c.machine, "format": c.format, "profile": c.profile},
+                      "boundary_net")
+            nums.append(bn)
+            text += (f". The best float32 tau of these points is {extra['best_tau_hex']} "
+                     f"({float(c.search['boundary_tau']):.9g}; net {bn.text} outputs over no correction)")
+        out.append(Answer(QUESTION, text + ".", nums, subject=f"G5={best['threshold']}",
+                          comparison=f"{best['variant']} vs {c.prod['variant']}", machine=c.machine,
+                          format=c.format, verdict="helps", magnitude=magnitude_row, mechanism=mech, extra=extra))
+    return out
+
+
+def _size(v: pd.DataFrame | None, with_variant: str, without_variant: str, c) -> str:
+    """The size of a threshold comparison (:func:`precision.report.answers.magnitude_text`) from verdicts.csv."""
+    if v is None or v.empty:
+        return ""
+    row = v[(v["with_variant"] == with_variant) & (v["without_variant"] == without_variant)
+            & (v["machine"] == c.machine) & (v["profile"] == c.profile) & (v["region"] == "all")]
+    return f"; {magnitude_text(row.iloc[0].to_dict())}" if len(row) == 1 and int(row.iloc[0]["changed"]) else ""
+
+
+def answer_grid(t: pd.DataFrame, search: pd.DataFrame, v: pd.DataFrame | None = None) -> pd.DataFrame:
     """The first-screen answer, one row per machine and format (pooled points): 1/64 against never, the best
-    threshold against never and against 1/64, the thresholds indistinguishable from 1/64, the bisection."""
+    threshold against never and against 1/64 (with the size from ``v``, :func:`verdict_table`, when given),
+    the thresholds indistinguishable from 1/64, the bisection."""
     rows = []
     for c in _cells(t, search):
         if c.best is None:
@@ -282,7 +358,8 @@ def answer_grid(t: pd.DataFrame, search: pd.DataFrame) -> pd.DataFrame:
             bis = "" if r is None else str(r["result"])
         vs = ("(is 1/64)" if best["tau"] == PRODUCTION_THRESHOLD else
               f"{best['verdict_vs_production']} {fmt_num(int(best['better_vs_production']))}/"
-              f"{fmt_num(int(best['worse_vs_production']))}, {p_text(float(best['p_value_vs_production']))}")
+              f"{fmt_num(int(best['worse_vs_production']))}, {p_text(float(best['p_value_vs_production']))}"
+              + _size(v, best["variant"], p["variant"], c))
         counts = c.finite["verdict_vs_never"].value_counts()
         rows.append({"machine": c.machine, "format": c.format, "points": fmt_num(int(p["count"])),
                      "thresholds vs never": ", ".join(f"{v} {fmt_num(int(n))}" for v, n in counts.items()),
@@ -362,7 +439,7 @@ def build(ctx) -> Section:
     if not window.empty:
         section.tables["cancellation_window.csv"] = window
     names = [n for n, _ in subsets(run)]
-    grid = answer_grid(t, search)
+    grid = answer_grid(t, search, verdict_table(run))
     if not grid.empty:
         apart = [n for n in names if n != POOLED]
         section.first = [
@@ -409,4 +486,5 @@ def build(ctx) -> Section:
         section.body.append(Details("Where the pred values were drawn: the cancellation windows per gamma",
                                     [Table(window, "cancellation_window.csv")]))
     section.findings = _answer(t, search) + _attribution_finding(ctx, t) + _separate_findings(t)
+    section.answers = _threshold_answers(run, t, search)
     return section

@@ -16,27 +16,47 @@ import numpy as np
 import pandas as pd
 
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold
-from precision.report.document import Details, Heading, Para, Section, Table
+from precision.report.answers import (NOT_EXERCISED, Answer, guard_label, magnitude, magnitude_cites,
+                                      magnitude_sentence, magnitude_text, shown_verdict, subject_guard, verdict_table)
+from precision.report.document import Bullets, Details, Heading, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
+from precision.report.mechanism import mechanism_of
 from precision.scoring import VERDICT_RULE
 
-__all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS"]
+__all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS", "cell_answer",
+           "GUARD_QUESTION"]
+
+#: The question the verdicts of guard comparisons answer.
+GUARD_QUESTION = "Does each guard earn its place: where does it help or hurt, by how much, and why?"
+#: The question the declared comparisons (a variant against another) answer.
+DECLARED_QUESTION = "Is each variant better than the one it is compared with?"
 
 #: Columns of verdicts.csv (the comparisons table of the run, in this order).
 VERDICT_COLUMNS = ["subject", "comparison", "kind", "with_variant", "without_variant", "machine", "format", "profile",
                    "region", "count", "changed", "better", "worse", "tied", "both_garbage", "specials_fixed",
                    "fixed_correct", "fixed_le_1ulp", "fixed_le_2p10", "fixed_le_2p20",
                    "specials_caused", "finite_better", "finite_worse", "p_value", "p_specials", "p_finite",
-                   "median_change_bits", "max_gain_bits", "max_loss_bits", "verdict"]
+                   "median_change_bits", "median_gain_bits", "max_gain_bits", "median_loss_bits", "max_loss_bits",
+                   "changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage", "share_correct_with",
+                   "share_correct_without", "fired", "exercised", "not_exercised_because", "exercised_in",
+                   "gain_witness_pred", "gain_witness_target", "gain_witness_alpha", "gain_witness_gamma",
+                   "gain_witness_weight", "gain_witness_dout", "loss_witness_pred", "loss_witness_target",
+                   "loss_witness_alpha", "loss_witness_gamma", "loss_witness_weight", "loss_witness_dout", "verdict"]
 
 T = "verdicts.csv"
 
 
 def cell_text(row) -> str:
-    """``helps 32,655/183``: the verdict and its evidence (better/worse of the changed outputs)."""
+    """``helps 32,655/183; +1/3.2 -0.5/1 b; CR +12; >2^20 0``: the verdict, its evidence (better/worse of the
+    changed outputs) and its size (:func:`precision.report.answers.magnitude_text`); ``not exercised`` where the
+    guard acted nowhere."""
+    shown = shown_verdict(row)
+    if shown == NOT_EXERCISED:
+        return NOT_EXERCISED
     if row["verdict"] == "no_effect":
         return "no_effect"
-    return f"{row['verdict']} {fmt_num(int(row['better']))}/{fmt_num(int(row['worse']))}"
+    size = magnitude_text(row)
+    return f"{row['verdict']} {fmt_num(int(row['better']))}/{fmt_num(int(row['worse']))}" + (f"; {size}" if size else "")
 
 
 def against_production(t: pd.DataFrame) -> np.ndarray:
@@ -58,7 +78,7 @@ def verdict_grid(t: pd.DataFrame, machines) -> tuple[pd.DataFrame, pd.DataFrame]
         i = where[(r.subject, r.comparison)]
         text.loc[i, "subject"], text.loc[i, "comparison"] = r.subject, r.comparison
         text.loc[i, r.cell] = cell_text(r._asdict())
-        style.loc[i, r.cell] = r.verdict
+        style.loc[i, r.cell] = r.verdict if getattr(r, "exercised", True) else "na"
     style = style.where(text != "", "na")
     style[["subject", "comparison"]] = ""
     return text, style
@@ -86,15 +106,20 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
                            f" thresholds): " + "; ".join(cells) + " (each threshold, against never and against "
                            "1/64, in the threshold section).", [], 20))
         grid = grid[grid["kind"] != "threshold"]
+    grid = grid.assign(shown=[shown_verdict(r) for _, r in grid.iterrows()])
     for (subject, comparison), rows in grid.groupby(["subject", "comparison"], sort=False):
-        if (rows["verdict"] == "no_effect").all():
+        if (rows["shown"] == "no_effect").all():
             silent.append(f"{subject} ({comparison})")
             continue
         nums, parts = [], []
-        for verdict, vrows in rows.groupby("verdict", sort=False):
+        for verdict, vrows in rows.groupby("shown", sort=False):
             cells = ", ".join(_cell_name(r) for _, r in vrows.iterrows())
             if verdict == "no_effect":
                 parts.append(f"no_effect on {cells}")
+                continue
+            if verdict == NOT_EXERCISED:
+                parts.append(f"not exercised on {cells} ({vrows['not_exercised_because'].iloc[0]}; exercised in "
+                             f"the {vrows['exercised_in'].iloc[0]} report)")
                 continue
             top = vrows.sort_values("changed", ascending=False, kind="stable").iloc[0]
             w = {"comparison": comparison, "machine": top["machine"], "profile": top["profile"], "region": "all"}
@@ -121,7 +146,7 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
                 nums.append(bg)
                 text += f"; {bg.text} changed outputs are special or over 2^20 ulp both with and without and count for neither"
             parts.append(text + ")")
-        rank = 10 if rows["verdict"].isin(["helps", "hurts", "mixed"]).any() else 30
+        rank = 10 if rows["shown"].isin(["helps", "hurts", "mixed"]).any() else 30
         out.append(Finding(f"verdicts/{comparison}", "verdicts", f"{subject}, {comparison}: " + "; ".join(parts)
                            + ".", nums, rank))
     if silent:
@@ -130,10 +155,78 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
     return out
 
 
+def cell_answer(run, t: pd.DataFrame, row, question: str, with_mechanism: bool = True) -> Answer:
+    """The answer of one verdict cell (a comparison on one machine and profile, pooled regions), every number
+    cited from verdicts.csv."""
+    w = {"comparison": row["comparison"], "machine": row["machine"], "profile": row["profile"], "region": "all"}
+    tag = f"{row['machine']}_{row['profile']}_"
+    head = f"{row['subject']} ({row['comparison']}) on {row['machine']} {row['profile']}"
+    base = dict(question=question, subject=row["subject"], comparison=row["comparison"], machine=row["machine"],
+                format=row["format"], region="all", exercised=bool(row["exercised"]))
+    if not row["exercised"]:
+        cnt = cite(f"{tag}count", T, t, w, "count")
+        return Answer(sentence=f"{head}: not exercised on its {cnt.text} points: {row['not_exercised_because']}; "
+                               f"see the {row['exercised_in']} report.", numbers=[cnt], verdict="not_exercised",
+                      **base)
+    fired = [cite(f"{tag}fired", T, t, w, "fired")] if subject_guard(row["subject"]) else []
+    cnt = cite(f"{tag}count", T, t, w, "count")
+    acted = f"acted on {fired[0].text} of {cnt.text} points" if fired else f"compared on {cnt.text} points"
+    if row["verdict"] == "no_effect":
+        return Answer(sentence=f"{head}: {acted} and changed no output.", numbers=[*fired, cnt],
+                      verdict="no_effect", **base)
+    size = magnitude_cites(tag, T, t, w)
+    text = (f"{head}: {row['verdict']}; {acted}, changed {size['changed'].text}: {size['better'].text} better, "
+            f"{size['worse'].text} worse; {magnitude_sentence(size, counts=False)}")
+    mech, where = {}, []
+    if with_mechanism:
+        mech, clause, where = mechanism_of(run, t, row, T)
+        if clause:
+            text += f". {clause[0].upper()}{clause[1:]}"
+    return Answer(sentence=text + ".", numbers=[*fired, cnt, *size.values(), *where], verdict=row["verdict"],
+                  magnitude=magnitude(row), mechanism=mech, **base)
+
+
+_STRENGTH = {"hurts": 0, "mixed": 1, "helps": 2, "inconclusive": 3, "no_effect": 4}
+
+
+def _subject_answers(run, t: pd.DataFrame, grid: pd.DataFrame) -> list:
+    """Per subject (a guard or a declared variant): one headline answer naming its verdict on every cell, with
+    the largest effect's sentence; then every cell's own answer (not headline)."""
+    out = []
+    for subject, rows in grid.groupby("subject", sort=False):
+        guard = subject_guard(subject)
+        question = GUARD_QUESTION if guard else DECLARED_QUESTION
+        cells = [cell_answer(run, t, r, question) for _, r in rows.iterrows()]
+        words = {}
+        for (_, r), a in zip(rows.iterrows(), cells):
+            words.setdefault((a.verdict.replace("_", " "), r["comparison"]), []).append(_cell_name(r))
+        listing = "; ".join(f"{v} on {', '.join(c)} ({comparison})" for (v, comparison), c in words.items())
+        acting = [(i, r) for i, (_, r) in enumerate(rows.iterrows()) if r["exercised"]
+                  and r["verdict"] in _STRENGTH and r["verdict"] != "no_effect"]
+        label = guard_label(guard) if guard else subject
+        if acting:
+            i, _ = min(acting, key=lambda ir: (_STRENGTH[ir[1]["verdict"]], -int(ir[1]["changed"])))
+            top = cells[i]
+            sentence = f"{label}: {listing}. Largest effect: {top.sentence}"
+            head = Answer(question=question, sentence=sentence, numbers=top.numbers, subject=subject,
+                          comparison=top.comparison, machine=top.machine, format=top.format, verdict=top.verdict,
+                          exercised=True, magnitude=top.magnitude, mechanism=top.mechanism)
+        else:
+            first = cells[0]
+            head = Answer(question=question, sentence=f"{label}: {listing}. {first.sentence}", numbers=first.numbers,
+                          subject=subject, comparison=first.comparison, machine=first.machine, format=first.format,
+                          verdict=first.verdict, exercised=first.exercised)
+        out.append(head)
+        for a in cells:
+            a.headline = False
+        out += cells
+    return out
+
+
 def build(ctx) -> Section:
     """The verdict grid (first screen), its rule, verdicts.csv and one finding per comparison."""
     run = ctx.run
-    t = run.comparisons
+    t = verdict_table(run)
     section = Section("verdicts", "Verdicts: does each guard, threshold or variant change the error?")
     if t.empty:
         return section
@@ -148,9 +241,13 @@ def build(ctx) -> Section:
         *([Para(f"Pooled over every region except {', '.join(run.separate)} (kept apart by the study; per region in "
                 f"{T}).", "rule")] if run.separate else []),
         Para("Cell: verdict, then better/worse = changed outputs whose error falls / rises with the first variant "
-             "of the comparison. Rule: paired on the same points; exact sign tests at level 0.01 on specials "
-             "fixed/caused and on finite outputs better/worse; ties, and outputs special or over 2^20 ulp "
-             "both with and without, are no evidence.", "rule"),
+             "of the comparison; then the size over the changed outputs: +median/max bits gained, -median/max "
+             "bits lost, CR +n = changed outputs that became correctly rounded, >2^20 n = changed outputs still "
+             "over 2^20 ulp or special. 'not exercised': the guard's condition held at none of the points (the "
+             "reason and the report that exercises it are in the answers above and in verdicts.csv). Rule: paired "
+             "on the same points; exact sign tests at level 0.01 on specials fixed/caused and on finite outputs "
+             "better/worse; ties, and outputs special or over 2^20 ulp both with and without, are no evidence.",
+             "rule"),
     ]
     per_region = t[(t["region"] != "all")]
     section.body = [
@@ -161,4 +258,9 @@ def build(ctx) -> Section:
             T)]),
     ]
     section.findings = _comparison_findings(grid.reset_index(drop=True), t)
+    section.answers = _subject_answers(run, t, grid[grid["kind"] != "threshold"].reset_index(drop=True))
+    cells = [a.sentence for a in section.answers if not a.headline]
+    if cells:
+        section.body.append(Details(f"Every cell's answer ({len(cells)}: size, place and mechanism)",
+                                    [Bullets(cells)]))
     return section
