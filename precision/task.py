@@ -353,7 +353,8 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, decisions:
     err, bits, cls = tensor.scorer.score(computed)
     c64 = computed.astype(np.float64)
     stats = GroupStats.reduce_to_arrays(grouping, err, bits, cls, "stats", counts=fired,
-                                        witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]})
+                                        witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]},
+                                        acceptance=(c64, tensor.exact[0], fmt))
     per_pred = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T).max(axis=1)
     pred_max = np.full(PRED_BIN_EDGES.size - 1, np.nan, dtype=np.float32)
     with np.errstate(over="ignore"):
