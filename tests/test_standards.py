@@ -1,0 +1,196 @@
+"""Acceptance standards: MERE / MARE / RMSE, threshold and ratio levels, allclose, blind spots and false alarms."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from precision.guards import evaluate
+from precision.oracle import exact_gradient, gradient
+from precision.scoring import (BLIND_ULP, THRESHOLD_T, GroupStats, Grouping, acceptance_columns, bits_error,
+                               classify, relative_error, ulp_error)
+from precision.standards import (RATIO_LEVELS, STANDARDS_COLUMNS, StandardsSettings, ratio, ratio_level,
+                                 standards_table)
+from precision.study import parse_study
+from precision.sweep import run_study
+
+# the kernel's fp32 q-hole (pred 16.625, selector 0): about 8.8e7 ulp off, yet r ~ 1e-14
+Q_HOLE = 16.625
+# fp16 outputs near the subnormal range, correctly rounded to 0 or -2^-24, with r ~ 0.23
+FP16_TINY = (-6.046875, 1), (5.67578125, 0)
+
+
+def _scores(variant, preds, targets, fmt, machine, alpha=0.25, gamma=2.0):
+    dtype = np.float16 if fmt == "fp16" else np.float32
+    x = np.asarray(preds, dtype=dtype).reshape(1, -1)
+    t = np.asarray(targets, dtype=np.int32).reshape(1, -1)
+    out = evaluate(variant, x, t, np.ones_like(x), alpha=alpha, gamma=gamma, reduction="none",
+                   machine=machine).ravel()
+    hi, lo, _ = exact_gradient(x.astype(np.float64).ravel(), t.ravel(), alpha, gamma)
+    rounded = gradient(x.astype(np.float64).ravel(), t.ravel(), alpha, gamma, fmt=fmt)
+    return out, hi, lo, rounded
+
+
+def _reduce(out, hi, lo, rounded, fmt, group=None, **keys):
+    group = np.zeros(out.size, dtype=np.int64) if group is None else np.asarray(group)
+    grouping = Grouping(group, int(group.max()) + 1)
+    err = ulp_error(out, (hi, lo), fmt, rounded)
+    c64 = out.astype(np.float64)
+    stats = GroupStats.reduce(grouping, err, bits_error(out, rounded, fmt), classify(out, rounded),
+                              witness={"pred": np.arange(out.size, dtype=np.float64), "computed": c64, "exact": hi},
+                              acceptance=(c64, hi, fmt))
+    return stats.with_columns(format=fmt, region="r0", **keys), err
+
+
+class TestMetricsByHand:
+    def test_relative_error(self):
+        r = relative_error([1.0, np.nan, np.inf, 0.0, -np.inf], [1.5, 1.0, 1.0, 1e-7, -np.inf])
+        assert r[0] == 0.5 / (1.5 + 1e-7)
+        assert r[1] == np.inf and r[2] == np.inf
+        assert r[3] == 1e-7 / 2e-7
+        assert r[4] == 0.0
+
+    def test_acceptance_columns(self):
+        c = np.array([1.0, 2.0, 3.0, np.nan, 0.0])
+        g = np.array([1.0, 2.5, 3.0 + 1e-3, 1.0, 2.0 ** -30])
+        err = np.array([0.0, 5e3, 0.3, np.inf, 0.5])  # ulp errors, given
+        grouping = Grouping([0, 0, 0, 1, 1], 2)
+        out = acceptance_columns(grouping, c, g, err, "fp32", {"pred": np.arange(5.0)})
+        r = np.abs(c - g) / (np.abs(g) + 1e-7)
+        assert out["acc_sum_r"][0] == pytest.approx(r[:3].sum(), rel=1e-15)
+        assert out["acc_sum_r"][1] == np.inf
+        assert out["acc_sum_sq"][0] == pytest.approx(0.25 + 1e-6, rel=1e-12)
+        assert out["mare"][0] == r[1] and out["mare_witness_pred"][0] == 1.0
+        # 10 T in fp32 = 10 * 2^-13 = 0.00122: point 1 (r = 0.2, 5e3 ulp) is not accepted, so not blind
+        assert list(out["acc_blind"]) == [0, 0]
+        # point 4: 0.5 ulp, r = 2^-30 / (2^-30 + 1e-7) ~ 0.0092 > 10 T: a false alarm
+        assert list(out["acc_false_alarm"]) == [0, 1]
+        assert out["false_alarm_witness_pred"][1] == 4.0 and np.isnan(out["false_alarm_r"][0])
+        # unit_test fp32: atol 8e-4, rtol 2e-3; point 2 is off by 1e-3 <= 8e-4 + 2e-3 * 3.001
+        assert list(out["acc_allclose_unit_test"]) == [2, 1]
+        # dynamic_shape: atol 1e-3, rtol 2e-3 (point 4 passes on atol)
+        assert list(out["acc_allclose_dynamic_shape"]) == [2, 1]
+
+    def test_blind_needs_acceptance_and_a_large_error(self):
+        g = np.array([1e-21, 1e-21, 1.0])
+        c = np.array([7e-21, -7e-21, 1.0 + 2 ** -20])
+        err = np.array([BLIND_ULP * 2, BLIND_ULP * 2, BLIND_ULP])  # the last is exactly 2^10: not over
+        out = acceptance_columns(Grouping([0, 0, 0], 1), c, g, err, "fp32")
+        assert list(out["acc_blind"]) == [2]
+        assert out["blind_ulp"][0] == BLIND_ULP * 2
+
+    def test_standards_table_metrics(self):
+        c = np.array([1.0, 2.0, 4.0], dtype=np.float32)
+        hi = np.array([1.0, 2.0 + 2 ** -10, 4.0])
+        stats, _ = _reduce(c, hi, np.zeros(3), hi.astype(np.float32), "fp32", variant="v", machine="ieee")
+        t = standards_table(stats, StandardsSettings(third_party="v"))
+        assert list(t.columns) == list(STANDARDS_COLUMNS)
+        row = t.iloc[0]
+        r1 = 2 ** -10 / (2.0 + 2 ** -10 + 1e-7)
+        assert row["count"] == 3
+        assert row["mere"] == pytest.approx(r1 / 3, rel=1e-14)
+        assert row["mare"] == pytest.approx(r1, rel=1e-14)
+        assert row["rmse"] == pytest.approx(math.sqrt(2 ** -20 / 3), rel=1e-14)
+        # MERE = 1.6e-4 >= T = 1.22e-4: the threshold standard fails
+        assert row["threshold_T"] == THRESHOLD_T["fp32"] and not row["threshold_pass"]
+        assert row["mare_witness"].startswith("pred=0x1.0000000000000p+0,")  # the second point (index 1)
+        # against itself every ratio is 1, but 3 cases are below every level's minimum count
+        assert (row["mare_ratio"], row["mere_ratio"], row["rmse_ratio"]) == (1.0, 1.0, 1.0)
+        assert row["level"] == "none"
+
+
+class TestRatioLevels:
+    def test_ratio_conventions(self):
+        np.testing.assert_array_equal(ratio([0.0, 1.0, 3.0, 1.0], [0.0, 0.0, 2.0, 0.0], 0.0), [1.0, np.inf, 1.5,
+                                                                                               np.inf])
+        assert ratio([1.0], [0.0], 0.5)[0] == 2.0
+
+    @pytest.mark.parametrize("name", list(RATIO_LEVELS))
+    def test_levels_flip_at_their_limits(self, name):
+        lim = RATIO_LEVELS[name]
+        order = list(RATIO_LEVELS)
+        below = order[order.index(name) - 1] if order.index(name) else "none"
+        n = lim["min_count"]
+        at = ratio_level([lim["mare"]], [lim["mere"]], [lim["rmse"]], [n])[0]
+        assert at == name  # at every limit, with the minimum count: passes
+        for m in ("mare", "mere", "rmse"):
+            v = {k: lim[k] for k in ("mare", "mere", "rmse")}
+            v[m] = np.nextafter(v[m], np.inf)
+            assert ratio_level([v["mare"]], [v["mere"]], [v["rmse"]], [n])[0] == below, m
+        assert ratio_level([lim["mare"]], [lim["mere"]], [lim["rmse"]], [n - 1])[0] == below
+        assert ratio_level([np.nan], [1.0], [1.0], [n])[0] == "unpaired"
+
+
+class TestOperatorPoints:
+    @pytest.mark.parametrize("machine", ["ieee", "npu"])
+    def test_kernel_fp32_q_hole_is_blind(self, machine):
+        out, hi, lo, rounded = _scores("kernel", [Q_HOLE, 1.0], [0, 0], "fp32", machine)
+        stats, err = _reduce(out, hi, lo, rounded, "fp32", variant="kernel", machine=machine)
+        assert err[0] > 8e7 and err[1] < BLIND_ULP  # pred 1: a few ulps, accepted and not blind
+        r = relative_error(out.astype(np.float64), hi)
+        assert r[0] < 1e-13  # the 1e-7 floor hides a 7x wrong output
+        f = stats.frame
+        assert int(f["acc_blind"].iloc[0]) == 1
+        assert f["blind_witness_pred"].iloc[0] == 0.0  # the witness index: the q-hole point
+        assert f["blind_ulp"].iloc[0] == err[0]
+        t = standards_table(stats, StandardsSettings(third_party="kernel", third_party_machine=machine))
+        assert bool(t["threshold_pass"].iloc[0]) and t["blind"].iloc[0] == 1
+        witness = t["blind_witness"].iloc[0]
+        assert witness.startswith("pred=0x0.0p+0,computed=") and witness.endswith("p-70,exact=-0x1.8c53af1ab020bp-73")
+
+    @pytest.mark.parametrize("variant", ["kernel", "golden"])
+    def test_fp16_correctly_rounded_tiny_outputs_are_false_alarms(self, variant):
+        preds, targets = zip(*FP16_TINY)
+        out, hi, lo, rounded = _scores(variant, preds, targets, "fp16", "npu")
+        stats, err = _reduce(out, hi, lo, rounded, "fp16", variant=variant, machine="npu")
+        assert np.all(err <= 0.5) and out.view(np.uint16).tolist() == rounded.view(np.uint16).tolist()
+        r = relative_error(out.astype(np.float64), hi)
+        assert np.all(r > 10 * THRESHOLD_T["fp16"]) and r.max() > 0.2
+        assert int(stats.frame["acc_false_alarm"].iloc[0]) == 2
+        assert stats.frame["false_alarm_r"].iloc[0] == r.max()
+        t = standards_table(stats, StandardsSettings(third_party=variant, third_party_machine="npu"))
+        assert not t["threshold_pass"].iloc[0] and t["false_alarm"].iloc[0] == 2 and t["blind"].iloc[0] == 0
+
+
+STUDY = """
+name = "std"
+seed = 0
+[pred]
+kind = "list"
+format = "fp16"
+values = ["0x1.0ap+4", "0x1p+0", "-0x1.83p+2", "0x1.6b4p+2", "-0x1p+1"]
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [2.0]
+profiles = ["fp16", "fp32"]
+[run]
+variants = ["kernel", "golden", "naive"]
+machines = ["ieee", "npu"]
+per_point = "none"
+[report]
+sections = ["standards"]
+[report.standards]
+third_party = "golden"
+allclose = "dynamic_shape"
+"""
+
+
+def test_run_writes_standards_csv(tmp_path):
+    out = tmp_path / "run"
+    run_study(parse_study(STUDY, str(tmp_path / "std.toml")), out, cache_dir=tmp_path / "cache", workers=1)
+    t = pd.read_csv(out / "standards.csv", dtype={"region": str})
+    assert list(t.columns) == list(STANDARDS_COLUMNS)
+    a = t[t["region"] == "all"].set_index(["variant", "machine", "format"])
+    assert a.loc[("kernel", "ieee", "fp32"), "blind"] == 1
+    assert a.loc[("kernel", "ieee", "fp32"), "blind_witness"].startswith("pred=0x1.0a00000000000p+4,target=0,")
+    assert a.loc[("golden", "ieee", "fp16"), "false_alarm"] >= 2
+    g = a.loc[("golden", "ieee", "fp32")]
+    assert (g["mare_ratio"], g["mere_ratio"], g["rmse_ratio"]) == (1.0, 1.0, 1.0) and g["level"] == "none"
+    assert (t["third_party"] == "golden@ieee").all()
+    # 10 points per format: every cell is below L0's 5,000 cases
+    assert set(a["level"]) == {"none"}
+    again = tmp_path / "again"
+    run_study(parse_study(STUDY, str(tmp_path / "std.toml")), again, cache_dir=tmp_path / "cache", workers=1)
+    assert (out / "standards.csv").read_bytes() == (again / "standards.csv").read_bytes()
