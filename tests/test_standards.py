@@ -194,3 +194,45 @@ def test_run_writes_standards_csv(tmp_path):
     again = tmp_path / "again"
     run_study(parse_study(STUDY, str(tmp_path / "std.toml")), again, cache_dir=tmp_path / "cache", workers=1)
     assert (out / "standards.csv").read_bytes() == (again / "standards.csv").read_bytes()
+
+
+BUDGETS = """
+[gate]
+study = "std.toml"
+
+[[budget]]
+variant = "kernel"
+format = "fp32"
+machine = "ieee"
+mere = {mere}
+mare = 1e-4
+rmse = 1e-6
+min_allclose_share = 1.0
+blind = {blind}
+min_level = "{level}"
+"""
+
+
+@pytest.mark.parametrize("blind, level, failing", [(1, "none", set()), (0, "none", {"blind"}),
+                                                    (1, "L0", {"level"})])
+def test_gate_budgets_on_the_standards(tmp_path, blind, level, failing):
+    from precision.gate import run_gate
+    (tmp_path / "std.toml").write_text(STUDY)
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text(BUDGETS.format(mere=1e-3, blind=blind, level=level))
+    result = run_gate(budgets, out_dir=tmp_path / "run", cache_dir=tmp_path / "cache", workers=1)
+    status = {line.metric: line.status for line in result.lines}
+    assert {"mere", "mare", "rmse", "allclose_share", "blind", "level"} <= set(status)
+    assert {m for m, s in status.items() if s == "FAIL"} == failing
+    observed = {line.metric: line.observed for line in result.lines}
+    assert observed["blind"] == 1.0 and observed["level"] == 0.0  # 10 points: below L0's 5,000 cases
+    assert result.exit_status == (1 if failing else 0)
+
+
+def test_gate_rejects_an_unknown_level(tmp_path):
+    from precision.errors import StudyFileError
+    from precision.gate import load_budgets
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text(BUDGETS.format(mere=1e-3, blind=0, level="L3"))
+    with pytest.raises(StudyFileError, match="min_level: 'L3'; expected one of 'none', 'L0', 'L1', 'L2'"):
+        load_budgets(budgets)
