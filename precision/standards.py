@@ -22,7 +22,8 @@ Ratio conventions (the published standard leaves them open):
 ``0 / 0 = 1`` (a tie), ``x / 0 = inf``; the third party's metric is first
 raised to ``ratio_floor`` (default 0).  Ratios are computed only where the
 variant and the third party cover the same number of points (else NaN and
-level ``unpaired``).
+level ``unpaired``); without the third party among the rows, ``third_party`` is ``none`` and
+``level`` ``n/a``.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def ratio(device, third, floor: float = 0.0) -> np.ndarray:
 
 def ratio_level(mare_ratio, mere_ratio, rmse_ratio, count) -> np.ndarray:
     """The highest ratio level passed (``L0``, ``L1``, ``L2``) per row, ``none`` if none, ``unpaired`` where a
-    ratio is NaN."""
+    ratio is NaN (the variant and the third party cover different points)."""
     ratios = {"mare": np.asarray(mare_ratio, dtype=np.float64), "mere": np.asarray(mere_ratio, dtype=np.float64),
               "rmse": np.asarray(rmse_ratio, dtype=np.float64)}
     count = np.asarray(count)
@@ -164,6 +165,8 @@ def standards_table(stats: GroupStats, settings: StandardsSettings | None = None
         r = ratio(out[m].to_numpy(np.float64), ref[m].to_numpy(np.float64), settings.ratio_floor)
         out[f"{m}_ratio"] = np.where(paired, r, np.nan)
     out["level"] = ratio_level(out["mare_ratio"], out["mere_ratio"], out["rmse_ratio"], count)
+    if third.empty:  # no third party among the rows: the ratio standard does not apply
+        out["third_party"], out["level"] = "none", "n/a"
     preset = f"acc_allclose_{settings.allclose}"
     for fmt in set(out["format"]):  # an unknown preset or format fails here, naming the presets
         allclose_tolerances(settings.allclose, fmt)

@@ -236,3 +236,27 @@ def test_gate_rejects_an_unknown_level(tmp_path):
     budgets.write_text(BUDGETS.format(mere=1e-3, blind=0, level="L3"))
     with pytest.raises(StudyFileError, match="min_level: 'L3'; expected one of 'none', 'L0', 'L1', 'L2'"):
         load_budgets(budgets)
+
+
+def test_score_judges_a_device_dump_by_the_standards_and_by_ulp():
+    from precision.implementations.common import validate_inputs
+    from precision.score_outputs import score_outputs
+    pred = np.array([[Q_HOLE, 1.0, -2.0, 3.0]], dtype=np.float32)
+    target = np.zeros(pred.shape, dtype=np.int32)
+    dout = np.ones(pred.shape, dtype=np.float32)
+    inputs = validate_inputs(pred, target, dout, None, 0.25, 2.0, "none")
+    device = evaluate("kernel", pred, target, dout, alpha=0.25, gamma=2.0, reduction="none", machine="npu")
+    alone = score_outputs(inputs, device, label="dev")
+    s = alone.tables["standards.csv"]
+    row = s[(s["machine"] == "device") & (s["region"] == "all")].iloc[0]
+    assert row["blind"] == 1 and row["third_party"] == "none" and row["level"] == "n/a"
+    assert "row=0,col=0" in row["blind_witness"]
+    line = [ln for ln in alone.lines() if ln.startswith("standards dev:")]
+    assert len(line) == 1 and "blind=1 " in line[0] and "level=" not in line[0]
+    paired = score_outputs(inputs, device, label="dev", compare_with="kernel", machine="npu")
+    s = paired.tables["standards.csv"]
+    row = s[(s["machine"] == "device") & (s["region"] == "all")].iloc[0]
+    # the device is the emulation bit for bit: every ratio is 1, a tie; 4 cases reach no level
+    assert row["third_party"] == "kernel@npu"
+    assert (row["mare_ratio"], row["mere_ratio"], row["rmse_ratio"]) == (1.0, 1.0, 1.0) and row["level"] == "none"
+    assert "vs kernel@npu: mare_ratio=1 mere_ratio=1 rmse_ratio=1 level=none" in "\n".join(paired.lines())
