@@ -260,3 +260,22 @@ def test_score_judges_a_device_dump_by_the_standards_and_by_ulp():
     assert row["third_party"] == "kernel@npu"
     assert (row["mare_ratio"], row["mere_ratio"], row["rmse_ratio"]) == (1.0, 1.0, 1.0) and row["level"] == "none"
     assert "vs kernel@npu: mare_ratio=1 mere_ratio=1 rmse_ratio=1 level=none" in "\n".join(paired.lines())
+
+
+def test_unit_test_case_example_shows_what_the_test_cannot_see():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "examples" / "unit_test_case.py"
+    spec = importlib.util.spec_from_file_location("unit_test_case", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    t = module.replay()
+    assert len(t) == 2 * 2 * 3 and set(t["count"]) == {257, 2050}
+    kernel = t[t["implementation"] == "kernel"]
+    assert set(kernel["test_verdict"]) == {"pass"}  # the test passes on ieee and npu
+    fp32 = t[t["format"] == "fp32"]
+    # ... while the kernel and the test's golden are both far from the exact value in fp32
+    assert (fp32["max_ulp"] > 100).all() and fp32["threshold_pass"].all()
+    # in fp16 the kernel is correctly rounded everywhere, yet the threshold standard fails it (false alarms)
+    fp16 = kernel[kernel["format"] == "fp16"]
+    assert (fp16["max_ulp"] <= 0.5).all() and (~fp16["threshold_pass"]).all() and (fp16["false_alarm"] > 0).all()
