@@ -279,3 +279,15 @@ def test_unit_test_case_example_shows_what_the_test_cannot_see():
     # in fp16 the kernel is correctly rounded everywhere, yet the threshold standard fails it (false alarms)
     fp16 = kernel[kernel["format"] == "fp16"]
     assert (fp16["max_ulp"] <= 0.5).all() and (~fp16["threshold_pass"]).all() and (fp16["false_alarm"] > 0).all()
+
+
+@pytest.mark.parametrize("edit, words", [
+    (('allclose = "dynamic_shape"', 'allclose = "loose"'), "report.standards.allclose: 'loose' is not an allclose preset"),
+    (('third_party = "golden"', 'third_party = "nosuch"'), "report.standards.third_party: variant='nosuch' is unknown"),
+    (('allclose = "dynamic_shape"', 'ratio_floor = -1.0'), "report.standards.ratio_floor: -1.0; expected a non-negative"),
+])
+def test_study_rejects_bad_standards_settings(edit, words):
+    from precision.errors import StudyFileError
+    with pytest.raises(StudyFileError) as info:
+        parse_study(STUDY.replace(*edit), "std.toml")
+    assert words in str(info.value) and "\n" not in str(info.value)
