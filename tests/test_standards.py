@@ -291,3 +291,26 @@ def test_study_rejects_bad_standards_settings(edit, words):
     with pytest.raises(StudyFileError) as info:
         parse_study(STUDY.replace(*edit), "std.toml")
     assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_standards_section_cites_its_tables(tmp_path):
+    from precision.report.render import build_report
+    from test_report import _check_findings
+    import json
+    run_study(parse_study(STUDY, str(tmp_path / "std.toml")), tmp_path / "runs" / "std", cache_dir=tmp_path / "cache",
+              workers=1)
+    folder = build_report("std", tmp_path / "runs", tmp_path / "reports")
+    tables = folder / "tables"
+    summary = pd.read_csv(tables / "standards_summary.csv")
+    # 3 variants x 2 machines per format; the kernel's q-hole point is the one blind output per fp32 kernel cell
+    assert list(summary["format"]) == ["fp16", "fp32"] and set(summary["cells"]) == {6}
+    blind = pd.read_csv(tables / "standards_blind.csv")
+    b = blind[(blind["kind"] == "blind") & (blind["format"] == "fp32")]
+    assert "kernel" in " ".join(b["variants"]) and (b["pred"] == "0x1.0a00000000000p+4").all()
+    assert b["explain"].str.startswith("precision explain ").all() and b["explain"].str.contains("--format fp32").all()
+    fa = blind[(blind["kind"] == "false_alarm")]
+    assert (fa["format"] == "fp16").all() and (fa["worst"] > 10 * THRESHOLD_T["fp16"]).all()
+    findings = [f for f in json.loads((folder / "findings.json").read_text())["findings"] if f["section"] == "standards"]
+    assert [f["id"] for f in findings] == ["standards/answer/fp16", "standards/answer/fp32"]
+    assert "golden@ieee" in findings[1]["text"] and "0x1.0a00000000000p+4" in findings[1]["text"]
+    assert _check_findings(folder) >= 2 * 11

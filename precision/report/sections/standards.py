@@ -69,8 +69,8 @@ def summary_table(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 
 def blind_table(stats, variants) -> pd.DataFrame:
-    """One row per (kind, machine, format, witness): the variants sharing it, their count, the worst witness (hex
-    inputs, output, exact value, its ulp error or r) and its ``precision explain`` line."""
+    """One row per (kind, machine, format, witness), numbered (``row``): the variants sharing it, their count, the
+    worst witness (hex inputs, output, exact value, its ulp error or r) and its ``precision explain`` line."""
     merged = stats.merge(_KEYS).frame
     rows = []
     for kind, count_col, top_col in (("blind", "acc_blind", "blind_ulp"),
@@ -85,8 +85,8 @@ def blind_table(stats, variants) -> pd.DataFrame:
                          "pred": float(w["pred"]).hex(), "target": int(w["target"]),
                          "computed": float(w["computed"]).hex(), "exact": float(w["exact"]).hex(),
                          "explain": explain_line(r["variant"], r["machine"], r["format"], w)})
-    cols = ["kind", "variants", "machine", "format", "count", "worst", "worst_unit", "pred", "target", "computed",
-            "exact", "explain"]
+    cols = ["row", "kind", "variants", "machine", "format", "count", "worst", "worst_unit", "pred", "target",
+            "computed", "exact", "explain"]
     if not rows:
         return pd.DataFrame(columns=cols)
     t = pd.DataFrame(rows)
@@ -94,8 +94,8 @@ def blind_table(stats, variants) -> pd.DataFrame:
     t = t.assign(_v=t["variant"].map(rank)).sort_values(["kind", "format", "machine", "_v"], kind="stable")
     same = ["kind", "machine", "format", "count", "worst", "worst_unit", "pred", "target", "computed", "exact"]
     out = t.groupby(same, sort=False).agg(variants=("variant", " ".join), explain=("explain", "first")).reset_index()
-    return out[cols].sort_values(["kind", "format", "count"], ascending=[True, True, False],
-                                 kind="stable").reset_index(drop=True)
+    out = out.sort_values(["kind", "format", "count"], ascending=[True, True, False], kind="stable")
+    return out.assign(row=np.arange(1, len(out) + 1))[cols].reset_index(drop=True)
 
 
 def _answer(summary: pd.DataFrame, blind: pd.DataFrame, settings, fmt: str, label: str) -> Finding:
@@ -115,7 +115,7 @@ def _answer(summary: pd.DataFrame, blind: pd.DataFrame, settings, fmt: str, labe
     b = blind[(blind["kind"] == "blind") & (blind["format"] == fmt)]
     if len(b):
         top = b.sort_values("worst", ascending=False, kind="stable").iloc[0]
-        where = {k: top[k] for k in ("kind", "variants", "machine", "format", "pred")}
+        where = {"row": int(top["row"])}
         worst = cite("worst_blind_ulp", B, blind, where, "worst")
         nums.append(worst)
         text += (f" (worst {worst.text} ulp: {top['variants'].split()[0]} on {top['machine']} gives "
