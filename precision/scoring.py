@@ -364,9 +364,13 @@ def acceptance_columns(grouping: "Grouping", computed, golden, err_ulp, fmt, wit
         masks[f"acc_allclose_{name}"] = np.isfinite(c) & (dist <= atol + rtol * np.abs(g))
     tallied = grouping.tally(masks)
     out = {"acc_sum_r": grouping.sum(r), "acc_sum_sq": grouping.sum(sq), **tallied}
-    for (col, prefix), values in zip(ACCEPTANCE_MAXIMA.items(),
-                                     (r, np.where(blind, err, -np.inf), np.where(false_alarm, r, -np.inf))):
-        top, at = grouping.argmax(values)
+    for (col, prefix), values, where in zip(ACCEPTANCE_MAXIMA.items(), (r, err, r), (None, blind, false_alarm)):
+        if where is None:
+            top, at = grouping.argmax(values)
+        elif where.any():
+            top, at = grouping.argmax(np.where(where, values, -np.inf))
+        else:  # no point qualifies (the usual case): no maximum, no witness, without a pass over the groups
+            top, at = np.full(grouping.ids.size, -np.inf), np.zeros(grouping.ids.size, dtype=np.int64)
         none = top == -np.inf
         out[col] = np.where(none, np.nan, top)
         for name, v in (witness or {}).items():
