@@ -5,8 +5,10 @@ Three layers, after numpy's ULP helpers: ordinals live in
 per-point scores (:func:`ulp_error`, :func:`bits_error`, :func:`classify`),
 per-point scores into mergeable group statistics (:class:`GroupStats`) and
 paired comparisons of two variants on the same points (:func:`compare_points`,
-:class:`PairedStats`, :func:`verdicts`), and offers the test-only assertion
-:func:`assert_max_ulp`.  The sweep, the gate and the reports all use these;
+:class:`PairedStats`, :func:`verdicts`), adds the acceptance standards'
+per-point metrics to the group statistics (:func:`relative_error`,
+:func:`acceptance_columns`; judged by :mod:`precision.standards`), and offers
+the test-only assertion :func:`assert_max_ulp`.  The sweep, the gate and the reports all use these;
 no other module defines a max, a quantile, a class count or a paired count.
 
 Conventions (every function):
