@@ -59,6 +59,8 @@ def summary_table(verdicts: pd.DataFrame) -> pd.DataFrame:
         rows.append({"format": fmt, "cells": len(v), "ulp_pass": int(v["ulp_pass"].sum()),
                      "threshold_pass": int(v["threshold_pass"].sum()),
                      **{f"level_{name}": int((v["level"] == name).sum()) for name in (*RATIO_LEVELS, "none")},
+                     "ratio_ties": int(((v["mare_ratio"] == 1) & (v["mere_ratio"] == 1)
+                                        & (v["rmse_ratio"] == 1)).sum()),
                      "allclose_all": int((v["allclose_share"] == 1.0).sum()),
                      "threshold_pass_ulp_fail": int((v["threshold_pass"] & ~v["ulp_pass"]).sum()),
                      "ulp_pass_threshold_fail": int((~v["threshold_pass"] & v["ulp_pass"]).sum()),
@@ -98,18 +100,28 @@ def blind_table(stats, variants) -> pd.DataFrame:
     return out.assign(row=np.arange(1, len(out) + 1))[cols].reset_index(drop=True)
 
 
-def _answer(summary: pd.DataFrame, blind: pd.DataFrame, settings, fmt: str, label: str) -> Finding:
-    """One sentence per output format: which cells pass each standard and what they let through."""
+def _passing(verdicts: pd.DataFrame, fmt: str, mask) -> str:
+    """The variants whose every machine passes (``mask`` per row of ``verdicts``), in run order; ``none``."""
+    v = verdicts.assign(_ok=np.asarray(mask, dtype=bool))
+    v = v[v["format"] == fmt]
+    names = [name for name, rows in v.groupby("variant", sort=False) if rows["_ok"].all()]
+    return ", ".join(names) if names else "none"
+
+
+def _answer(summary: pd.DataFrame, blind: pd.DataFrame, verdicts: pd.DataFrame, settings, fmt: str,
+            label: str) -> Finding:
+    """One sentence per output format: which cells and variants pass each standard and what they let through."""
     w = {"format": fmt}
     n = {c: cite(c, S, summary, w, c) for c in ("cells", "ulp_pass", "threshold_pass", "level_L2", "level_none",
-                                                "allclose_all", "threshold_pass_ulp_fail", "blind", "cells_blind",
-                                                "false_alarm", "cells_false_alarm")}
+                                                "ratio_ties", "allclose_all", "threshold_pass_ulp_fail", "blind",
+                                                "cells_blind", "false_alarm", "cells_false_alarm")}
     nums = list(n.values())
     text = (f"{fmt} outputs ({label}): of {n['cells'].text} (variant, machine) cells, the ULP verdict passes "
             f"{n['ulp_pass'].text}; the threshold standard (T = {fmt_num(THRESHOLD_T[fmt])}) passes "
-            f"{n['threshold_pass'].text}, of which {n['threshold_pass_ulp_fail'].text} fail the ULP verdict; the "
-            f"ratio standard against {settings.label} reaches L2 in {n['level_L2'].text} and no level in "
-            f"{n['level_none'].text}; allclose ({settings.allclose}) passes every output in "
+            f"{n['threshold_pass'].text}, of which {n['threshold_pass_ulp_fail'].text} fail the ULP verdict "
+            f"(variants passing it on every machine: {_passing(verdicts, fmt, verdicts['threshold_pass'])}); the "
+            f"ratio standard against {settings.label} reaches L2 in {n['level_L2'].text} ({n['ratio_ties'].text} "
+            f"of them tie it on all three metrics) and no level in {n['level_none'].text}; allclose ({settings.allclose}) passes every output in "
             f"{n['allclose_all'].text}. The standards accept {n['blind'].text} outputs over "
             f"{fmt_num(BLIND_ULP)} ulps wrong or special, in {n['cells_blind'].text} cells")
     b = blind[(blind["kind"] == "blind") & (blind["format"] == fmt)]
@@ -138,7 +150,7 @@ def build(ctx) -> Section:
     summary = summary_table(verdicts)
     blind = blind_table(run.stats, run.variants)
     section.tables.update({T: standards, S: summary, B: blind})
-    findings = [_answer(summary, blind, settings, fmt, maximum_label(run, fmt)) for fmt in summary["format"]]
+    findings = [_answer(summary, blind, verdicts, settings, fmt, maximum_label(run, fmt)) for fmt in summary["format"]]
     section.findings = findings
     tol = "; ".join(f"{fmt} atol {fmt_num(a)} rtol {fmt_num(r)}"
                     for fmt, (a, r) in ALLCLOSE_PRESETS[settings.allclose].items() if fmt in set(summary["format"]))
