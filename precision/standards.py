@@ -23,7 +23,7 @@ Ratio conventions (the published standard leaves them open):
 raised to ``ratio_floor`` (default 0).  Ratios are computed only where the
 variant and the third party cover the same number of points (else NaN and
 level ``unpaired``); without the third party among the rows, ``third_party`` is ``none`` and
-``level`` ``n/a``.
+``level`` ``no_third_party``.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def standards_table(stats: GroupStats, settings: StandardsSettings | None = None
         out[f"{m}_ratio"] = np.where(paired, r, np.nan)
     out["level"] = ratio_level(out["mare_ratio"], out["mere_ratio"], out["rmse_ratio"], count)
     if third.empty:  # no third party among the rows: the ratio standard does not apply
-        out["third_party"], out["level"] = "none", "n/a"
+        out["third_party"], out["level"] = "none", "no_third_party"
     preset = f"acc_allclose_{settings.allclose}"
     for fmt in set(out["format"]):  # an unknown preset or format fails here, naming the presets
         allclose_tolerances(settings.allclose, fmt)

@@ -249,7 +249,7 @@ def test_score_judges_a_device_dump_by_the_standards_and_by_ulp():
     alone = score_outputs(inputs, device, label="dev")
     s = alone.tables["standards.csv"]
     row = s[(s["machine"] == "device") & (s["region"] == "all")].iloc[0]
-    assert row["blind"] == 1 and row["third_party"] == "none" and row["level"] == "n/a"
+    assert row["blind"] == 1 and row["third_party"] == "none" and row["level"] == "no_third_party"
     assert "row=0,col=0" in row["blind_witness"]
     line = [ln for ln in alone.lines() if ln.startswith("standards dev:")]
     assert len(line) == 1 and "blind=1 " in line[0] and "level=" not in line[0]
@@ -314,3 +314,18 @@ def test_standards_section_cites_its_tables(tmp_path):
     assert [f["id"] for f in findings] == ["standards/answer/fp16", "standards/answer/fp32"]
     assert "golden@ieee" in findings[1]["text"] and "0x1.0a00000000000p+4" in findings[1]["text"]
     assert _check_findings(folder) >= 2 * 11
+
+
+def test_standards_answer_without_the_third_party_says_the_ratio_standard_does_not_apply(tmp_path):
+    from precision.report.render import build_report
+    from test_report import _check_findings
+    import json
+    text = STUDY.replace('third_party = "golden"', 'third_party = "mmcv"')
+    run_study(parse_study(text, str(tmp_path / "std.toml")), tmp_path / "runs" / "std", cache_dir=tmp_path / "cache",
+              workers=1)
+    t = pd.read_csv(tmp_path / "runs" / "std" / "standards.csv")
+    assert set(t["level"]) == {"no_third_party"} and set(t["third_party"]) == {"none"}
+    folder = build_report("std", tmp_path / "runs", tmp_path / "reports")
+    findings = [f for f in json.loads((folder / "findings.json").read_text())["findings"] if f["section"] == "standards"]
+    assert all("the ratio standard does not apply (mmcv@ieee is not in the run)" in f["text"] for f in findings)
+    assert _check_findings(folder) > 0

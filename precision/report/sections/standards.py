@@ -112,16 +112,21 @@ def _answer(summary: pd.DataFrame, blind: pd.DataFrame, verdicts: pd.DataFrame, 
             label: str) -> Finding:
     """One sentence per output format: which cells and variants pass each standard and what they let through."""
     w = {"format": fmt}
-    n = {c: cite(c, S, summary, w, c) for c in ("cells", "ulp_pass", "threshold_pass", "level_L2", "level_none",
-                                                "ratio_ties", "allclose_all", "threshold_pass_ulp_fail", "blind",
-                                                "cells_blind", "false_alarm", "cells_false_alarm")}
+    applies = not (verdicts.loc[verdicts["format"] == fmt, "level"] == "no_third_party").all()
+    n = {c: cite(c, S, summary, w, c) for c in ("cells", "ulp_pass", "threshold_pass", "allclose_all",
+                                                "threshold_pass_ulp_fail", "blind", "cells_blind", "false_alarm",
+                                                "cells_false_alarm")
+         + (("level_L2", "level_none", "ratio_ties") if applies else ())}
     nums = list(n.values())
     text = (f"{fmt} outputs ({label}): of {n['cells'].text} (variant, machine) cells, the ULP verdict passes "
             f"{n['ulp_pass'].text}; the threshold standard (T = {fmt_num(THRESHOLD_T[fmt])}) passes "
             f"{n['threshold_pass'].text}, of which {n['threshold_pass_ulp_fail'].text} fail the ULP verdict "
-            f"(variants passing it on every machine: {_passing(verdicts, fmt, verdicts['threshold_pass'])}); the "
-            f"ratio standard against {settings.label} reaches L2 in {n['level_L2'].text} ({n['ratio_ties'].text} "
-            f"of them tie it on all three metrics) and no level in {n['level_none'].text}; allclose ({settings.allclose}) passes every output in "
+            f"(variants passing it on every machine: {_passing(verdicts, fmt, verdicts['threshold_pass'])}); "
+            + (f"the ratio standard against {settings.label} reaches L2 in {n['level_L2'].text} "
+               f"({n['ratio_ties'].text} of them tie it on all three metrics) and no level in "
+               f"{n['level_none'].text}; " if applies else
+               f"the ratio standard does not apply ({settings.label} is not in the run); ")
+            + f"allclose ({settings.allclose}) passes every output in "
             f"{n['allclose_all'].text}. The standards accept {n['blind'].text} outputs over "
             f"{fmt_num(BLIND_ULP)} ulps wrong or special, in {n['cells_blind'].text} cells")
     b = blind[(blind["kind"] == "blind") & (blind["format"] == fmt)]
