@@ -5,7 +5,8 @@ acceptance columns of :class:`precision.scoring.GroupStats` (per-point
 definitions in :func:`precision.scoring.acceptance_columns`):
 
 * per element ``r = |actual - golden| / (|golden| + 1e-7)``, golden = the
-  oracle's exact value (float64); **MERE** = mean r, **MARE** = max r,
+  oracle's exact value (float64; setting ``golden = "rounded"``: its
+  correct rounding to the output format); **MERE** = mean r, **MARE** = max r,
   **RMSE** = sqrt(mean((actual - golden)^2)), in the output's units;
 * the **threshold standard**: pass when MERE < T and MARE < 10 T
   (:data:`precision.scoring.THRESHOLD_T`);
@@ -63,13 +64,16 @@ class StandardsSettings:
     party (default the ops-nn golden, a torch float32 composition, on the
     ieee machine); ``allclose``: the preset of ``allclose_share``;
     ``ratio_floor``: the third party's metrics are raised to at least this
-    before dividing.
+    before dividing; ``golden``: ``exact`` (the oracle's value, float64) or
+    ``rounded`` (its correct rounding to the output format), chosen when a
+    run scores its points (:class:`precision.task.Task`).
     """
 
     third_party: str = "golden"
     third_party_machine: str = "ieee"
     allclose: str = "unit_test"
     ratio_floor: float = 0.0
+    golden: str = "exact"
 
     @property
     def label(self) -> str:

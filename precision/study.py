@@ -648,6 +648,9 @@ def _check_standards_options(reader: _Reader, values: dict) -> None:
     if values.get("allclose", "unit_test") not in ALLCLOSE_PRESETS:
         raise reader.error("allclose", f"{values['allclose']!r} is not an allclose preset; expected one of "
                                        f"{', '.join(ALLCLOSE_PRESETS)}")
+    if values.get("golden", "exact") not in ("exact", "rounded"):
+        raise reader.error("golden", f"{values['golden']!r}; expected \"exact\" (the oracle's value) or "
+                                     "\"rounded\" (its correct rounding to the output format)")
     if values.get("ratio_floor", 0.0) < 0 or values.get("max_ulp", 1.0) < 0:
         key = "ratio_floor" if values.get("ratio_floor", 0.0) < 0 else "max_ulp"
         raise reader.error(key, f"{values[key]!r}; expected a non-negative number")

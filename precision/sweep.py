@@ -251,6 +251,7 @@ def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparison
     index = {v: i for i, v in enumerate(variants)}
     pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
     plugins = tuple((str(p), plugin_digest(p)) for p in study.plugins)
+    golden = (study.report.options_of("standards") if study.report is not None else {}).get("golden", "exact")
     tasks = []
     for machine in study.machines:
         for profile in study.profiles:
@@ -268,7 +269,7 @@ def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparison
                             task = Task("", machine, profile, alpha, gamma, weight, dout, study.reduction,
                                         study.count, study.targets, variants, study.region_edges, study.per_point,
                                         preds[exact], pos.take(exact), neg.take(exact), study.bracket_edges, pairs,
-                                        result_cache, plugins=plugins)
+                                        result_cache, plugins=plugins, golden=golden)
                             tasks.append(dataclasses.replace(task, key=_task_key(task)))
     return tasks
 

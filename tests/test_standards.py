@@ -329,3 +329,17 @@ def test_standards_answer_without_the_third_party_says_the_ratio_standard_does_n
     findings = [f for f in json.loads((folder / "findings.json").read_text())["findings"] if f["section"] == "standards"]
     assert all("the ratio standard does not apply (mmcv@ieee is not in the run)" in f["text"] for f in findings)
     assert _check_findings(folder) > 0
+
+
+def test_rounded_golden_setting_turns_false_alarms_off(tmp_path):
+    text = STUDY.replace('allclose = "dynamic_shape"', 'allclose = "dynamic_shape"\ngolden = "rounded"')
+    run_study(parse_study(text, str(tmp_path / "std.toml")), tmp_path / "rounded", cache_dir=tmp_path / "cache",
+              workers=1)
+    run_study(parse_study(STUDY, str(tmp_path / "std.toml")), tmp_path / "exact", cache_dir=tmp_path / "cache",
+              workers=1)
+    rounded = pd.read_csv(tmp_path / "rounded" / "standards.csv", dtype={"region": str})
+    exact = pd.read_csv(tmp_path / "exact" / "standards.csv", dtype={"region": str})
+    # a correctly rounded output is exactly its golden when the golden is rounded: r = 0, never a false alarm
+    assert rounded["false_alarm"].sum() == 0 and exact["false_alarm"].sum() > 0
+    k = (rounded["variant"] == "kernel") & (rounded["format"] == "fp32") & (rounded["region"] == "all")
+    assert (rounded.loc[k, "blind"] == 1).all()  # the q-hole output stays blind either way

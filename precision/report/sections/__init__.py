@@ -55,7 +55,8 @@ SECTION_OPTIONS = {
     "bracket": {},
     "selector": {},
     "standards": {"third_party": ("string", "golden"), "third_party_machine": ("string", "ieee"),
-                  "allclose": ("string", "unit_test"), "ratio_floor": ("number", 0.0), "max_ulp": ("number", 1.0)},
+                  "allclose": ("string", "unit_test"), "ratio_floor": ("number", 0.0), "max_ulp": ("number", 1.0),
+                  "golden": ("string", "exact")},
 }
 
 #: Sections of a study file without ``[report]`` (a section with nothing to show is left out).

@@ -147,8 +147,8 @@ def build(ctx) -> Section:
     section = Section("standards", "Acceptance standards")
     if "acc_sum_r" not in run.stats.frame.columns:
         return section
-    settings = settings_from_options({k: ctx.option("standards", k)
-                                      for k in ("third_party", "third_party_machine", "allclose", "ratio_floor")})
+    settings = settings_from_options({k: ctx.option("standards", k) for k in ("third_party", "third_party_machine",
+                                                                            "allclose", "ratio_floor", "golden")})
     max_ulp = float(ctx.option("standards", "max_ulp"))
     standards = standards_table(run.stats, settings, run.variants, run.regions)
     verdicts = verdict_table(standards, run.summary, max_ulp)
@@ -166,7 +166,9 @@ def build(ctx) -> Section:
     for f in findings:
         f.shown = True
     section.body = [
-        Para("Per element r = |actual - golden| / (|golden| + 1e-7), golden = the oracle's exact value; MERE = mean "
+        Para("Per element r = |actual - golden| / (|golden| + 1e-7), golden = "
+             + ("the oracle's exact value" if settings.golden == "exact" else
+                "the exact value correctly rounded to the output format") + "; MERE = mean "
              "r, MARE = max r, RMSE = sqrt(mean((actual - golden)^2)); a NaN or inf output gives r = inf. Threshold "
              "standard: MERE < T and MARE < 10 T (T = "
              + ", ".join(f"{k} {fmt_num(v)}" for k, v in THRESHOLD_T.items())
