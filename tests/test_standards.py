@@ -282,9 +282,11 @@ def test_unit_test_case_example_shows_what_the_test_cannot_see():
 
 
 @pytest.mark.parametrize("edit, words", [
-    (('allclose = "dynamic_shape"', 'allclose = "loose"'), "report.standards.allclose: 'loose' is not an allclose preset"),
+    (('allclose = "dynamic_shape"', 'allclose = "loose"'),
+     "report.standards.allclose: 'loose' is not an allclose preset"),
     (('third_party = "golden"', 'third_party = "nosuch"'), "report.standards.third_party: variant='nosuch' is unknown"),
-    (('allclose = "dynamic_shape"', 'ratio_floor = -1.0'), "report.standards.ratio_floor: -1.0; expected a non-negative"),
+    (('allclose = "dynamic_shape"', 'ratio_floor = -1.0'),
+     "report.standards.ratio_floor: -1.0; expected a non-negative"),
 ])
 def test_study_rejects_bad_standards_settings(edit, words):
     from precision.errors import StudyFileError
@@ -310,7 +312,8 @@ def test_standards_section_cites_its_tables(tmp_path):
     assert b["explain"].str.startswith("precision explain ").all() and b["explain"].str.contains("--format fp32").all()
     fa = blind[(blind["kind"] == "false_alarm")]
     assert (fa["format"] == "fp16").all() and (fa["worst"] > 10 * THRESHOLD_T["fp16"]).all()
-    findings = [f for f in json.loads((folder / "findings.json").read_text())["findings"] if f["section"] == "standards"]
+    findings = [f for f in json.loads((folder / "findings.json").read_text())["findings"]
+                if f["section"] == "standards"]
     assert [f["id"] for f in findings] == ["standards/answer/fp16", "standards/answer/fp32"]
     assert "golden@ieee" in findings[1]["text"] and "0x1.0a00000000000p+4" in findings[1]["text"]
     assert _check_findings(folder) >= 2 * 11
@@ -326,7 +329,8 @@ def test_standards_answer_without_the_third_party_says_the_ratio_standard_does_n
     t = pd.read_csv(tmp_path / "runs" / "std" / "standards.csv")
     assert set(t["level"]) == {"no_third_party"} and set(t["third_party"]) == {"none"}
     folder = build_report("std", tmp_path / "runs", tmp_path / "reports")
-    findings = [f for f in json.loads((folder / "findings.json").read_text())["findings"] if f["section"] == "standards"]
+    findings = [f for f in json.loads((folder / "findings.json").read_text())["findings"]
+                if f["section"] == "standards"]
     assert all("the ratio standard does not apply (mmcv@ieee is not in the run)" in f["text"] for f in findings)
     assert _check_findings(folder) > 0
 
