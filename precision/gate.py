@@ -22,6 +22,12 @@ A budgets file (``studies/budgets.toml``)::
     inf = 0
     wrong_sign = 0
     lost_inf = 0
+    mere = 2e-7                    # acceptance standards (optional): mean / max relative error, RMSE,
+    mare = 1e-4                    # the allclose share of the study's preset, outputs the standards
+    rmse = 1e-7                    # cannot see (blind: a count), the lowest ratio level ("L0", "L1",
+    min_allclose_share = 1.0       # "L2"; observed as 1, 2, 3, none as 0)
+    blind = 4000
+    min_level = "L2"
     observed = { max_ulp = 8.8e7, p99_ulp = 9.9e6, mean_bits = 2.9, share_correct = 0.33 }
     witness = "pred=0x1.0a40000000000p+4 target=0 alpha=0x1.0000000000000p-2 gamma=..."
 
@@ -57,6 +63,7 @@ import pandas as pd
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.files import atomic_open
 from precision.scoring import SPECIAL_CLASSES
+from precision.standards import LEVEL_RANK, settings_from_options, standards_table
 from precision.study import load_study
 from precision.sweep import hex_witnesses, load_stats, run_study
 
@@ -73,6 +80,13 @@ METRICS = {
     "inf": ("inf", "le"),
     "wrong_sign": ("wrong_sign", "le"),
     "lost_inf": ("lost_inf", "le"),
+    # the acceptance standards (precision.standards, with the study's [report.standards] settings)
+    "mere": ("mere", "le"),
+    "mare": ("mare", "le"),
+    "rmse": ("rmse", "le"),
+    "allclose_share": ("min_allclose_share", "ge"),
+    "blind": ("blind", "le"),
+    "level": ("min_level", "ge"),
 }
 _COUNT_METRICS = SPECIAL_CLASSES
 _BUDGET_KEYS = {"variant", "format", "machine", "region", "observed", "witness",
@@ -191,8 +205,14 @@ def load_budgets(path) -> tuple[GateSettings, list]:
             ids.append(v)
         limits = []
         for metric, (key, _) in METRICS.items():
-            if key in row:
-                limits.append((metric, _number(path, f"{where}.{key}", row[key], metric in _COUNT_METRICS)))
+            if metric == "level" and key in row:
+                if row[key] not in LEVEL_RANK:
+                    raise _error(path, f"{where}.{key}", f"{row[key]!r}; expected one of "
+                                                         f"{', '.join(repr(k) for k in LEVEL_RANK)}")
+                limits.append((metric, float(LEVEL_RANK[row[key]])))
+            elif key in row:
+                limits.append((metric, _number(path, f"{where}.{key}", row[key],
+                                               metric in _COUNT_METRICS or metric == "blind")))
             elif metric in _COUNT_METRICS:
                 limits.append((metric, 0.0))
         observed = row.get("observed", {})
@@ -224,6 +244,13 @@ def measure(run_dir) -> pd.DataFrame:
     table = hex_witnesses(pd.concat([overall, by_region], ignore_index=True))
     for col in SPECIAL_CLASSES:
         table[col] = table[col].astype(float)
+    if "acc_sum_r" in stats.frame.columns:
+        report = json.loads((Path(run_dir) / "run.json").read_text()).get("report") or {}
+        settings = settings_from_options((report.get("options") or {}).get("standards"))
+        acc = standards_table(stats, settings)[keys + ["region", "mere", "mare", "rmse", "allclose_share", "blind",
+                                                       "level"]]
+        acc = acc.assign(blind=acc["blind"].astype(float), level=acc["level"].map(LEVEL_RANK).astype(float))
+        table = table.merge(acc, on=keys + ["region"], how="left")
     return table
 
 

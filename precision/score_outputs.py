@@ -44,6 +44,11 @@ Files (``OUT``, default ``out/score/<label>``), written atomically:
     element where the device and the emulation differ (``row``, ``col``,
     inputs in hex, ``device``, ``emulated``, ``rounded`` in hex, their ulp
     errors and classes, ``outcome``).
+``standards.csv``
+    The acceptance standards (:func:`precision.standards.standards_table`):
+    MERE, MARE, RMSE, the threshold standard, allclose (``unit_test``),
+    blind spots and false alarms per variant and region; with a comparison,
+    the ratio levels with the compared variant as the third party.
 ``score.json``
     The input files and their SHA-256, shape, dtypes, attributes, count,
     label, the comparison, oracle and package versions.
@@ -78,6 +83,7 @@ from precision.report.page import write_folder, write_page
 from precision.report.sections.verdicts import verdict_grid
 from precision.scoring import (CLASS_NAMES, OUTCOME_NAMES, VERDICT_RULE, GroupStats, Grouping, PairedStats,
                                bits_error, classify, compare_points, outputs_changed, ulp_error)
+from precision.standards import StandardsSettings, standards_table
 from precision.study import DEFAULT_REGION_EDGES
 from precision.sweep import comparison_table, hex_witnesses, region_labels
 from precision.terms import TermTable, derive_gradient, focal_term_tables
@@ -319,6 +325,14 @@ class ScoreResult:
                f"witness=row={h['witness_row']},col={h['witness_col']},pred={h['witness_pred']},"
                f"target={h['witness_target']},weight={h['witness_weight']},dout={h['witness_dout']},"
                f"computed={_hex(h['witness_computed'])},exact={float(h['witness_exact'])!r}"]
+        s = self.tables["standards.csv"]
+        s = s[(s["machine"] == DEVICE_MACHINE) & (s["region"] == "all")].iloc[0]
+        ratios = (f" vs {s['third_party']}: mare_ratio={_g(s['mare_ratio'])} mere_ratio={_g(s['mere_ratio'])} "
+                  f"rmse_ratio={_g(s['rmse_ratio'])} level={s['level']}" if s["third_party"] != "none" else "")
+        out.append(f"standards {self.label}: mere={_g(s['mere'])} mare={_g(s['mare'])} rmse={_g(s['rmse'])} "
+                   f"threshold(T={_g(s['threshold_T'])})={'pass' if s['threshold_pass'] else 'fail'}{ratios} "
+                   f"allclose_share={_g(s['allclose_share'])} blind={int(s['blind'])} "
+                   f"false_alarm={int(s['false_alarm'])} mare_witness={s['mare_witness'] or 'none'}")
         if self.comparisons is not None and len(self.comparisons):
             c = self.comparisons[self.comparisons["region"] == "all"].iloc[0]
             agree = int(c["count"]) - int(c["changed"])
@@ -419,7 +433,8 @@ def score_outputs(inputs: OperatorInputs, outputs, *, label: str = "device", cou
         bits = bits_error(computed, rounded, fmt)
         cls = classify(computed, rounded)
         c64 = computed.astype(np.float64)
-        parts.append(GroupStats.reduce(grouping, err, bits, cls, witness={**witness, "computed": c64, "exact": hi})
+        parts.append(GroupStats.reduce(grouping, err, bits, cls, witness={**witness, "computed": c64, "exact": hi},
+                                       acceptance=(c64, hi, fmt))
                      .with_columns(variant=name, machine=mach))
         scores.append((computed, err, bits, cls))
         idx = np.flatnonzero(~(err <= 1.0))
@@ -445,6 +460,8 @@ def score_outputs(inputs: OperatorInputs, outputs, *, label: str = "device", cou
               "groups.csv": table(keys)}
     for name in tables:
         tables[name] = _order(tables[name], [v for v, _, _ in variants], regions)
+    third = StandardsSettings(third_party=compare_with or "", third_party_machine=machine)
+    tables["standards.csv"] = standards_table(stats, third, [v for v, _, _ in variants], regions)
     points = pd.concat(kept, ignore_index=True)
     dev = points[points["machine"] == DEVICE_MACHINE]
     worst = dev.assign(_e=dev["err_ulp"].fillna(np.inf)).sort_values("_e", ascending=False, kind="stable") \
@@ -615,6 +632,15 @@ def _blocks(r: ScoreResult, meta: dict) -> tuple:
             d = d.sort_values("_k", ascending=False, kind="stable").drop(columns="_k").head(WORST_SHOWN)
             first.append(Details(f"The {len(d)} largest disagreements", [Table(d.reset_index(drop=True),
                                                                                "disagreements.csv")]))
+    st = r.tables["standards.csv"]
+    first += [Heading("Acceptance standards", 2, "standards"),
+              Table(st.loc[st["region"] == "all", [c for c in st.columns if not c.endswith("_witness")]]
+                    .reset_index(drop=True), "standards.csv", " (every region and the witnesses in hex)"),
+              Para("r = |output - exact| / (|exact| + 1e-7); MERE = mean r, MARE = max r, RMSE in output units; "
+                   "threshold: MERE < T and MARE < 10 T; level: the highest ratio level (L0, L1, L2) against the "
+                   "third party (--compare-with); allclose: the unit_test preset; blind: outputs accepted "
+                   "element-wise (r <= 10 T) yet special or over 1024 ulps wrong; false_alarm: correctly rounded "
+                   "outputs with r > 10 T (precision.standards).", "rule")]
     first += [Heading("Worst elements", 2, "worst")]
     if len(r.worst):
         first.append(Table(r.worst[_WORST_COLUMNS].reset_index(drop=True), "points.parquet",

@@ -5,8 +5,10 @@ Three layers, after numpy's ULP helpers: ordinals live in
 per-point scores (:func:`ulp_error`, :func:`bits_error`, :func:`classify`),
 per-point scores into mergeable group statistics (:class:`GroupStats`) and
 paired comparisons of two variants on the same points (:func:`compare_points`,
-:class:`PairedStats`, :func:`verdicts`), and offers the test-only assertion
-:func:`assert_max_ulp`.  The sweep, the gate and the reports all use these;
+:class:`PairedStats`, :func:`verdicts`), adds the acceptance standards'
+per-point metrics to the group statistics (:func:`relative_error`,
+:func:`acceptance_columns`; judged by :mod:`precision.standards`), and offers
+the test-only assertion :func:`assert_max_ulp`.  The sweep, the gate and the reports all use these;
 no other module defines a max, a quantile, a class count or a paired count.
 
 Conventions (every function):
@@ -60,6 +62,8 @@ __all__ = [
     "GARBAGE_ULP", "SIGNIFICANCE", "VERDICTS", "VERDICT_RULE", "OUTCOME_NAMES", "FIX_QUALITIES",
     "outputs_changed", "compare_points", "PairedStats", "PAIR_SUMS", "CHANGED_QUALITIES", "changed_quality", "sign_test", "verdicts",
     "Summary", "summarize", "assert_max_ulp",
+    "RELATIVE_FLOOR", "THRESHOLD_T", "BLIND_ULP", "ALLCLOSE_PRESETS", "ACCEPTANCE_MAXIMA", "relative_error",
+    "allclose_tolerances", "acceptance_columns",
 ]
 
 # ---------------------------------------------------------------------------
@@ -291,6 +295,92 @@ def histogram_quantiles(keys, bins, counts, qs, edge=bin_upper_edge) -> np.ndarr
 
 
 # ---------------------------------------------------------------------------
+# Acceptance standards' per-point metrics (Ascend's operator precision standards, allclose)
+# ---------------------------------------------------------------------------
+
+#: The floor in the relative error's denominator: ``r = |actual - golden| / (|golden| + 1e-7)``.
+RELATIVE_FLOOR = 1e-7
+#: The single-benchmark threshold T per output format: pass when MERE < T and MARE < 10 T.
+THRESHOLD_T = {"fp16": 2.0 ** -10, "bf16": 2.0 ** -7, "fp32": 2.0 ** -13}
+#: An output accepted element-wise (r <= 10 T) but over this many ulps wrong (or special) is ``blind``.
+BLIND_ULP = 2.0 ** 10
+#: allclose presets: name -> {format: (atol, rtol)}; passes when ``|a - g| <= atol + rtol |g|``.
+#: ``dynamic_shape``: the operator's dynamic-shape example (every format); ``unit_test``: its kernel unit
+#: test (fp16 and fp32 as the test; bf16, which it does not cover, takes the fp16 tolerances).
+ALLCLOSE_PRESETS = {
+    "dynamic_shape": {"fp16": (1e-3, 2e-3), "bf16": (1e-3, 2e-3), "fp32": (1e-3, 2e-3)},
+    "unit_test": {"fp16": (2e-2, 2e-2), "bf16": (2e-2, 2e-2), "fp32": (8e-4, 2e-3)},
+}
+#: Maxima of the acceptance columns -> their witness prefix (see :func:`acceptance_columns`).
+ACCEPTANCE_MAXIMA = {"mare": "mare_witness_", "blind_ulp": "blind_witness_", "false_alarm_r": "false_alarm_witness_"}
+
+
+def relative_error(computed, golden) -> np.ndarray:
+    """The standards' relative error ``|computed - golden| / (|golden| + 1e-7)`` (float64).
+
+    ``golden`` is the exact value (float64); a NaN or infinite output scores
+    inf (0 when it equals an infinite golden).
+    """
+    c = np.asarray(computed, dtype=np.float64)
+    g = np.asarray(golden, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.abs(c - g) / (np.abs(g) + RELATIVE_FLOOR)
+    return np.where(np.isfinite(c), r, np.where(c == g, 0.0, np.inf))
+
+
+def allclose_tolerances(preset: str, fmt: str) -> tuple[float, float]:
+    """(atol, rtol) of an allclose preset for an output format (KeyError naming the presets if unknown)."""
+    if preset not in ALLCLOSE_PRESETS:
+        raise KeyError(f"{preset!r} is not an allclose preset; expected one of {', '.join(ALLCLOSE_PRESETS)}")
+    return ALLCLOSE_PRESETS[preset][get_format(fmt).name]
+
+
+def acceptance_columns(grouping: "Grouping", computed, golden, err_ulp, fmt, witness=None) -> dict:
+    """Mergeable per-group sums and maxima of the acceptance standards.
+
+    Sums (``acc_*``): ``acc_sum_r`` (the relative errors, inf with any
+    NaN/inf output), ``acc_sum_sq`` (squared absolute errors, for RMSE),
+    ``acc_blind`` (r <= 10 T and the output special or over :data:`BLIND_ULP`
+    ulps), ``acc_false_alarm`` (correctly rounded, <= 0.5 ulp, and r > 10 T)
+    and ``acc_allclose_<preset>`` per :data:`ALLCLOSE_PRESETS`.  Maxima:
+    ``mare`` (max r), ``blind_ulp`` (the largest ulp error among blind
+    outputs, NaN when none), ``false_alarm_r`` (the largest r among false
+    alarms); each with the witness columns ``<prefix><name>`` of
+    :data:`ACCEPTANCE_MAXIMA` taken from ``witness`` (name -> per-point array).
+    """
+    fmt = get_format(fmt)
+    c = np.asarray(computed, dtype=np.float64).ravel()
+    g = np.asarray(golden, dtype=np.float64).ravel()
+    err = np.asarray(err_ulp, dtype=np.float64).ravel()
+    err = np.where(np.isnan(err), np.inf, err)
+    r = relative_error(c, g)
+    limit = 10 * THRESHOLD_T[fmt.name]
+    blind = (r <= limit) & ~(err <= BLIND_ULP)
+    false_alarm = (err <= 0.5) & (r > limit)
+    with np.errstate(invalid="ignore", over="ignore"):
+        sq = np.where(np.isfinite(c), (c - g) ** 2, np.inf)
+        dist = np.abs(c - g)
+    masks = {"acc_blind": blind, "acc_false_alarm": false_alarm}
+    for name in ALLCLOSE_PRESETS:
+        atol, rtol = allclose_tolerances(name, fmt.name)
+        masks[f"acc_allclose_{name}"] = np.isfinite(c) & (dist <= atol + rtol * np.abs(g))
+    tallied = grouping.tally(masks)
+    out = {"acc_sum_r": grouping.sum(r), "acc_sum_sq": grouping.sum(sq), **tallied}
+    for (col, prefix), values, where in zip(ACCEPTANCE_MAXIMA.items(), (r, err, r), (None, blind, false_alarm)):
+        if where is None:
+            top, at = grouping.argmax(values)
+        elif where.any():
+            top, at = grouping.argmax(np.where(where, values, -np.inf))
+        else:  # no point qualifies (the usual case): no maximum, no witness, without a pass over the groups
+            top, at = np.full(grouping.ids.size, -np.inf), np.zeros(grouping.ids.size, dtype=np.int64)
+        none = top == -np.inf
+        out[col] = np.where(none, np.nan, top)
+        for name, v in (witness or {}).items():
+            out[f"{prefix}{name}"] = _blank(np.asarray(v).ravel()[at], none)
+    return out
+
+
+# ---------------------------------------------------------------------------
 # Groups of points
 # ---------------------------------------------------------------------------
 
@@ -517,6 +607,8 @@ class _Mergeable:
             if np.issubdtype(f[col].dtype, np.integer):
                 out[col] = out[col].astype(np.int64)
         for col, prefix in self.MAXIMA.items():
+            if col not in f.columns:  # optional maxima (the acceptance columns) absent from these groups
+                continue
             v = f[col].to_numpy(np.float64)
             v = np.where(np.isnan(v), -np.inf, v)
             pick = np.lexsort((np.arange(v.size), -v, key))  # per key: largest first, then row order
@@ -567,12 +659,14 @@ class GroupStats(_Mergeable):
     """
 
     SUMS = STAT_SUMS
-    SUM_PREFIXES = ("fired_",)  # counts of guard decisions (precision.task.DECISIONS)
-    MAXIMA = {"max_ulp": "witness_", "max_finite_ulp": "finite_witness_"}
+    # counts of guard decisions (precision.task.DECISIONS); the acceptance sums (acceptance_columns)
+    SUM_PREFIXES = ("fired_", "acc_")
+    MAXIMA = {"max_ulp": "witness_", "max_finite_ulp": "finite_witness_", **ACCEPTANCE_MAXIMA}
     BINS = HIST_BINS
 
     @classmethod
-    def reduce(cls, grouping: Grouping, err_ulp, err_bits, classes, witness=None, counts=None) -> "GroupStats":
+    def reduce(cls, grouping: Grouping, err_ulp, err_bits, classes, witness=None, counts=None,
+               acceptance=None) -> "GroupStats":
         """Statistics of each nonempty group of ``grouping`` from per-point scores.
 
         Parameters
@@ -586,24 +680,28 @@ class GroupStats(_Mergeable):
         counts : dict of str to array_like of bool, optional
             Further per-group counts, named with a :attr:`SUM_PREFIXES`
             prefix (``fired_g5``: where a guard's decision held).
+        acceptance : tuple (computed, golden, fmt), optional
+            Adds the acceptance standards' columns (:func:`acceptance_columns`,
+            witnesses from ``witness``).
 
         Returns
         -------
         GroupStats
             Key column ``group`` (the group id).
         """
-        columns, hist = cls._reduce_columns(grouping, err_ulp, err_bits, classes, witness, counts)
+        columns, hist = cls._reduce_columns(grouping, err_ulp, err_bits, classes, witness, counts, acceptance)
         return cls(pd.DataFrame(columns), pd.DataFrame(dict(zip(("row", "bin", "count"), hist))))
 
     @classmethod
     def reduce_to_arrays(cls, grouping: Grouping, err_ulp, err_bits, classes, prefix: str, witness=None,
-                         counts=None) -> dict:
+                         counts=None, acceptance=None) -> dict:
         """:meth:`reduce` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built)."""
-        columns, hist = cls._reduce_columns(grouping, err_ulp, err_bits, classes, witness, counts)
+        columns, hist = cls._reduce_columns(grouping, err_ulp, err_bits, classes, witness, counts, acceptance)
         return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": np.stack(hist).astype(np.int64)}
 
     @staticmethod
-    def _reduce_columns(grouping: Grouping, err_ulp, err_bits, classes, witness, counts) -> tuple[dict, tuple]:
+    def _reduce_columns(grouping: Grouping, err_ulp, err_bits, classes, witness, counts,
+                        acceptance=None) -> tuple[dict, tuple]:
         """The columns of :meth:`reduce` as a dict of arrays, and its sparse histogram (rows, bins, counts)."""
         err = np.asarray(err_ulp, dtype=np.float64).ravel()
         cls_ = np.asarray(classes).ravel()
@@ -624,6 +722,9 @@ class GroupStats(_Mergeable):
             frame[f"witness_{name}"] = v[at]
             frame[f"finite_witness_{name}"] = _blank(v[fat], ftop == -np.inf)
         frame.update({name: tallied[name] for name in (counts or {})})
+        if acceptance is not None:
+            computed, golden, fmt = acceptance
+            frame.update(acceptance_columns(grouping, computed, golden, err, fmt, witness))
         return frame, grouping.histogram(histogram_bins(err), HIST_BINS)
 
     def table(self, keys=None) -> pd.DataFrame:
@@ -646,7 +747,7 @@ class GroupStats(_Mergeable):
                        "p999_ulp": q[:, 2]}
         for col in STAT_COLUMNS:
             out[col] = derived[col] if col in derived else f[col].to_numpy()
-        for col in (c for c in f.columns if c.startswith(self.SUM_PREFIXES)):
+        for col in (c for c in f.columns if c.startswith("fired_")):
             out[col] = f[col].to_numpy()
         for col in (c for c in f.columns if c.startswith(("witness_", "finite_witness_"))):
             out[col] = f[col].to_numpy()

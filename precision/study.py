@@ -636,8 +636,34 @@ def _parse_report(top: _Reader, data: dict) -> ReportSpec:
         for key, (kind, _default) in SECTION_OPTIONS[name].items():
             if sub.has(key):
                 values.append((key, _report_option(sub, key, kind)))
+        if name == "standards":
+            _check_standards_options(sub, dict(values))
         options.append((name, tuple(values)))
     return ReportSpec(tuple(dict.fromkeys(sections)), tuple(options))
+
+
+def _check_standards_options(reader: _Reader, values: dict) -> None:
+    """``[report.standards]``: a known allclose preset and third party, a machine, a floor >= 0."""
+    from precision.scoring import ALLCLOSE_PRESETS
+    if values.get("allclose", "unit_test") not in ALLCLOSE_PRESETS:
+        raise reader.error("allclose", f"{values['allclose']!r} is not an allclose preset; expected one of "
+                                       f"{', '.join(ALLCLOSE_PRESETS)}")
+    if values.get("golden", "exact") not in ("exact", "rounded"):
+        raise reader.error("golden", f"{values['golden']!r}; expected \"exact\" (the oracle's value) or "
+                                     "\"rounded\" (its correct rounding to the output format)")
+    if values.get("ratio_floor", 0.0) < 0 or values.get("max_ulp", 1.0) < 0:
+        key = "ratio_floor" if values.get("ratio_floor", 0.0) < 0 else "max_ulp"
+        raise reader.error(key, f"{values[key]!r}; expected a non-negative number")
+    if "third_party" in values:
+        try:
+            get_variant(values["third_party"])
+        except PrecisionError as exc:
+            raise reader.error("third_party", str(exc)) from None
+    if "third_party_machine" in values:
+        try:
+            get_machine(values["third_party_machine"])
+        except PrecisionError as exc:
+            raise reader.error("third_party_machine", str(exc)) from None
 
 
 def _report_option(reader: _Reader, key: str, kind: str):

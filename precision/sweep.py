@@ -102,7 +102,8 @@ from precision.attribution_table import write_attribution
 from precision.comparisons import find_comparisons
 from precision.guards import variant_names
 from precision.plugins import plugin_digest
-from precision.scoring import CLASS_NAMES, GroupStats, PairedStats
+from precision.standards import settings_from_options, standards_table
+from precision.scoring import ACCEPTANCE_MAXIMA, CLASS_NAMES, GroupStats, PairedStats
 from precision.study import Study, study_preds_by_gamma
 from precision import threshold_search
 from precision.frames import frame_from_arrays, frame_to_arrays
@@ -251,6 +252,7 @@ def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparison
     index = {v: i for i, v in enumerate(variants)}
     pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
     plugins = tuple((str(p), plugin_digest(p)) for p in study.plugins)
+    golden = (study.report.options_of("standards") if study.report is not None else {}).get("golden", "exact")
     tasks = []
     for machine in study.machines:
         for profile in study.profiles:
@@ -268,7 +270,7 @@ def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparison
                             task = Task("", machine, profile, alpha, gamma, weight, dout, study.reduction,
                                         study.count, study.targets, variants, study.region_edges, study.per_point,
                                         preds[exact], pos.take(exact), neg.take(exact), study.bracket_edges, pairs,
-                                        result_cache, plugins=plugins)
+                                        result_cache, plugins=plugins, golden=golden)
                             tasks.append(dataclasses.replace(task, key=_task_key(task)))
     return tasks
 
@@ -377,7 +379,7 @@ _WITNESS_INPUTS = ("pred", "target", "alpha", "gamma", "weight", "dout")
 
 
 #: Witness families of the raw tables (the prefixes of their columns) and the inputs each names.
-WITNESS_PREFIXES = ("witness_", "finite_witness_", "gain_witness_", "loss_witness_")
+WITNESS_PREFIXES = ("witness_", "finite_witness_", "gain_witness_", "loss_witness_", *ACCEPTANCE_MAXIMA.values())
 _HEX_INPUTS = ("pred", "alpha", "gamma", "weight", "dout")
 
 
@@ -546,7 +548,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     stats = GroupStats.concat(stats_parts)
     f = stats.frame
     cols = {"variant": names[f["variant"].to_numpy(np.int64)], **context.keys(f)}
-    for prefix in ("witness_", "finite_witness_"):
+    for prefix in ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()):
         cols.update(context.witness_inputs(f, prefix, cols["target"]))
     stats = GroupStats(f.drop(columns=["group", "task"]).assign(**cols), stats.hist)
     order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
@@ -580,6 +582,8 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
                                                  separate=study.separate)
     for name, t in tables.items():
         _atomic_csv(out / name, hex_witnesses(t))
+    options = study.report.options_of("standards") if study.report is not None else {}
+    _atomic_csv(out / "standards.csv", standards_table(stats, settings_from_options(options), variants, region_names))
     # the fine groups' raw sums and histograms, for re-merging by reports and the gate
     atomic_write_npz(out / "hist.npz", {c: stats.hist[c].to_numpy() for c in ("row", "bin", "count")})
     _atomic_parquet(out / "groups_raw.parquet", stats.frame)

@@ -192,6 +192,7 @@ class Task:
     result_cache: str | None = None
     chunk_file: str | None = None
     plugins: tuple = ()  # (path, digest) of each plugin file its variants need (precision.plugins)
+    golden: str = "exact"  # the acceptance standards' golden: the exact value, or its rounding to the format
 
 
 def task_digest(task: Task) -> str:
@@ -204,6 +205,7 @@ def task_digest(task: Task) -> str:
                              dout=float(task.dout).hex(), reduction=task.reduction, count=task.count,
                              targets=list(task.targets), regions=[float(e).hex() for e in task.region_edges],
                              brackets=[float(e).hex() for e in task.bracket_edges], per_point=task.per_point,
+                             golden=task.golden,
                              oracle=ORACLE_VERSION, layout=RESULTS_VERSION, shared=shared_digest()),
                         sort_keys=True).encode())
     return h.hexdigest()
@@ -355,7 +357,9 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     err, bits, cls = tensor.scorer.score(computed)
     c64 = computed.astype(np.float64)
     stats = GroupStats.reduce_to_arrays(grouping, err, bits, cls, "stats", counts=fired,
-                                        witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]})
+                                        witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]},
+                                        acceptance=(c64, tensor.exact[0] if task.golden == "exact"
+                                                    else tensor.rounded.astype(np.float64), fmt))
     per_pred = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T).max(axis=1)
     pred_max = np.full(PRED_BIN_EDGES.size - 1, np.nan, dtype=np.float32)
     with np.errstate(over="ignore"):

@@ -26,6 +26,9 @@ section         what it shows
 ``q``           q = 1 - p, ln p and the powers as x grows; where errors start
 ``bracket``     errors by band of the bracket's cancellation factor C
 ``selector``    statistics per selector and region
+``standards``   the acceptance standards (MERE / MARE / RMSE threshold and
+                ratio levels, allclose) beside the ULP verdict, and what they
+                cannot see (blind spots, false alarms)
 ==============  ===============================================================
 """
 
@@ -52,6 +55,9 @@ SECTION_OPTIONS = {
           "gamma": ("number", 2.0), "machine": ("string", "npu")},
     "bracket": {},
     "selector": {},
+    "standards": {"third_party": ("string", "golden"), "third_party_machine": ("string", "ieee"),
+                  "allclose": ("string", "unit_test"), "ratio_floor": ("number", 0.0), "max_ulp": ("number", 1.0),
+                  "golden": ("string", "exact")},
 }
 
 #: Sections of a study file without ``[report]`` (a section with nothing to show is left out).
