@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from precision.report.document import Bullets, Details, Heading, Para, Section, Table
+from precision.report.answers import Answer
+from precision.report.document import Details, Heading, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num
 from precision.report.tables import maximum_label
 from precision.scoring import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, THRESHOLD_T, SPECIAL_CLASSES
@@ -142,6 +143,15 @@ def _answer(summary: pd.DataFrame, blind: pd.DataFrame, verdicts: pd.DataFrame, 
     return Finding(f"standards/answer/{fmt}", "standards", text, nums, 12)
 
 
+#: The question the section answers.
+QUESTION = "Would the team's acceptance standards pass these variants, and what do they let through?"
+
+
+def _blind_count(summary: pd.DataFrame, fmt: str) -> int:
+    """Outputs the standards accept while over the blind threshold, in one output format."""
+    return int(summary.loc[summary["format"] == fmt, "blind"].sum())
+
+
 def build(ctx) -> Section:
     run = ctx.run
     section = Section("standards", "Acceptance standards")
@@ -162,7 +172,11 @@ def build(ctx) -> Section:
     levels = "; ".join(f"{name}: MARE <= {fmt_num(v['mare'])}, MERE <= {fmt_num(v['mere'])}, RMSE <= "
                        f"{fmt_num(v['rmse'])}, at least {fmt_num(v['min_count'])} cases"
                        for name, v in RATIO_LEVELS.items())
-    section.first = [Heading("Acceptance standards", 2, "standards-answer"), Bullets([f.text for f in findings])]
+    # the sentences open the page with the other answers (render: the answers block), not a second time here
+    section.answers = [Answer(QUESTION, f.text, f.numbers, subject="acceptance standards",
+                              comparison=f"threshold, ratio vs {settings.label}, allclose ({settings.allclose})",
+                              format=fmt, verdict="blind" if _blind_count(summary, fmt) else "sees every error")
+                       for f, fmt in zip(findings, summary["format"])]
     for f in findings:
         f.shown = True
     section.body = [
