@@ -165,6 +165,10 @@ def test_opcount_ratio(gamma):
     # the witnesses of the fixed-scale recovery: 4.28 ulp (npu, README) and 4.153 ulp (both hunts)
     ("0x1.82895ep-1", 1, 0.25, -3.0, 1.28),
     ("-0x1.03e42ep-1", 0, 0.25, -3.0, 1.15),
+    # the maximum both committed hunts found with the 2^n-scaled recovery (studies/hunts), and a
+    # shorter npu hunt's
+    ("0x1.b2e8d2p+3", 0, 1.0, 5.0, 3.266),
+    ("0x1.be9b5cp+3", 0, 1.0, 5.0, 3.203),
 ])
 @pytest.mark.parametrize("model", ["ieee", "npu"])
 def test_hunted_witnesses_within_target(model, pred, t, alpha, gamma, want_ulp):
