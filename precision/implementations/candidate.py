@@ -19,14 +19,17 @@ Steps (u = 2^-24, the unit roundoff of fp32; "double-float" = an unevaluated
 sum hi + lo of two fp32 values):
 
 1. **e and its rounding error.**  ``e = Exp(-ax)``; its relative error is
-   recovered as ``el/e = ln(k*e_true) - Ln(k*e)`` with ``k = 4`` on
-   ``[0.6875, 2.5)`` and ``k = 1`` below (``ln(4) = LN4_HI + LN4_LO``, the
-   first sum exact by Sterbenz), so ``|ln(k*e)| < 0.7`` up to |x| = 2.08
-   (the Ln result's own rounding, which bounds what is recovered, is then at
-   most u/2) and ``< 1.12`` up to 2.5 (at most u); above 2.5 ``el = 0``
-   (there the raw Exp is as good and ``e`` matters less).  Near the roots of A this is the error that
-   remains: a relative error eps in ``e`` changes the bracket by about
-   ``C * eps`` (C = its cancellation factor).
+   recovered as ``el/e = ln(2^n e_true) - Ln(2^n e)`` with ``n = round(ax/ln2)``
+   (adding and subtracting 1.5*2^23), ``2^n = fma(fma(n*n, 1/6, 5/6), n, 1)``
+   (constants rounded to float32; exact for n = 0..3), ``2^n e`` exact and ``n ln2 - ax`` exact in one fma
+   with ``ln2 = LN2_HI + LN2_LO``.  Then ``|ln(2^n e)| <= ln(2)/2``, so the Ln
+   result's own rounding, which bounds what is recovered, is at most u/4;
+   for n > 3 (|x| > 2.43) ``el = 0`` (there the raw Exp is as good and ``e``
+   matters less).  Near the roots of A this is the error that remains: a
+   relative error eps in ``e`` changes the bracket by about ``C * eps``
+   (C = its cancellation factor).  A fixed scale (4 on [0.6875, 2.5), 1
+   below) left up to u/2 (u above |x| = 2.39): at gamma = -3, C = 2.65 that
+   gave 4.28 ulp (pred 0x1.82895ep-1, target 1).
 2. **z = e/(2+e) as zh + zl.**  ``zh = Div0ulp(e, 2+e)``; the residual
    ``e - zh*(2+e) = fma(-zh, e, fma(-2, zh, e))`` (the inner step is exact:
    ``2zh`` is within a factor 2 of ``e``) and ``el`` give
@@ -102,17 +105,20 @@ from precision.implementations.common import (
 )
 from precision.steps import Recipe, RecipeCall, Step, sum_cond
 
-__all__ = ["candidate", "LOG1P_TAIL_COEFFS", "SHIFT_RANGE", "LN_SCALED_RANGE", "CANDIDATE_RECIPE",
+__all__ = ["candidate", "LOG1P_TAIL_COEFFS", "SHIFT_RANGE", "LN_SCALE_MAX", "CANDIDATE_RECIPE",
            "candidate_constants", "candidate_call"]
 
 #: Horner coefficients (highest order first) of T(w) = sum_{k>=1} 2 w^(k-1)/(2k+1), k = 1..7.
 LOG1P_TAIL_COEFFS = tuple(np.float32(2.0 / (2 * k + 1)) for k in range(7, 0, -1))
 #: Exp argument range of the small-base power: exp(-80) is normal, exp(88) < FLT_MAX.
 SHIFT_RANGE = (np.float32(-80.0), np.float32(88.0))
-#: |x| range where e's error is read from Ln(4e) instead of Ln(e); none above it.
-LN_SCALED_RANGE = (np.float32(0.6875), np.float32(2.5))
-LN4_HI = np.float32(mpmath.log(4))
-LN4_LO = np.float32(mpmath.log(4) - mpmath.mpf(float(LN4_HI)))
+#: ln 2 as an unevaluated float32 pair (n * LN2_HI - |x| is exact for the n used, n <= LN_SCALE_MAX).
+LN2_HI = np.float32(mpmath.log(2))
+LN2_LO = np.float32(mpmath.log(2) - mpmath.mpf(float(LN2_HI)))
+#: The largest n of the scale 2^n of e read by Ln: 2^n = (n^3 + 5n)/6 + 1 is exact only for n = 0..3.
+LN_SCALE_MAX = 3
+#: Adding and subtracting 1.5 * 2^23 rounds a float32 in [0, 2^22) to an integer.
+ROUND_MAGIC = np.float32(1.5 * 2 ** 23)
 
 
 def _exponent_cap(g1: float) -> float:
@@ -137,11 +143,13 @@ class CandidateConstants:
     zero: np.ndarray
     m_two: np.ndarray
     m_one: np.ndarray
-    four: np.ndarray
-    ln4_hi: np.ndarray
-    ln4_lo: np.ndarray
-    r_scaled_lo: np.ndarray
-    r_scaled_hi: np.ndarray
+    inv_ln2: np.ndarray
+    round_magic: np.ndarray
+    sixth: np.ndarray
+    five_sixths: np.ndarray
+    ln2_hi: np.ndarray
+    ln2_lo: np.ndarray
+    n_max: np.ndarray
     tail: tuple
     g: np.ndarray
     ng: np.ndarray
@@ -176,8 +184,8 @@ def candidate_constants(machine, inputs, count: int) -> CandidateConstants:
     g1l = np.float32(g1 - float(g1h))
     return CandidateConstants(
         one=scalar(1.0), two=scalar(2.0), zero=scalar(0.0), m_two=scalar(-2.0), m_one=scalar(-1.0),
-        four=scalar(4.0), ln4_hi=scalar(LN4_HI), ln4_lo=scalar(LN4_LO),
-        r_scaled_lo=scalar(LN_SCALED_RANGE[0]), r_scaled_hi=scalar(LN_SCALED_RANGE[1]),
+        inv_ln2=scalar(1.0 / math.log(2.0)), round_magic=scalar(ROUND_MAGIC), sixth=scalar(1.0 / 6.0),
+        five_sixths=scalar(5.0 / 6.0), ln2_hi=scalar(LN2_HI), ln2_lo=scalar(LN2_LO), n_max=scalar(LN_SCALE_MAX),
         tail=tuple(scalar(c) for c in LOG1P_TAIL_COEFFS),
         g=scalar(host.g), ng=scalar(-host.g), ng_half=scalar(-0.5 * host.g),
         g1h=scalar(g1h), ng1h=scalar(-g1h), ng1l=scalar(-g1l), has_g1l=bool(g1l != 0),
@@ -234,21 +242,22 @@ def _steps() -> list:
         S("ax", ("x",), lambda m, c, k, x: m.abs(x), "exact", exact=lambda Q: Q.ax, formula="|x|"),
         S("nax", ("ax",), lambda m, c, k, a: m.neg(a), "exact", exact=lambda Q: -Q.ax, formula="-|x|"),
         S("e", ("nax",), lambda m, c, k, y: m.exp(y, ftz=False), "exp", exact=lambda Q: Q.e, formula="Exp(-|x|)"),
-        S("ln_scaled", ("ax",), lambda m, c, k, a: m.ge(a, c.r_scaled_lo), "bool", formula="|x| >= 0.6875",
-          fmt="bool"),
-        S("k", ("ln_scaled",), lambda m, c, k, s: m.select(s, c.four, c.one), "const", formula="scaled ? 4 : 1"),
-        S("lnk_hi", ("ln_scaled",), lambda m, c, k, s: m.select(s, c.ln4_hi, c.zero), "const",
-          formula="scaled ? LN4_HI : 0"),
-        S("lnk_lo", ("ln_scaled",), lambda m, c, k, s: m.select(s, c.ln4_lo, c.zero), "const",
-          formula="scaled ? LN4_LO : 0"),
-        S("nax_lnk", ("nax", "lnk_hi"), _binary("add"), "add", formula="-|x| + ln(k)_hi"),
-        S("ek", ("e", "k"), _binary("mul"), "mul", formula="e * k"),
-        S("ln_ek", ("ek",), lambda m, c, k, v: m.ln(v, ftz=False), "ln", formula="Ln(k * e)"),
+        S("nq", ("ax",), lambda m, c, k, a: m.fma(a, c.inv_ln2, c.round_magic), "fma",
+          formula="fma(|x|, 1/ln2, 1.5*2^23)"),
+        S("n", ("nq",), lambda m, c, k, v: m.sub(v, c.round_magic), "sub", formula="round(|x| / ln2)"),
+        S("nn", ("n",), lambda m, c, k, v: m.mul(v, v), "mul", formula="n * n"),
+        S("kp", ("nn",), lambda m, c, k, v: m.fma(v, c.sixth, c.five_sixths), "fma", formula="fma(nn, 1/6, 5/6)"),
+        S("k", ("kp", "n"), lambda m, c, k, p, v: m.fma(p, v, c.one), "fma", formula="2^n = fma(kp, n, 1)"),
+        S("nax_lnk", ("n", "nax"), lambda m, c, k, v, a: m.fma(v, c.ln2_hi, a), "fma",
+          formula="fma(n, LN2_HI, -|x|)"),
+        S("ek", ("e", "k"), _binary("mul"), "mul", formula="e * 2^n"),
+        S("ln_ek", ("ek",), lambda m, c, k, v: m.ln(v, ftz=False), "ln", formula="Ln(2^n * e)"),
         S("rel0", ("nax_lnk", "ln_ek"), _binary("sub"), "sub", formula="nax_lnk - ln_ek"),
-        S("rel", ("rel0", "lnk_lo"), _binary("add"), "add", formula="ln(k e_true) - Ln(k e)"),
-        S("el_small", ("ax",), lambda m, c, k, a: m.lt(a, c.r_scaled_hi), "bool", formula="|x| < 2.5", fmt="bool"),
+        S("rel", ("n", "rel0"), lambda m, c, k, v, r: m.fma(v, c.ln2_lo, r), "fma",
+          formula="ln(2^n e_true) - Ln(2^n e)"),
+        S("el_small", ("n",), lambda m, c, k, v: m.le(v, c.n_max), "bool", formula="n <= 3", fmt="bool"),
         S("el_rel", ("el_small", "rel"), lambda m, c, k, s, r: m.select(s, r, c.zero), "select",
-          formula="|x| < 2.5 ? rel : 0", uses=lambda s, r: [None, s]),
+          formula="n <= 3 ? rel : 0", uses=lambda s, r: [None, s]),
         S("el", ("e", "el_rel"), _binary("mul"), "mul", formula="e * el_rel (e's rounding error)"),
         # 2. z = e / (2 + e) = zh + zl
         S("e2", ("e",), lambda m, c, k, e: m.add(c.two, e), "add", exact=lambda Q: 2 + Q.e, formula="2 + e",

@@ -108,7 +108,7 @@ def hunt_table(paths, base: Path) -> tuple[pd.DataFrame, list]:
                      "max_ulp": float(h["max_ulp"]), "max_finite_ulp": float(h["max_finite_ulp"]),
                      **{f"witness_{k}": w.get(k) for k in ("pred", "target", "alpha", "gamma")},
                      "seconds": float(h["seconds"]), "workers": int(h["workers"]),
-                     "cpu_seconds": float(h["seconds"]) * int(h["workers"]), "points": int(h["points"]),
+                     "points": int(h["points"]),
                      "seed": int(h["seed"]), "outside_neighbourhood": bool(h["outside_neighbourhood"]),
                      "gammas": " ".join(short_hex(g) for g in h["gammas"]),
                      "alphas": " ".join(short_hex(a) for a in h["alphas"]),
@@ -155,7 +155,8 @@ def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -
     for _, h in hunts.iterrows():
         if h["variant"] != variant or h["format"] != "fp32":
             continue
-        known.append((f"hunt {h['file']}", "hunted", f"hunted {h['cpu_seconds']:,.0f} CPU-s on {h['machine']}, "
+        known.append((f"hunt {h['file']}", "hunted", f"hunted {int(h['points']):,} points in {h['seconds']:,.0f} s on {int(h['workers'])} "
+                      f"workers on {h['machine']}, "
                       f"seed {int(h['seed'])}", _hunt_points(base / h["file"]),
                       {h["machine"]: float(h["max_ulp"])}))
     f = run.stats.frame
