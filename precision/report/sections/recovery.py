@@ -22,10 +22,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from precision.report.answers import (Answer, magnitude, magnitude_cites, magnitude_sentence, magnitude_text,
+from precision.report.answers import (Answer, magnitude_text,
                                       verdict_table)
 from precision.report.document import Details, Heading, Image, Para, Section, Table
-from precision.report.mechanism import mechanism_of
+from precision.report.mechanism import effect_of
 from precision.report.findings import Finding, cite, fmt_num
 from precision.report.plots import draw_curves, error_axis, save, special_level
 from precision.scoring import CLASS_NAMES, GroupStats, Grouping, PairedStats, compare_points, outputs_changed
@@ -202,16 +202,9 @@ def _recovery_answers(run, bands: pd.DataFrame) -> list:
         row = v[(v["comparison"] == comparison) & (v["machine"] == machine) & (v["region"] == "all")]
         magnitude_row, mech = {}, {}
         if len(row) == 1 and int(row.iloc[0]["changed"]) > 0:
-            r = row.iloc[0]
-            size = magnitude_cites(f"{machine}_", "verdicts.csv", v, {"comparison": comparison, "machine": machine,
-                                                                      "profile": r["profile"], "region": "all"})
-            nums += list(size.values())
-            text += f". Over all its points: {magnitude_sentence(size)}"
-            magnitude_row = magnitude(r)
-            mech, clause, where = mechanism_of(run, v, r)
-            nums += where
-            if clause:
-                text += f". {clause[0].upper()}{clause[1:]}"
+            size, place, cited, magnitude_row, mech = effect_of(run, v, row.iloc[0], f"{machine}_")
+            nums += cited
+            text += f". Over all its points: {size}" + (f". {place}" if place else "")
         out.append(Answer(QUESTION, text + ".", nums, subject="G7", comparison=comparison, machine=machine,
                           format=str(row.iloc[0]["format"]) if len(row) else "", verdict=earns,
                           magnitude=magnitude_row, mechanism=mech))

@@ -36,11 +36,11 @@ import pandas as pd
 
 from precision.bracket import cancellation_windows, roots
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_name
-from precision.report.answers import (Answer, magnitude, magnitude_cites, magnitude_sentence, magnitude_text,
+from precision.report.answers import (Answer, magnitude_text,
                                       verdict_table)
 from precision.report.document import Details, Heading, Image, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
-from precision.report.mechanism import mechanism_of
+from precision.report.mechanism import effect_of
 from precision.report.plots import draw_curves, save
 from precision.report.tables import decimal_text, exact_text, group_table, short_hex
 from precision.scoring import SPECIAL_CLASSES
@@ -311,16 +311,9 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
                 & (v["machine"] == c.machine) & (v["profile"] == c.profile) & (v["region"] == "all")]
         magnitude_row, mech = {}, {}
         if len(row) == 1:
-            r = row.iloc[0]
-            w = {"comparison": r["comparison"], "machine": c.machine, "profile": c.profile, "region": "all"}
-            size = magnitude_cites("best_", "verdicts.csv", v, w)
-            nums += list(size.values())
-            text += f" on {magnitude_sentence(size)}"
-            magnitude_row = magnitude(r)
-            mech, clause, where = mechanism_of(run, v, r)
-            nums += where
-            if clause:
-                text += f". {clause[0].upper()}{clause[1:]}"
+            size, place, cited, magnitude_row, mech = effect_of(run, v, row.iloc[0], "best_")
+            nums += cited
+            text += f" on {size}" + (f". {place}" if place else "")
         if extra.get("best_tau_hex") and c.search is not None and isinstance(c.search["boundary"], str):
             bn = cite("search_net", S, search, {"machine": c.machine, "format": c.format, "profile": c.profile},
                       "boundary_net")
