@@ -3,7 +3,7 @@
 The supported API, re-exported from its modules; everything else is internal.
 """
 
-import importlib
+import importlib as _importlib
 
 #: Where each name of the API lives; imported on first use (PEP 562), so ``import precision`` is cheap and the
 #: command line can catch Ctrl-C before numpy, mpmath and the machines load.
@@ -25,10 +25,16 @@ __all__ = [name for names in _API.values() for name in names]
 
 
 def __getattr__(name):
+    """An API name from its module, or a submodule (``precision.oracle``), imported on first use."""
     module = _HOME.get(name)
     if module is None:
-        raise AttributeError(f"module 'precision' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+        try:
+            return _importlib.import_module(f"precision.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"precision.{name}":
+                raise
+            raise AttributeError(f"module 'precision' has no attribute {name!r}") from None
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value
     return value
 
