@@ -8,7 +8,7 @@ def test_all_names_exist_and_are_public():
     modules = {"errors", "formats", "oracle", "scoring", "cli", "implementations", "machine", "guards",
                "terms", "cache", "study", "sweep", "executor", "gate", "report", "oracle_arb", "bracket",
                "opcount", "hunt", "comparisons", "certify", "steps", "attribution", "task", "attribution_table",
-               "plugins", "diff", "score_outputs", "frames", "threshold_search", "standards"}
+               "plugins", "diff", "score_outputs", "frames", "threshold_search", "standards", "files"}
     assert set(precision.__all__) == exported - modules
 
 
