@@ -60,14 +60,18 @@ sections = ["verdicts", "threshold", "recovery", "dominant", "summary", "ablatio
 """
 
 
+def report_of_study(base: Path, name: str, text: str) -> Path:
+    """Write the study file ``base/<name>.toml``, run it into ``base/runs`` (one worker, cache in ``base``) and
+    build its report into ``base/reports``; the report folder."""
+    (base / f"{name}.toml").write_text(text)
+    run_study(load_study(base / f"{name}.toml"), base / "runs" / name, cache_dir=base / "cache", workers=1)
+    return build_report(name, base / "runs", base / "reports")
+
+
 @pytest.fixture(scope="module")
 def tiny_report(tmp_path_factory):
     base = tmp_path_factory.mktemp("report")
-    study_file = base / "tiny.toml"
-    study_file.write_text(TINY)
-    run_study(load_study(study_file), base / "runs" / "tiny", cache_dir=base / "cache", workers=1)
-    folder = build_report("tiny", base / "runs", base / "reports")
-    return folder
+    return report_of_study(base, "tiny", TINY)
 
 
 _SPECIAL = {"inf": "inf", "-inf": "-inf", "NaN": "nan"}
@@ -306,9 +310,7 @@ sections = ["targets", "verdicts", "dominant", "bracket", "summary"]
 @pytest.fixture(scope="module")
 def candidate_report(tmp_path_factory):
     base = tmp_path_factory.mktemp("cand")
-    (base / "cand_tiny.toml").write_text(CANDIDATE)
-    run_study(load_study(base / "cand_tiny.toml"), base / "runs" / "cand_tiny", cache_dir=base / "cache", workers=1)
-    return build_report("cand_tiny", base / "runs", base / "reports")
+    return report_of_study(base, "cand_tiny", CANDIDATE)
 
 
 def test_candidate_section_and_verdicts(candidate_report):
@@ -415,9 +417,7 @@ def witness_report(tmp_path_factory):
     (base / "corpus.txt").write_text("# preds\n-0x1.03e42ep-1  # a hunt witness\nnot-a-number\n0x1.0000000001p+0\n")
     study = CANDIDATE.replace('name = "cand_tiny"', 'name = "cand_known"') + \
         '\n[report.targets]\nhunts = ["hunt.json"]\ncorpus = ["corpus.txt", "absent.txt"]\n'
-    (base / "cand_known.toml").write_text(study)
-    run_study(load_study(base / "cand_known.toml"), base / "runs" / "cand_known", cache_dir=base / "cache", workers=1)
-    return build_report("cand_known", base / "runs", base / "reports")
+    return report_of_study(base, "cand_known", study)
 
 
 def test_headline_maximum_takes_every_known_witness_re_evaluated(witness_report):
@@ -479,9 +479,7 @@ sections = ["threshold", "summary"]
 @pytest.fixture(scope="module")
 def threshold_report(tmp_path_factory):
     base = tmp_path_factory.mktemp("thr")
-    (base / "thr_tiny.toml").write_text(THRESHOLD_TINY)
-    run_study(load_study(base / "thr_tiny.toml"), base / "runs" / "thr_tiny", cache_dir=base / "cache", workers=1)
-    return build_report("thr_tiny", base / "runs", base / "reports")
+    return report_of_study(base, "thr_tiny", THRESHOLD_TINY)
 
 
 def _curve_points(svg: str, curve: str) -> int:
@@ -610,10 +608,7 @@ NO_WEIGHT = TINY.replace('weight = [1.0, "0x1p-140"]', 'weight = ["none"]').repl
 def test_a_guard_that_never_fired_is_not_exercised_never_no_effect(tmp_path):
     """Without weights and with gamma >= 0, G7 and G5 act on no point: fired 0, shown 'not exercised' with the
     reason and the report that exercises them; G2 fires (x = 40 clamps q) and keeps its verdict."""
-    study_file = tmp_path / "noweight.toml"
-    study_file.write_text(NO_WEIGHT)
-    run_study(load_study(study_file), tmp_path / "runs" / "noweight", cache_dir=tmp_path / "cache", workers=1)
-    folder = build_report("noweight", tmp_path / "runs", tmp_path / "reports")
+    folder = report_of_study(tmp_path, "noweight", NO_WEIGHT)
     v = pd.read_csv(folder / "tables" / "verdicts.csv", dtype={"region": str})
     allr = v[v["region"] == "all"]
     for guard, reason, study in (("G7", "no weight", "subnormal_recovery"), ("G5", "gamma >= 0", "cancellation_threshold")):
