@@ -496,7 +496,11 @@ def test_threshold_plot_never_compares_a_threshold_with_itself(threshold_report)
         for base, itself, name in (("never", 0.0, "never"), ("production", 2.0 ** -6, "1/64")):
             for what in ("better", "worse"):
                 drawn = rows[(rows["tau"] != itself) & rows[f"{what}_vs_{base}"].notna()]
-                assert _curve_points(svg, f"curve-{panel}-{what}_than_{name}") == len(drawn) > 0, (machine, base)
+                # the 1/64 curve's point at never is 1/64's own comparison with never, read the other way
+                mirrored = int(base == "production" and (rows["tau"] == 0.0).any()
+                               and rows.loc[rows["tau"] == itself, "better_vs_never"].notna().any())
+                assert _curve_points(svg, f"curve-{panel}-{what}_than_{name}") == len(drawn) + mirrored > 0, \
+                    (machine, base)
     # the legend names every curve and 1/64
     for label in ("better than never", "worse than never", "better than 1/64", "worse than 1/64", "1/64 (production)"):
         assert f"<!-- {label} -->" in svg, label
@@ -583,6 +587,37 @@ def test_answers_open_the_page_and_cite_their_numbers(tiny_report):
     assert "## Words and scope" in md and "G7 | subnormal_recovery" in md
 
 
+NUMBER = re.compile(r"(?<![\w^.])-?\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?")
+
+
+def test_the_first_screen_shows_short_answers_that_say_nothing_the_full_ones_do_not(tiny_report):
+    """Every headline answer with a size (magnitude) has a short form (the first screen's line), shorter than
+    its sentence, whose every number is also in the sentence (so cited); the page shows the short forms under
+    the question and keeps the sentences in full below them."""
+    data = json.loads((tiny_report / "findings.json").read_text())
+    heads = [a for a in data["answers"] if a["headline"]]
+    assert heads and all(a["short"] for a in heads if a["magnitude"])
+    for a in (a for a in heads if a["short"]):
+        assert len(a["short"]) <= len(a["sentence"]), a["short"]
+        missing = set(NUMBER.findall(a["short"])) - set(NUMBER.findall(a["sentence"]))
+        assert not missing, (missing, a["short"], a["sentence"])
+    md = (tiny_report / "report.md").read_text()
+    opening = md[md.index("## Answers"):md.index("## Verdicts")]
+    g7 = next(a for a in heads if a["subject"] == "G7" and a["question"].startswith("Does each guard"))
+    assert g7["short"] in opening and "The answers in full" in opening
+    assert opening.index(g7["short"]) < opening.index("The answers in full") < opening.index(g7["sentence"])
+
+
+def test_answers_alike_but_for_their_machine_share_one_line():
+    """merged_shorts: two machines with the same answer body read as one line, in the place of the first."""
+    from precision.report.answers import Answer, merged_shorts
+    a = [Answer("q", "s", short="ieee fp32: no. x 1."), Answer("q", "s", short="npu fp32: yes."),
+         Answer("q", "s", short="npu+ftz fp32: yes."), Answer("q", "s", short="plain line")]
+    for x, m in zip(a, ["ieee", "npu", "npu+ftz", ""]):
+        x.machine, x.format = m, "fp32"
+    assert merged_shorts(a) == ["ieee fp32: no. x 1.", "npu, npu+ftz fp32: yes.", "plain line"]
+
+
 def test_the_explain_line_of_a_mechanism_shows_its_step(tiny_report, capsys):
     """The ready 'precision explain' line of an answer's largest gain or loss runs as printed and names the
     step and cause the answer gives."""
@@ -607,7 +642,11 @@ NO_WEIGHT = TINY.replace('weight = [1.0, "0x1p-140"]', 'weight = ["none"]').repl
 
 def test_a_guard_that_never_fired_is_not_exercised_never_no_effect(tmp_path):
     """Without weights and with gamma >= 0, G7 and G5 act on no point: fired 0, shown 'not exercised' with the
-    reason and the report that exercises them; G2 fires (x = 40 clamps q) and keeps its verdict."""
+    reason and the report that exercises them (the reviewed study beside it that compares the guard and whose
+    axes let it act: the project's studies are copied beside the study file); G2 fires (x = 40 clamps q) and
+    keeps its verdict."""
+    for study in ("quick", "guard_ablation", "cancellation_threshold", "subnormal_recovery", "candidate"):
+        (tmp_path / f"{study}.toml").write_text((ROOT / "studies" / f"{study}.toml").read_text())
     folder = report_of_study(tmp_path, "noweight", NO_WEIGHT)
     v = pd.read_csv(folder / "tables" / "verdicts.csv", dtype={"region": str})
     allr = v[v["region"] == "all"]
@@ -624,3 +663,25 @@ def test_a_guard_that_never_fired_is_not_exercised_never_no_effect(tmp_path):
     data = json.loads((folder / "findings.json").read_text())
     g7 = [a for a in data["answers"] if a["subject"] == "G7"]
     assert g7 and not any(a["exercised"] for a in g7) and all("subnormal_recovery" in a["sentence"] for a in g7)
+
+
+def test_the_pointer_names_a_reviewed_study_whose_axes_let_the_guard_act(tmp_path):
+    """exercising_study reads the reviewed studies beside a study file: G7 needs a weight, G5 a gamma < 0, G8
+    an fp16 output, and the study must compare the guard; a study without [report] is never named, nor the
+    study itself; with no such study the pointer says so."""
+    from precision.report.answers import exercising_study, pointer_text
+    head = '[report]\nsections = ["verdicts"]\n'
+    def study(name, variants, gamma="[2.0]", weight='["none"]', profiles='["fp32"]', report=True):
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "{name}"\n[points]\ngamma = {gamma}\nweight = {weight}\nprofiles = {profiles}\n'
+            f'[run]\nvariants = {variants}\n' + (head if report else ""))
+    study("a_plain", '["naive", "kernel"]')
+    study("b_weights_unreviewed", '["kernel-G7", "kernel"]', weight='[1.0, "0x1p-140"]', report=False)
+    study("c_weights", '["kernel-G7", "kernel"]', weight='[1.0, { random = 4, low = "0x1p-149", high = 1.0 }]')
+    study("d_negative_gamma", '["all"]', gamma='[-1.0, 2.0]', profiles='["fp16", "fp32"]')
+    me = str(tmp_path / "a_plain.toml")
+    assert exercising_study(me, "G7") == "c_weights"
+    assert exercising_study(me, "G5") == "d_negative_gamma" and exercising_study(me, "G8") == "d_negative_gamma"
+    assert exercising_study(str(tmp_path / "d_negative_gamma.toml"), "G5") is None
+    assert pointer_text(None) == "no reviewed study exercises it"
+    assert pointer_text("c_weights") == "see the c_weights report"

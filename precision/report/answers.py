@@ -21,22 +21,22 @@ the size of a change (:func:`magnitude`)
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from pathlib import Path
+
 from precision.guards import GUARD_NAMES
 from precision.implementations.kernel import FIRED_COLUMNS
 from precision.report.findings import cite, fmt_num
+from precision.report.tables import region_text
 
 __all__ = ["Answer", "answers_json", "verdict_table", "subject_guard", "magnitude", "magnitude_text", "shown_verdict",
-           "EXERCISED_BY", "NOT_EXERCISED", "variant_totals", "region_shares"]
+           "exercising_study", "NOT_EXERCISED", "variant_totals", "region_shares"]
 
-#: A study of the project whose points exercise each guard (the pointer of a "not exercised" verdict).
-EXERCISED_BY = {"G1": "guard_ablation", "G2": "guard_ablation", "G3": "guard_ablation", "G4": "guard_ablation",
-                "G5": "cancellation_threshold", "G6": "guard_ablation", "G7": "subnormal_recovery",
-                "G8": "guard_ablation"}
 #: The verdict shown for a guard that acted on none of the compared points.
 NOT_EXERCISED = "not exercised"
 
@@ -51,7 +51,9 @@ class Answer:
     (empty for an answer that is not one cell's); ``magnitude`` (:func:`magnitude`) and ``mechanism``
     (``step``, ``cause``, ``where``, ``witness``, ``explain``) are empty where they do not apply;
     ``extra`` holds section-specific fields (``best_threshold``, ``best_tau_hex``); ``headline``
-    marks the sentences shown on the first screen (the others are in findings.json and the section).
+    marks the answers shown on the first screen (the others are in findings.json and the section), each as
+    its ``short`` form (one or two lines, every number in it also in ``sentence``, which the page keeps
+    in full under the answers).
     """
 
     question: str
@@ -68,6 +70,7 @@ class Answer:
     mechanism: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     headline: bool = True
+    short: str = ""
 
 
 def _enc(v):
@@ -122,17 +125,38 @@ def _run_values(run, column: str) -> list:
     return list(pd.unique(frame[column])) if column in frame.columns else []
 
 
-def not_exercised_reason(run, guard: str) -> str:
-    """Why ``guard`` acted on none of the run's points, from the study's parameters where they decide it."""
-    gammas = [float(g) for g in _run_values(run, "gamma")]
-    weights = _run_values(run, "weight")
-    formats = [str(f) for f in _run_values(run, "format")]
+def _axis_values(values) -> list:
+    """A study axis as floats and ``None`` (a weight's ``"none"``); a ``{random = N, low, high}`` entry gives its
+    bounds."""
+    out = []
+    for v in values:
+        if isinstance(v, dict):
+            out += [_axis_values([v.get("low")])[0], _axis_values([v.get("high")])[0]]
+        elif v is None or v == "none" or (isinstance(v, float) and np.isnan(v)):
+            out.append(None)
+        else:
+            out.append(float.fromhex(v) if isinstance(v, str) and "0x" in v else float(v))
+    return out
+
+
+def axis_reason(guard: str, gammas: list, weights: list, formats: list) -> str | None:
+    """Why ``guard`` cannot act on any point of a study with these axes (gammas, weights with ``None`` for
+    absent, output formats); None where the axes allow it (it may still act nowhere: the points decide)."""
     if guard == "G5" and gammas and min(gammas) >= 0:
         return "gamma >= 0 at every point (the cancellation G5 corrects needs gamma < 0)"
-    if guard == "G7" and all(w is None or (isinstance(w, float) and np.isnan(w)) or w == "none" for w in weights):
+    if guard == "G7" and all(w is None for w in weights):
         return "no weight (G7 acts only on raw*weight)"
-    if guard == "G8" and "fp16" not in formats:
+    if guard == "G8" and formats and "fp16" not in formats:
         return "fp32 outputs only (G8 acts on the fp16 store)"
+    return None
+
+
+def not_exercised_reason(run, guard: str) -> str:
+    """Why ``guard`` acted on none of the run's points, from the study's parameters where they decide it."""
+    reason = axis_reason(guard, [float(g) for g in _run_values(run, "gamma")],
+                         _axis_values(_run_values(run, "weight")), [str(f) for f in _run_values(run, "format")])
+    if reason:
+        return reason
     if guard == "G6":
         alphas = ", ".join(fmt_num(float(a)) for a in _run_values(run, "alpha"))
         return f"1 - alpha does not round to 1 for any alpha of the study ({alphas})"
@@ -143,6 +167,59 @@ def not_exercised_reason(run, guard: str) -> str:
     if guard == "G1":
         return "no point has x < 0"
     return "its condition holds at none of the study's points"
+
+
+def exercising_study(study_file: str, guard: str) -> str | None:
+    """The study that can exercise ``guard``, for the pointer of a "not exercised" verdict: the first, by file
+    name, of the reviewed studies (those with a ``[report]`` table) beside ``study_file`` whose variants
+    compare the guard (a variant name holds it: ``kernel-G7``, ``naive+G7``, ``kernel[G5=...]``; ``all``)
+    and whose axes allow it to act (:func:`axis_reason`); None when there is none."""
+    return _exercising_studies(str(Path(study_file).resolve().parent)).get((Path(study_file).stem, guard))
+
+
+def pointer_text(study) -> str:
+    """``see the subnormal_recovery report``; ``no reviewed study exercises it`` for None."""
+    return f"see the {study} report" if isinstance(study, str) and study else "no reviewed study exercises it"
+
+
+_STUDIES: dict = {}
+
+
+def _exercising_studies(folder: str) -> dict:
+    """(study file stem, guard) -> the other study that can exercise the guard (read once per folder)."""
+    paths = sorted(Path(folder).glob("*.toml"))
+    key = (folder, tuple((p.name, p.stat().st_mtime_ns) for p in paths))
+    if key in _STUDIES:
+        return _STUDIES[key]
+    able = []
+    for path in paths:
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue
+        if "report" not in data:
+            continue
+        points, run = data.get("points", {}), data.get("run", {})
+        variants = [str(v) for v in run.get("variants", [])]
+        try:
+            gammas = [g for g in _axis_values(points.get("gamma", [2.0])) if g is not None]
+            weights = _axis_values(points.get("weight", ["none"]))
+        except (TypeError, ValueError):
+            continue
+        formats = [str(f) for f in points.get("profiles", [])]
+        for guard in GUARD_NAMES:
+            named = "all" in variants or any(re.search(rf"\b{guard}\b", v) for v in variants)
+            if named and axis_reason(guard, gammas, weights, formats) is None:
+                able.append((path.stem, data.get("name", path.stem), guard))
+    stems = [p.stem for p in paths]
+    out = {}
+    for stem in stems:
+        for guard in GUARD_NAMES:
+            other = next((name for s, name, g in able if g == guard and s != stem), None)
+            if other is not None:
+                out[(stem, guard)] = other
+    _STUDIES[key] = out
+    return out
 
 
 def verdict_table(run) -> pd.DataFrame:
@@ -168,7 +245,8 @@ def verdict_table(run) -> pd.DataFrame:
     t["fired"] = pd.array(np.where(np.isnan(fired), pd.NA, fired), dtype="Int64")
     t["exercised"] = exercised
     t["not_exercised_because"] = [None if e else reasons[g] for e, g in zip(exercised, guards)]
-    t["exercised_in"] = [None if e else EXERCISED_BY.get(g) for e, g in zip(exercised, guards)]
+    study_file = str(run.run.get("study_file", ""))
+    t["exercised_in"] = [None if e else exercising_study(study_file, g) for e, g in zip(exercised, guards)]
     with np.errstate(invalid="ignore", divide="ignore"):
         t["share_correct_with"] = with_["n_correct"].to_numpy(np.float64) / with_["count"].to_numpy(np.float64)
         t["share_correct_without"] = (without["n_correct"].to_numpy(np.float64)
@@ -268,9 +346,84 @@ def region_shares(per_region: pd.DataFrame, column: str, top: int = 2) -> list:
     return out
 
 
+def cells_text(cells: list, every: list) -> str:
+    """(machine, profile) cells in words: ``everywhere`` when they are all of ``every``; a machine alone when
+    all its profiles are there; else ``machine profile``.
+
+    Examples
+    --------
+    >>> every = [("ieee", "fp16"), ("ieee", "fp32"), ("npu", "fp16"), ("npu", "fp32")]
+    >>> cells_text([("npu", "fp16"), ("npu", "fp32"), ("ieee", "fp32")], every)
+    'npu, ieee fp32'
+    >>> cells_text(every, every)
+    'everywhere'
+    """
+    if set(cells) == set(every):
+        return "everywhere"
+    words, done = [], set()
+    for machine, profile in cells:
+        if machine in done:
+            continue
+        mine = {p for m, p in every if m == machine}
+        if mine and mine <= {p for m, p in cells if m == machine}:
+            words.append(machine)
+            done.add(machine)
+        else:
+            words.append(f"{machine} {profile}")
+    return ", ".join(words)
+
+
+def effect_short(size: dict, mech: dict, verdict: str) -> str:
+    """An effect in one clause, for a first-screen answer: ``1,126 better / 17,518 worse, losses median 22 bits,
+    most at x < -20 and x >= 20; cause: kernel loses bits at step pF_ln (overflow)``.
+
+    ``size`` is :func:`magnitude_cites`' dict, ``mech`` :func:`precision.report.mechanism.mechanism_of`'s
+    fields; the side told is the verdict's (losses and the worse outputs' regions for ``hurts``, gains and
+    the better outputs' otherwise).
+    """
+    side, where = ("loss", "worse") if verdict == "hurts" else ("gain", "better")
+    text = f"{size['better'].text} better / {size['worse'].text} worse"
+    if f"median_{side}_bits" in size:
+        text += f", {side}es" if side == "loss" else ", gains"
+        text += f" median {size[f'median_{side}_bits'].text} bits"
+    if "became_correct" in size and size["became_correct"].value:
+        text += f", {size['became_correct'].text} became correctly rounded"
+    regions = (mech.get("where") or {}).get(where) or []
+    if regions:
+        text += ", most " + " and ".join(("at " if r["region"].startswith(("x", "[")) else "") + region_text(r["region"])
+                                         for r in regions)
+    top = mech.get(side)
+    if top and top.get("step") not in (None, "none"):
+        text += f"; cause: {top['witness']['variant']} loses bits at step {top['step']} ({top['cause']})"
+    return text
+
+
+def merged_shorts(answers: list) -> list:
+    """The first-screen lines of ``answers`` (their ``short``, else ``sentence``), where answers that differ
+    only in their leading machine (``npu: ...``, ``npu fp32: ...``) say the same once for all those machines
+    (``npu, npu+ftz: ...``), at the place of the first."""
+    lines, at = [], {}
+    for a in answers:
+        text = a.short or a.sentence
+        for prefix in (f"{a.machine} {a.format}: ", f"{a.machine}: "):
+            if a.machine and text.startswith(prefix):
+                head, body = prefix[:-2], text[len(prefix):]
+                key = (head.removeprefix(a.machine), body)
+                if key in at:
+                    lines[at[key]][0].append(a.machine)
+                else:
+                    at[key] = len(lines)
+                    lines.append(([a.machine], key[0], body))
+                break
+        else:
+            lines.append(([], "", text))
+    return [f"{', '.join(machines)}{tail}: {body}" if machines else body for machines, tail, body in lines]
+
+
 def guard_label(guard: str) -> str:
     """``G4 clamped_power_fallback``."""
     return f"{guard} {GUARD_NAMES.get(guard, '')}".strip()
 
 
-__all__ += ["MAGNITUDE_COLUMNS", "magnitude_cites", "magnitude_sentence", "guard_label", "not_exercised_reason"]
+__all__ += ["MAGNITUDE_COLUMNS", "magnitude_cites", "magnitude_sentence", "guard_label", "not_exercised_reason",
+            "cells_text", "effect_short", "merged_shorts", "axis_reason", "pointer_text"]

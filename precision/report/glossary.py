@@ -17,7 +17,7 @@ import pandas as pd
 from precision.errors import PrecisionError
 from precision.guards import GUARD_NAMES, GUARD_PURPOSE, get_variant
 from precision.implementations.kernel import FIRED_COLUMNS, FIRED_MEANING
-from precision.report.answers import EXERCISED_BY, not_exercised_reason, variant_totals
+from precision.report.answers import exercising_study, not_exercised_reason, variant_totals
 
 __all__ = ["TERMS", "guard_table", "used_terms", "scope_table"]
 
@@ -82,14 +82,15 @@ def scope_table(run) -> pd.DataFrame:
         carrying = [v for v in dict.fromkeys(totals["variant"]) if _carries(v, g)]
         points = int(totals[totals["variant"].isin(carrying)]["count"].sum()) if carrying else 0
         exercised = fired > 0
+        elsewhere = None if exercised else exercising_study(str(run.run.get("study_file", "")), g)
         if not carrying:
             why = "no variant of the study has this guard"
         else:
             why = "" if exercised else not_exercised_reason(run, g)
         rows.append({"guard": g, "name": GUARD_NAMES[g], "variants with it": len(carrying),
                      "points (all variants with it)": points, "fired": fired, "exercised": exercised,
-                     "why not": why, "exercised in": "" if exercised else f"{EXERCISED_BY[g]} report "
-                                                                            f"(../{EXERCISED_BY[g]}/report.html)"})
+                     "why not": why, "exercised in": "" if exercised else
+                     f"{elsewhere} report (../{elsewhere}/report.html)" if elsewhere else "no reviewed study"})
     return pd.DataFrame(rows)
 
 

@@ -21,12 +21,12 @@ import numpy as np
 import pandas as pd
 
 from precision.attribution import attribute
-from precision.report.answers import magnitude, magnitude_cites, magnitude_sentence, region_shares
+from precision.report.answers import effect_short, magnitude, magnitude_cites, magnitude_sentence, region_shares
 from precision.report.findings import cite
 from precision.report.tables import region_text
 
 __all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_counts", "mechanism_of", "witness_at",
-           "effect_of"]
+           "effect_of", "Effect"]
 
 
 @dataclass(frozen=True)
@@ -164,14 +164,27 @@ def mechanism_of(run, t: pd.DataFrame, row, table: str = "verdicts.csv") -> tupl
     return mech, "; ".join(clauses), nums
 
 
-def effect_of(run, t: pd.DataFrame, row, prefix: str, table: str = "verdicts.csv") -> tuple[str, str, list, dict, dict]:
-    """The size, place and cause of one verdict row's effect (region ``all``), for an answer sentence.
+@dataclass(frozen=True)
+class Effect:
+    """The size, place and cause of one verdict row's effect, for an answer (:func:`effect_of`).
 
-    Returns (the size sentence, the place-and-cause sentence or '', the numbers both cite from ``table``,
-    the answer's ``magnitude`` fields, its ``mechanism`` fields); ``prefix`` keeps the citation ids apart.
+    ``size`` and ``place`` are sentences for the full answer, ``short`` the one clause of the first screen
+    (:func:`precision.report.answers.effect_short`); ``numbers`` are what they cite; ``magnitude`` and
+    ``mechanism`` the answer's fields.
     """
+
+    size: str
+    place: str
+    short: str
+    numbers: list
+    magnitude: dict
+    mechanism: dict
+
+
+def effect_of(run, t: pd.DataFrame, row, prefix: str, table: str = "verdicts.csv") -> Effect:
+    """The :class:`Effect` of one verdict row (region ``all``); ``prefix`` keeps the citation ids apart."""
     w = {"comparison": row["comparison"], "machine": row["machine"], "profile": row["profile"], "region": "all"}
     size = magnitude_cites(prefix, table, t, w)
     mech, clause, where = mechanism_of(run, t, row, table)
-    return (magnitude_sentence(size), f"{clause[0].upper()}{clause[1:]}" if clause else "",
-            [*size.values(), *where], magnitude(row), mech)
+    return Effect(magnitude_sentence(size), f"{clause[0].upper()}{clause[1:]}" if clause else "",
+                  effect_short(size, mech, row["verdict"]), [*size.values(), *where], magnitude(row), mech)

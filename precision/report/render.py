@@ -30,7 +30,7 @@ from pathlib import Path
 
 from precision.errors import ParameterError
 from precision.report import DEFAULT_STUDIES
-from precision.report.answers import answers_json
+from precision.report.answers import answers_json, merged_shorts, pointer_text
 from precision.report.document import Bullets, Code, Details, Heading, Para, Table, to_markdown
 from precision.report.findings import findings_json
 from precision.report.glossary import guard_table, scope_table, used_terms
@@ -103,13 +103,20 @@ def _answer_blocks(answers: list, scope) -> list:
     if questions:
         blocks.append(Heading("Answers", 2, "answers"))
     for q in questions:
-        blocks += [Para(q, "question"), Bullets([a.sentence for a in answers if a.headline and a.question == q])]
+        blocks += [Para(q, "question"), Bullets(merged_shorts([a for a in answers if a.headline
+                                                               and a.question == q]))]
+    full = [a.sentence for a in answers if a.headline and a.short and a.short != a.sentence]
+    if full:
+        blocks.append(Details(f"The answers in full ({len(full)}): every size, place and cause, with the "
+                              "'precision explain' line of each witness", [Bullets(full)]))
     done = scope[scope["exercised"]]
     missing = scope[~scope["exercised"]]
     line = "Scope: the study's points exercise " + (", ".join(done["guard"]) if len(done) else "no guard")
     if len(missing):
-        line += "; not " + "; ".join(f"{r['guard']} ({r['why not']}; see the {r['exercised in'].split(' (')[0]})"
-                                     for _, r in missing.iterrows())
+        where = [r["exercised in"].split(" report (")[0] if " report (" in r["exercised in"] else None
+                 for _, r in missing.iterrows()]
+        line += "; not " + "; ".join(f"{r['guard']} ({r['why not']}; {pointer_text(study)})"
+                                     for (_, r), study in zip(missing.iterrows(), where))
     blocks.append(Para(line + " (guards and terms defined under 'Words and scope').", "note"))
     return blocks
 

@@ -271,30 +271,35 @@ def build(ctx) -> Section:
 
 
 def _hole_answers(onset: pd.DataFrame, gamma: float, findings: list) -> list:
-    """Where the holes open: per machine, format and selector, the |x| from which the kernel's error stays over
-    2^20 ulp (or 1e3 ulp), cited from onset.csv; the onset findings follow as answers of their own."""
+    """Where the holes open: per machine, format and selector, the |x| from which each variant's error stays
+    over 1e3 and 2^20 ulp (for good), else the |x| where it first exceeds them (not for good), else that it
+    never does; variants with the same onsets share a clause; cited from onset.csv.  The onset findings
+    follow as answers of their own."""
     question = "Where do the holes open: from which |x| on is the error of each variant over 1e3 and over 2^20 ulp?"
+    levels = (("1e3ulp", "1e3 ulp"), ("2p20ulp", "2^20 ulp"))
     out = []
     sub = onset[onset["gamma"] == gamma]
     for (machine, fmt, t), grp in sub.groupby(["machine", "format", "target"], sort=False):
-        parts, nums, never = [], [], []
+        clauses, nums = {}, []
         for _, r in grp.iterrows():
             w = {"variant": r["variant"], "machine": machine, "format": fmt, "target": int(t), "gamma": gamma}
-            cells = []
-            for name, label in (("1e3ulp", "1e3 ulp"), ("2p20ulp", "2^20 ulp")):
-                c = cite(f"{r['variant']}_{machine}_{fmt}_{int(t)}_{name}", "onset.csv", onset, w, f"from_{name}")
+            tag = f"{r['variant']}_{machine}_{fmt}_{int(t)}_"
+            phrases = []
+            for name, label in levels:
+                c = cite(f"{tag}{name}", "onset.csv", onset, w, f"from_{name}")
+                f = cite(f"{tag}first_{name}", "onset.csv", onset, w, f"first_{name}")
                 if not np.isnan(c.value):
                     nums.append(c)
-                    cells.append(f"over {label} from |x| = {c.text}")
-            if cells:
-                parts.append(f"{r['variant']} " + ", ".join(cells))
-            else:
-                never.append(r["variant"])
+                    phrases.append(f"over {label} for good from |x| = {c.text}")
+                elif not np.isnan(f.value):
+                    nums.append(f)
+                    phrases.append(f"over {label} first at |x| = {f.text} (not for good)")
+            clauses.setdefault(", ".join(phrases) or "never over 1e3 ulp", []).append(r["variant"])
         side = "x > 0" if t == 0 else "x < 0"
         text = (f"{machine} {fmt}, t={int(t)} ({side}), gamma {fmt_num(gamma)}: "
-                + ("; ".join(parts) if parts else "no hole opens")
-                + (f"; never over 1e3 ulp for good: {', '.join(never)}" if never else "") + ".")
+                + "; ".join(f"{', '.join(v)} {c}" for c, v in clauses.items()) + ".")
+        holes = any("for good from" in c for c in clauses)
         out.append(Answer(question, text, nums, subject=", ".join(grp["variant"]), machine=machine, format=fmt,
-                          verdict="holes" if parts else "none"))
+                          verdict="holes" if holes else "none"))
     out += [Answer(question, f.text, f.numbers, headline=False) for f in findings if f.id.startswith("q/onset")]
     return out

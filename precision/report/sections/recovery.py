@@ -180,10 +180,10 @@ def _recovery_answers(run, bands: pd.DataFrame) -> list:
     v = verdict_table(run)
     out = []
     for machine in [m for m in run.machines if (k["machine"] == m).any()]:
-        nums, parts = [], []
+        nums, parts, shorts = [], [], []
         for band, label in ((G7_BANDS[1], "where it can recover"), (G7_BANDS[2], "where 1/w overflows")):
             rows = k[(k["machine"] == machine) & (k["band"] == band)]
-            cells = []
+            cells, brief = [], []
             for _, r in rows.iterrows():
                 w = {"comparison": comparison, "machine": machine, "subset": r["subset"], "band": band}
                 tag = f"{machine}_{r['subset']}_{band}_"
@@ -192,8 +192,12 @@ def _recovery_answers(run, bands: pd.DataFrame) -> list:
                 nums += [b, wo, rs, z]
                 cells.append(f"{r['subset']}: {r['verdict']} ({b.text} better, {wo.text} worse, {rs.text} rescued "
                              f"from zero, {z.text} zeroed)")
+                counts = [f"{c.text} {word}" for c, word in ((b, "better"), (wo, "worse"), (rs, "rescued from zero"),
+                                                             (z, "zeroed")) if c.value]
+                brief.append(f"{r['verdict']} on {r['subset']}" + (f" ({', '.join(counts)})" if counts else ""))
             if cells:
                 parts.append(f"{label} ({band}): " + "; ".join(cells))
+                shorts.append(f"{label[0].upper()}{label[1:]}: " + "; ".join(brief))
         verdicts = set(k[k["machine"] == machine]["verdict"])
         earns = "earns its place" if "helps" in verdicts and not verdicts & {"hurts", "mixed"} else \
             "costs as well as helps" if verdicts & {"hurts", "mixed"} and "helps" in verdicts else \
@@ -202,12 +206,14 @@ def _recovery_answers(run, bands: pd.DataFrame) -> list:
         row = v[(v["comparison"] == comparison) & (v["machine"] == machine) & (v["region"] == "all")]
         magnitude_row, mech = {}, {}
         if len(row) == 1 and int(row.iloc[0]["changed"]) > 0:
-            size, place, cited, magnitude_row, mech = effect_of(run, v, row.iloc[0], f"{machine}_")
-            nums += cited
-            text += f". Over all its points: {size}" + (f". {place}" if place else "")
+            effect = effect_of(run, v, row.iloc[0], f"{machine}_")
+            nums += effect.numbers
+            magnitude_row, mech = effect.magnitude, effect.mechanism
+            text += f". Over all its points: {effect.size}" + (f". {effect.place}" if effect.place else "")
         out.append(Answer(QUESTION, text + ".", nums, subject="G7", comparison=comparison, machine=machine,
                           format=str(row.iloc[0]["format"]) if len(row) else "", verdict=earns,
-                          magnitude=magnitude_row, mechanism=mech))
+                          magnitude=magnitude_row, mechanism=mech,
+                          short=f"{machine}: G7 {earns}. " + ". ".join(shorts) + "."))
     return out
 
 

@@ -110,8 +110,9 @@ def _passing(verdicts: pd.DataFrame, fmt: str, mask) -> str:
 
 
 def _answer(summary: pd.DataFrame, blind: pd.DataFrame, verdicts: pd.DataFrame, settings, fmt: str,
-            label: str) -> Finding:
-    """One sentence per output format: which cells and variants pass each standard and what they let through."""
+            label: str) -> tuple[Finding, str]:
+    """One sentence per output format: which cells and variants pass each standard and what they let through;
+    and its short form for the first screen."""
     w = {"format": fmt}
     applies = not (verdicts.loc[verdicts["format"] == fmt, "level"] == "no_third_party").all()
     n = {c: cite(c, S, summary, w, c) for c in ("cells", "ulp_pass", "threshold_pass", "allclose_all",
@@ -140,7 +141,13 @@ def _answer(summary: pd.DataFrame, blind: pd.DataFrame, verdicts: pd.DataFrame, 
                  f"{top['computed']} for {top['exact']} at pred={top['pred']})")
     text += (f", and reject {n['false_alarm'].text} correctly rounded outputs in {n['cells_false_alarm'].text} "
              "cells.")
-    return Finding(f"standards/answer/{fmt}", "standards", text, nums, 12)
+    short = (f"{fmt} ({label.split(':')[0]}): of {n['cells'].text} cells the ULP verdict passes {n['ulp_pass'].text}, "
+             f"the threshold standard {n['threshold_pass'].text}"
+             + (f", the ratio standard reaches L2 in {n['level_L2'].text}" if applies else "")
+             + f", allclose ({settings.allclose}) {n['allclose_all'].text}; they accept {n['blind'].text} outputs "
+             f"over {fmt_num(BLIND_ULP)} ulps wrong or special and reject {n['false_alarm'].text} correctly rounded "
+             "ones.")
+    return Finding(f"standards/answer/{fmt}", "standards", text, nums, 12), short
 
 
 #: The question the section answers.
@@ -165,7 +172,8 @@ def build(ctx) -> Section:
     summary = summary_table(verdicts)
     blind = blind_table(run.stats, run.variants)
     section.tables.update({T: standards, S: summary, B: blind})
-    findings = [_answer(summary, blind, verdicts, settings, fmt, maximum_label(run, fmt)) for fmt in summary["format"]]
+    answered = [_answer(summary, blind, verdicts, settings, fmt, maximum_label(run, fmt)) for fmt in summary["format"]]
+    findings = [f for f, _ in answered]
     section.findings = findings
     tol = "; ".join(f"{fmt} atol {fmt_num(a)} rtol {fmt_num(r)}"
                     for fmt, (a, r) in ALLCLOSE_PRESETS[settings.allclose].items() if fmt in set(summary["format"]))
@@ -175,8 +183,9 @@ def build(ctx) -> Section:
     # the sentences open the page with the other answers (render: the answers block), not a second time here
     section.answers = [Answer(QUESTION, f.text, f.numbers, subject="acceptance standards",
                               comparison=f"threshold, ratio vs {settings.label}, allclose ({settings.allclose})",
-                              format=fmt, verdict="blind" if _blind_count(summary, fmt) else "sees every error")
-                       for f, fmt in zip(findings, summary["format"])]
+                              format=fmt, verdict="blind" if _blind_count(summary, fmt) else "sees every error",
+                              short=short)
+                       for (f, short), fmt in zip(answered, summary["format"])]
     for f in findings:
         f.shown = True
     section.body = [

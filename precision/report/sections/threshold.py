@@ -141,6 +141,8 @@ def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | No
 
     A threshold is never compared with itself: the ``vs never`` curves have no
     point at never and the ``vs 1/64`` curves none at 1/64 (a gap, not a zero).
+    The ``vs 1/64`` point at never is 1/64's own comparison with never read the
+    other way (the same pairs: never is better exactly where 1/64 is worse).
     """
     t = t[t["subset"] == POOLED]
     if t.empty:
@@ -150,6 +152,11 @@ def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | No
     for j, (machine, fmt) in enumerate(cells):
         ax = axes[0, j]
         sub = t[(t["machine"] == machine) & (t["format"] == fmt)].reset_index(drop=True)
+        never, prod = (sub.index[sub["tau"] == tau] for tau in (0.0, PRODUCTION_THRESHOLD))
+        if len(never) and len(prod):
+            sub = sub.copy()
+            for what, mirror in (("better", "worse"), ("worse", "better")):
+                sub.loc[never[0], f"{what}_vs_production"] = sub.loc[prod[0], f"{mirror}_vs_never"]
         x = np.arange(len(sub), dtype=np.float64)
         curves = []
         for base, itself in (("never", 0.0), ("production", PRODUCTION_THRESHOLD)):
@@ -299,7 +306,8 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
             text = (f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64 on these points "
                     f"(best against no correction: {name}); indistinguishable from 1/64: {_names(c.same)}.")
             out.append(Answer(QUESTION, text, [], subject="G5=1/64", machine=c.machine, format=c.format,
-                              verdict="right", extra=extra))
+                              verdict="right", extra=extra,
+                              short=f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64."))
             continue
         nums = []
         scope = (f"every threshold of the study from {lowest['threshold']} up beats 1/64" if every_up
@@ -307,22 +315,30 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
         if len(lose):
             scope += f"; {_names(lose)} lose to 1/64"
         text = f"{c.machine} {c.format}: no: {scope}; the best is {best['threshold']}: against 1/64 it helps"
+        short = (f"{c.machine} {c.format}: no. " + (f"Every threshold from {lowest['threshold']} up beats 1/64"
+                                                     if every_up else f"{len(beat)} thresholds beat 1/64")
+                 + (f" ({len(lose)} others lose to 1/64)" if len(lose) else "") + f"; the best, {best['threshold']}, "
+                 f"against 1/64")
         row = v[(v["with_variant"] == best["variant"]) & (v["without_variant"] == c.prod["variant"])
                 & (v["machine"] == c.machine) & (v["profile"] == c.profile) & (v["region"] == "all")]
         magnitude_row, mech = {}, {}
         if len(row) == 1:
-            size, place, cited, magnitude_row, mech = effect_of(run, v, row.iloc[0], "best_")
-            nums += cited
-            text += f" on {size}" + (f". {place}" if place else "")
+            effect = effect_of(run, v, row.iloc[0], "best_")
+            nums += effect.numbers
+            magnitude_row, mech = effect.magnitude, effect.mechanism
+            text += f" on {effect.size}" + (f". {effect.place}" if effect.place else "")
+            short += f": {effect.short}"
         if extra.get("best_tau_hex") and c.search is not None and isinstance(c.search["boundary"], str):
             bn = cite("search_net", S, search, {"machine": c.machine, "format": c.format, "profile": c.profile},
                       "boundary_net")
             nums.append(bn)
             text += (f". The best float32 tau of these points is {extra['best_tau_hex']} "
                      f"({float(c.search['boundary_tau']):.9g}; net {bn.text} outputs over no correction)")
+            short += f". Best float32 tau: {extra['best_tau_hex']} ({float(c.search['boundary_tau']):.9g})"
         out.append(Answer(QUESTION, text + ".", nums, subject=f"G5={best['threshold']}",
                           comparison=f"{best['variant']} vs {c.prod['variant']}", machine=c.machine,
-                          format=c.format, verdict="helps", magnitude=magnitude_row, mechanism=mech, extra=extra))
+                          format=c.format, verdict="helps", magnitude=magnitude_row, mechanism=mech, extra=extra,
+                          short=short + "."))
     return out
 
 

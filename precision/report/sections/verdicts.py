@@ -16,7 +16,9 @@ import numpy as np
 import pandas as pd
 
 from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold
-from precision.report.answers import (NOT_EXERCISED, Answer, guard_label, magnitude, magnitude_cites,
+from precision.report.answers import (NOT_EXERCISED, Answer, cells_text, effect_short, guard_label, magnitude,
+                                      pointer_text,
+                                      magnitude_cites,
                                       magnitude_sentence, magnitude_text, shown_verdict, subject_guard, verdict_table)
 from precision.report.document import Bullets, Details, Heading, Para, Section, Table
 from precision.report.findings import Finding, cite, fmt_num, p_text
@@ -118,8 +120,8 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
                 parts.append(f"no_effect on {cells}")
                 continue
             if verdict == NOT_EXERCISED:
-                parts.append(f"not exercised on {cells} ({vrows['not_exercised_because'].iloc[0]}; exercised in "
-                             f"the {vrows['exercised_in'].iloc[0]} report)")
+                parts.append(f"not exercised on {cells} ({vrows['not_exercised_because'].iloc[0]}; "
+                             f"{pointer_text(vrows['exercised_in'].iloc[0])})")
                 continue
             top = vrows.sort_values("changed", ascending=False, kind="stable").iloc[0]
             w = {"comparison": comparison, "machine": top["machine"], "profile": top["profile"], "region": "all"}
@@ -166,14 +168,15 @@ def cell_answer(run, t: pd.DataFrame, row, question: str, with_mechanism: bool =
     if not row["exercised"]:
         cnt = cite(f"{tag}count", T, t, w, "count")
         return Answer(sentence=f"{head}: not exercised on its {cnt.text} points: {row['not_exercised_because']}; "
-                               f"see the {row['exercised_in']} report.", numbers=[cnt], verdict="not_exercised",
+                               f"{pointer_text(row['exercised_in'])}.", numbers=[cnt], verdict="not_exercised",
+                      short=f"not exercised ({row['not_exercised_because']}; {pointer_text(row['exercised_in'])})",
                       **base)
     fired = [cite(f"{tag}fired", T, t, w, "fired")] if subject_guard(row["subject"]) else []
     cnt = cite(f"{tag}count", T, t, w, "count")
     acted = f"acted on {fired[0].text} of {cnt.text} points" if fired else f"compared on {cnt.text} points"
     if row["verdict"] == "no_effect":
         return Answer(sentence=f"{head}: {acted} and changed no output.", numbers=[*fired, cnt],
-                      verdict="no_effect", **base)
+                      verdict="no_effect", short=f"{acted} and changed no output", **base)
     size = magnitude_cites(tag, T, t, w)
     text = (f"{head}: {row['verdict']}; {acted}, changed {size['changed'].text}: {size['better'].text} better, "
             f"{size['worse'].text} worse; {magnitude_sentence(size, counts=False)}")
@@ -183,7 +186,7 @@ def cell_answer(run, t: pd.DataFrame, row, question: str, with_mechanism: bool =
         if clause:
             text += f". {clause[0].upper()}{clause[1:]}"
     return Answer(sentence=text + ".", numbers=[*fired, cnt, *size.values(), *where], verdict=row["verdict"],
-                  magnitude=magnitude(row), mechanism=mech, **base)
+                  magnitude=magnitude(row), mechanism=mech, short=effect_short(size, mech, row["verdict"]), **base)
 
 
 _STRENGTH = {"hurts": 0, "mixed": 1, "helps": 2, "inconclusive": 3, "no_effect": 4}
@@ -191,8 +194,10 @@ _STRENGTH = {"hurts": 0, "mixed": 1, "helps": 2, "inconclusive": 3, "no_effect":
 
 def _subject_answers(run, t: pd.DataFrame, grid: pd.DataFrame) -> list:
     """Per subject (a guard or a declared variant): one headline answer naming its verdict on every cell, with
-    the largest effect's sentence; then every cell's own answer (not headline)."""
+    the largest effect's sentence (its ``short``: the verdicts by comparison, cells in words, and the largest
+    effect in one clause); then every cell's own answer (not headline)."""
     out = []
+    every = list(dict.fromkeys(zip(grid["machine"], grid["profile"])))
     for subject, rows in grid.groupby("subject", sort=False):
         guard = subject_guard(subject)
         question = GUARD_QUESTION if guard else DECLARED_QUESTION
@@ -201,21 +206,36 @@ def _subject_answers(run, t: pd.DataFrame, grid: pd.DataFrame) -> list:
         for (_, r), a in zip(rows.iterrows(), cells):
             words.setdefault((a.verdict.replace("_", " "), r["comparison"]), []).append(_cell_name(r))
         listing = "; ".join(f"{v} on {', '.join(c)} ({comparison})" for (v, comparison), c in words.items())
+        brief = {}
+        for (_, r), a in zip(rows.iterrows(), cells):
+            brief.setdefault(r["comparison"], {}).setdefault(a.verdict.replace("_", " "), []).append(
+                (r["machine"], r["profile"]))
+        exercised = any(bool(r["exercised"]) for _, r in rows.iterrows())
+        short_listing = "; ".join(f"{comparison}: " + ", ".join(
+            f"{v} {cells_text(c, every)}" if cells_text(c, every) == "everywhere" else f"{v} on {cells_text(c, every)}"
+            for v, c in by.items()) for comparison, by in brief.items()) if exercised else ""
         acting = [(i, r) for i, (_, r) in enumerate(rows.iterrows()) if r["exercised"]
                   and r["verdict"] in _STRENGTH and r["verdict"] != "no_effect"]
         label = guard_label(guard) if guard else subject
+        if not guard and all(str(c).startswith(f"{subject} vs ") for c in brief):
+            label = ""  # "kernel vs naive: helps everywhere" names its subject already
         if acting:
             i, _ = min(acting, key=lambda ir: (_STRENGTH[ir[1]["verdict"]], -int(ir[1]["changed"])))
             top = cells[i]
-            sentence = f"{label}: {listing}. Largest effect: {top.sentence}"
+            sentence = f"{label or subject}: {listing}. Largest effect: {top.sentence}"
             head = Answer(question=question, sentence=sentence, numbers=top.numbers, subject=subject,
                           comparison=top.comparison, machine=top.machine, format=top.format, verdict=top.verdict,
-                          exercised=True, magnitude=top.magnitude, mechanism=top.mechanism)
+                          exercised=True, magnitude=top.magnitude, mechanism=top.mechanism,
+                          short=f"{label + ': ' if label else ''}{short_listing}. Largest: {top.verdict} on "
+                                f"{top.machine} {top.format} ({top.comparison}): {top.short}.")
         else:
             first = cells[0]
-            head = Answer(question=question, sentence=f"{label}: {listing}. {first.sentence}", numbers=first.numbers,
+            head = Answer(question=question, sentence=f"{label or subject}: {listing}. {first.sentence}",
+                          numbers=first.numbers,
                           subject=subject, comparison=first.comparison, machine=first.machine, format=first.format,
-                          verdict=first.verdict, exercised=first.exercised)
+                          verdict=first.verdict, exercised=first.exercised,
+                          short=(f"{label + ': ' if label else ''}{short_listing}." if exercised
+                                 else f"{label or subject}: {first.short}."))
         out.append(head)
         for a in cells:
             a.headline = False
