@@ -608,7 +608,7 @@ def attribute_bound(bound: BoundRecipe, *, attributes: dict, g4_tile=None, exact
                 reach[name] |= r & use
 
     # tables
-    step_frames = []
+    columns: dict = {}  # name -> one array per step, in step order
     for i, s in enumerate(plan.steps):
         computed = _f64(env[s.name], n)
         evaluated = np.ones(n, bool) if s.where is None else (
@@ -630,14 +630,16 @@ def attribute_bound(bound: BoundRecipe, *, attributes: dict, g4_tile=None, exact
             row_local, row_ulp, row_cond = _f64(local[s.name], n), local_ulp[s.name], cond[s.name]
             row_cause = cause[s.name]
         row_cause = np.where(evaluated, row_cause, "not_evaluated" if s.fmt != "bool" else "decision")
-        step_frames.append(pd.DataFrame({
-            "point": np.arange(n), "order": np.full(n, i), "step": s.name, "kind": s.kind, "format": fmt_name,
-            "evaluated": evaluated, "computed": np.where(evaluated, computed, np.nan), "exact": row_exact,
-            "exact_rounded": row_rounded, "certified": row_cert, "local": row_local, "local_ulp": row_ulp,
-            "cond": row_cond, "cause": row_cause, "reaches_output": reach[s.name] & evaluated,
-        }))
-    steps_df = pd.concat(step_frames, ignore_index=True).sort_values(["point", "order"], kind="stable")
-    steps_df = steps_df.reset_index(drop=True)
+        row = {"point": np.arange(n), "order": np.full(n, i), "step": np.full(n, s.name, dtype=object),
+               "kind": np.full(n, s.kind, dtype=object), "format": np.full(n, fmt_name, dtype=object),
+               "evaluated": evaluated, "computed": np.where(evaluated, computed, np.nan), "exact": row_exact,
+               "exact_rounded": row_rounded, "certified": row_cert, "local": row_local, "local_ulp": row_ulp,
+               "cond": row_cond, "cause": row_cause, "reaches_output": reach[s.name] & evaluated}
+        for name, values in row.items():
+            columns.setdefault(name, []).append(np.asarray(values))
+    # one frame, rows point-major then in step order (the step-major stack, transposed)
+    point_major = np.arange(len(plan.steps) * n).reshape(len(plan.steps), n).T.ravel()
+    steps_df = pd.DataFrame({name: np.concatenate(parts)[point_major] for name, parts in columns.items()})
     for col in ("step", "kind", "format", "cause"):
         steps_df[col] = steps_df[col].astype("category")
 

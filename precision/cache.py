@@ -236,19 +236,32 @@ class TermCache:
         return n
 
 
-#: Version of the stored task results' layout (:class:`precision.task.TaskPiece`); part of every key.
-RESULTS_VERSION = 3
+#: Version of the stored task results' layout (:mod:`precision.task`); part of every key.
+#: 4: one bundle file per task holding every piece (was one file per piece).
+RESULTS_VERSION = 4
+
+#: Separates a piece's key from its array's name inside a bundle.
+_PIECE_SEP = "/"
 
 
 class ResultCache:
     """Scored task results on disk, content-addressed (``results-v<N>/<k[:2]>/<k>.safetensors``).
 
-    A key is a SHA-256 of what determines the result (:mod:`precision.task`:
-    the task's inputs, the oracle version, the digest of the variant's source
-    and everything it imports inside the package); the value is a dict of
-    arrays written by :func:`atomic_write_npz`, so two runs writing the same
-    key at once both leave a whole file, and a corrupt file is reported once
-    (:class:`CacheIntegrityWarning`) and recomputed.
+    Two kinds of entries, each a dict of arrays written by
+    :func:`atomic_write_npz` (so two runs writing the same key at once both
+    leave a whole file, and a corrupt file is reported once with a
+    :class:`CacheIntegrityWarning` and recomputed):
+
+    * a **result** under a key (:meth:`get`, :meth:`put`), e.g. a threshold
+      search;
+    * a **bundle**: the pieces of one task (:mod:`precision.task`), each a
+      dict of arrays under its own piece key, in one file under the task's
+      key (:meth:`get_bundle`, :meth:`put_bundle`).  A run reads a task's
+      pieces in one read and writes them in one write; an edit to one
+      variant rewrites that task's file with the new pieces added.
+
+    A key is a SHA-256 of what determines the entry (the task's inputs, the
+    oracle version, the digest of the code: :mod:`precision.task`).
 
     Parameters
     ----------
@@ -284,6 +297,20 @@ class ResultCache:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_npz(path, arrays, durable=False)
+
+    def get_bundle(self, key: str) -> dict:
+        """{piece key: arrays} of the bundle under ``key`` (empty: absent, corrupt, or the cache disabled)."""
+        arrays = self.get(key) or {}
+        pieces: dict = {}
+        for name, a in arrays.items():
+            if name != "digest":
+                piece, _, column = name.partition(_PIECE_SEP)
+                pieces.setdefault(piece, {})[column] = a
+        return pieces
+
+    def put_bundle(self, key: str, pieces: dict) -> None:
+        """Store {piece key: arrays} as one bundle under ``key`` (replacing it; atomic)."""
+        self.put(key, {f"{piece}{_PIECE_SEP}{name}": a for piece, arrays in pieces.items() for name, a in arrays.items()})
 
     def _files(self) -> list:
         if self.root is None or not self.root.is_dir():

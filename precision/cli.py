@@ -753,9 +753,9 @@ def _cmd_cache(args) -> int:
         t, r = terms.info(), results.info()
         print(f"folder  {t['folder']}\n"
               f"terms   {t['shards']} shards, {t['entries']:,} entries, {t['bytes']:,} bytes\n"
-              f"results {r['results']:,} results, {r['bytes']:,} bytes")
+              f"results {r['results']:,} files, {r['bytes']:,} bytes")
     else:
-        print(f"removed {terms.clear()} term shards and {results.clear():,} results from {terms.folder}")
+        print(f"removed {terms.clear()} term shards and {results.clear():,} result files from {terms.folder}")
     return 0
 
 

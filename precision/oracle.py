@@ -84,7 +84,8 @@ __all__ = [
 #: Bumped whenever a change could alter any returned bit (cache keys use it).
 #: 2: focal terms are computed at each (x, gamma)'s own starting
 #: precision, so their bits no longer depend on which gammas share a batch.
-ORACLE_VERSION = "2"
+#: 3: focal terms start TERM_EXTRA_BITS (8) bits above that precision (fewer recomputations).
+ORACLE_VERSION = "3"
 
 #: First working precision in bits: 40 bits beyond fp32's 24 decide all but
 #: about one point in 2**30 away from cancellation.
@@ -377,18 +378,18 @@ def focal_term(x: float, gamma: float, prec: int) -> Ball:
     return _focal_from_parts(parts, x >= 0, libmp.from_float(gamma), gamma)
 
 
-def focal_terms(x: float, gammas, signs=(1, -1), prec: int | None = None) -> dict:
+def focal_terms(x: float, gammas, signs=(1, -1), prec: int | None = None, extra_bits: int = 0) -> dict:
     """A(s x, g) for every g in ``gammas`` and s in ``signs``, sharing exp and log1p.
 
     Returns ``{(s, g): Ball}``.  The working precision is ``prec``, or else
-    each gamma's own :func:`_initial_prec` (gammas with the same precision
-    share exp and log1p), so a ball never depends on the other gammas asked
-    for with it.
+    each gamma's own :func:`_initial_prec` plus ``extra_bits`` (gammas with
+    the same precision share exp and log1p), so a ball never depends on the
+    other gammas asked for with it.
     """
     out = {}
     parts_at = {}
     for g in gammas:
-        p = prec if prec is not None else _initial_prec(x, g)
+        p = prec if prec is not None else _initial_prec(x, g) + extra_bits
         if p not in parts_at:
             parts_at[p] = _SigmoidParts(libmp.mpf_abs(libmp.from_float(x)), p)
         G = libmp.from_float(g)

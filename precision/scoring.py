@@ -423,30 +423,42 @@ class Grouping:
         return np.bincount(self.group, np.asarray(mask).ravel(), self.n_groups)[self.ids].astype(np.int64)
 
     def tally(self, masks: dict, codes: dict | None = None) -> dict:
-        """Several counts per nonempty group in one pass over the points.
+        """Several counts per nonempty group in few passes over the points.
 
         ``masks``: name -> boolean array (count where true); ``codes``: name
         -> (small int array, {value: count name}) (count each value).  The
-        masks and codes are packed into one integer per point and counted
-        with a single :func:`numpy.bincount`; equal to :meth:`count` of each.
+        masks and codes are packed into integers per point, as many fields
+        per pass as keep the :func:`numpy.bincount` table (groups x bit
+        patterns) within a few times the number of points; equal to
+        :meth:`count` of each.
         """
-        codes = codes or {}
+        fields = [(name, np.asarray(mask).ravel(), 1, {1: name}) for name, mask in masks.items()]
+        fields += [(name, np.asarray(values).ravel(), max(1, int(max(names)).bit_length()), names)
+                   for name, (values, names) in (codes or {}).items()]
+        limit = max(4 * self.group.size, 1 << 12)
+        out, batch, shift = {}, [], 0
+        for field in fields + [None]:
+            if field is not None and (not batch or (self.n_groups << (shift + field[2])) <= limit):
+                batch.append(field)
+                shift += field[2]
+                continue
+            out.update(self._tally_packed(batch, shift))
+            batch, shift = ([field], field[2]) if field is not None else ([], 0)
+        return out
+
+    def _tally_packed(self, fields: list, shift: int) -> dict:
+        """The counts of ``fields`` (name, values, bit width, {value: count name}) in one bincount."""
         packed = np.zeros(self.group.size, dtype=np.int64)
-        shift, fields = 0, []
-        for name, mask in masks.items():
-            packed |= np.asarray(mask, dtype=np.int64).ravel() << shift
-            fields.append((shift, 1, {1: name}))
-            shift += 1
-        for name, (values, names) in codes.items():
-            width = max(1, int(max(names)).bit_length())
-            packed |= np.asarray(values, dtype=np.int64).ravel() << shift
-            fields.append((shift, width, names))
-            shift += width
+        starts, start = [], 0
+        for _, values, width, _ in fields:
+            packed |= values.astype(np.int64) << start
+            starts.append(start)
+            start += width
         table = np.bincount(self.group << shift | packed, minlength=self.n_groups << shift)
         table = table.reshape(self.n_groups, 1 << shift)[self.ids]
         patterns = np.arange(1 << shift)
         out = {}
-        for start, width, names in fields:
+        for (_, _, width, names), start in zip(fields, starts):
             field = (patterns >> start) & ((1 << width) - 1)
             for value, name in names.items():
                 out[name] = table[:, field == value].sum(axis=1).astype(np.int64)

@@ -120,6 +120,11 @@ __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGE
 #: start-up, small enough to balance two cores and checkpoint often.
 TERM_CHUNK = 8192
 
+#: Seconds between stores of newly computed focal terms into the cache: each store rewrites a whole shard
+#: per gamma, so storing after every chunk cost more than the oracle on large studies; an interrupted run
+#: loses at most this much of its oracle work.
+TERM_STORE_SECONDS = 20.0
+
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
@@ -215,13 +220,19 @@ def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executo
             want = tuple(g for g, w in zip(gammas, np.unpackbits(signatures[si])[:len(gammas)]) if w)
             chunks += [(x[i:i + TERM_CHUNK], want) for i in range(0, x.size, TERM_CHUNK)]
     if chunks:
+        unstored: dict = {}  # gamma -> [(x, TermTable)] computed since the last store
+        stored_at = time.perf_counter()
         with _progress(len(chunks), "oracle") as bar:
             for i, tables in executor.map_unordered(_term_chunk, chunks):
                 x = chunks[i][0]
                 for g, table in tables.items():
-                    cache.store(g, x, table)
+                    unstored.setdefault(g, []).append((x, table))
                     parts[g].append((x, table))
                 bar.update(1)
+                if time.perf_counter() - stored_at > TERM_STORE_SECONDS:
+                    _store_terms(cache, unstored)
+                    stored_at = time.perf_counter()
+        _store_terms(cache, unstored)
     result = {}
     for g, pieces in parts.items():
         preds = preds_by_gamma[g]
@@ -234,6 +245,13 @@ def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executo
             return t_all.take(first[np.searchsorted(keys, values.view(np.int64))])
         result[g] = (lookup(preds) if need_pos else nan, lookup(-preds) if need_neg else nan)
     return result, total, cached
+
+
+def _store_terms(cache: TermCache, unstored: dict) -> None:
+    """Merge the terms computed since the last store into the cache (one shard write per gamma); empties it."""
+    for g, pieces in unstored.items():
+        cache.store(g, np.concatenate([x for x, _ in pieces]), TermTable.concatenate(t for _, t in pieces))
+    unstored.clear()
 
 
 def _term_chunk(chunk):

@@ -8,8 +8,9 @@ a shared recipe once per distinct configuration), scores them against the
 exact values derived from the oracle's focal terms, and aggregates per fine
 group (selector, region, bracket band) with :mod:`precision.scoring`.
 
-The result is assembled from pieces, each stored in the
-:class:`~precision.cache.ResultCache` under a key made of what determines it:
+The result is assembled from pieces, all of a task's pieces in one bundle of
+the :class:`~precision.cache.ResultCache` (one read and at most one write per
+task), each piece under a key made of what determines it:
 
 * a **variant piece** (its :class:`~precision.scoring.GroupStats` rows, the
   kept per-point rows, its max error per pred bin): the task's inputs
@@ -398,8 +399,10 @@ def run_task(task: Task) -> dict:
     vkeys = [_key("variant", base, task.machine, v, d) for v, d in zip(task.variants, digests)]
     pkeys = [_key("pair", base, task.machine, task.variants[w], digests[w], task.variants[o], digests[o])
              for w, o in task.comparisons]
-    pieces = {i: cache.get(k) for i, k in enumerate(vkeys)}
-    pairs = {i: cache.get(k) for i, k in enumerate(pkeys)}
+    bundle_key = _key("task", base, task.machine)
+    bundle = cache.get_bundle(bundle_key)  # every piece stored for this task, by piece key
+    pieces = {i: bundle.get(k) for i, k in enumerate(vkeys)}
+    pairs = {i: bundle.get(k) for i, k in enumerate(pkeys)}
     reused = sum(p is not None for p in pieces.values()) + sum(p is not None for p in pairs.values())
     need = {i for i, p in pieces.items() if p is None}
     for ci, (w, o) in enumerate(task.comparisons):
@@ -426,14 +429,14 @@ def run_task(task: Task) -> dict:
                 fired = _fired(task, tensor, task.variants[i], decided[task.variants[i]])
                 piece, scores[i] = _variant_piece(task, tensor, out, fired, seen)
             if pieces[i] is None:
-                pieces[i] = piece
-                cache.put(vkeys[i], piece)
+                pieces[i] = bundle[vkeys[i]] = piece
                 computed_pieces += 1
         for ci, (w, o) in enumerate(task.comparisons):
             if pairs[ci] is None and w in scores and o in scores:
-                pairs[ci] = _pair_piece(tensor, scores[w], scores[o])
-                cache.put(pkeys[ci], pairs[ci])
+                pairs[ci] = bundle[pkeys[ci]] = _pair_piece(tensor, scores[w], scores[o])
                 computed_pieces += 1
+        if computed_pieces:
+            cache.put_bundle(bundle_key, bundle)  # one write: the pieces found and the new ones
     arrays = _assemble(task, pieces, pairs, fallback, reused, computed_pieces)
     if task.chunk_file is None:
         return arrays

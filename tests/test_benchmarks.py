@@ -25,6 +25,7 @@ def test_sweep_benchmark_prints_both_ratios():
     out = _run("sweep.py", "--preds", "10")
     assert re.search(r"^(PASS|FAIL) oracle ratio [0-9.]+x target 10x$", out, re.M), out
     assert re.search(r"^(PASS|FAIL) end-to-end ratio [0-9.]+x target 4x \(bound", out, re.M), out
+    assert re.search(r"^(PASS|FAIL) overhead ratio \(slice\) [0-9.]+ target <= 1.5 \(end to end ", out, re.M), out
 
 
 def test_implementations_benchmark_runs():

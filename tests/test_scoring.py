@@ -309,3 +309,18 @@ def test_paired_table_gives_the_size_of_a_change():
     assert min(abs(row["median_gain_bits"] - gains)) <= 1 / 64
     assert min(abs(row["median_loss_bits"] - losses)) <= 1 / 64
     assert row["max_gain_bits"] == pytest.approx(gains.max())
+
+
+@pytest.mark.parametrize("n, n_groups", [(7, 3), (40, 12), (5000, 9)])
+def test_tally_equals_one_count_per_mask_and_code(n, n_groups):
+    """However the fields are packed into passes (few points and many groups force several), every tally
+    equals :meth:`Grouping.count` of its own mask."""
+    rng = np.random.default_rng(n)
+    grouping = Grouping(rng.integers(0, n_groups, n), n_groups)
+    masks = {f"m{i}": rng.random(n) < 0.3 for i in range(13)}
+    codes = rng.integers(0, 6, n)
+    out = grouping.tally(masks, {"code": (codes, {1: "one", 3: "three", 5: "five"})})
+    for name, mask in masks.items():
+        np.testing.assert_array_equal(out[name], grouping.count(mask))
+    for value, name in ((1, "one"), (3, "three"), (5, "five")):
+        np.testing.assert_array_equal(out[name], grouping.count(codes == value))

@@ -234,12 +234,13 @@ class TestRunCommand:
         capsys.readouterr()
         assert main(["cache", "info", "--cache-dir", str(tmp_path / "c")]) == 0
         info = capsys.readouterr().out
-        # 16 tasks (2 machines x 2 profiles x 2 alphas x 2 gammas), each 5 variants and 2 comparisons
-        assert "terms   2 shards" in info and "results 112 results" in info
+        # 16 tasks (2 machines x 2 profiles x 2 alphas x 2 gammas): one file each, holding 5 variants' and
+        # 2 comparisons' pieces
+        assert "terms   2 shards" in info and "results 16 files" in info
         assert main(["cache", "clear", "--cache-dir", str(tmp_path / "c")]) == 0
-        assert "removed 2 term shards and 112 results" in capsys.readouterr().out
+        assert "removed 2 term shards and 16 result files" in capsys.readouterr().out
         assert main(["cache", "info", "--cache-dir", str(tmp_path / "c")]) == 0
-        assert "results 0 results, 0 bytes" in capsys.readouterr().out
+        assert "results 0 files, 0 bytes" in capsys.readouterr().out
 
 
 def test_profile_tensors_hold_only_their_exact_values(tmp_path):

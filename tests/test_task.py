@@ -98,15 +98,19 @@ class TestResultCache:
         again, _ = _run(tmp_path, "b")
         assert (again.results_computed, again.results_reused) == (TASKS * (VARIANTS + PAIRS), 0)
 
+    def test_one_file_per_task_holds_every_piece(self, tmp_path):
+        _run(tmp_path, "a")
+        assert len(list((tmp_path / "cache").glob("results-v*/*/*.safetensors"))) == TASKS
+
     def test_a_corrupt_result_is_reported_once_and_recomputed(self, tmp_path):
         _, a = _run(tmp_path, "a")
-        victim = sorted((tmp_path / "cache").glob("results-v*/*/*.safetensors"))[5]
-        victim.write_bytes(victim.read_bytes()[:-40])  # truncated
+        victim = sorted((tmp_path / "cache").glob("results-v*/*/*.safetensors"))[1]
+        victim.write_bytes(victim.read_bytes()[:-40])  # truncated: that task's bundle, every piece of it
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             again, b = _run(tmp_path, "b")
         assert sum(issubclass(w.category, CacheIntegrityWarning) for w in caught) == 1
-        assert (again.results_computed, again.results_reused) == (1, TASKS * (VARIANTS + PAIRS) - 1)
+        assert (again.results_computed, again.results_reused) == (VARIANTS + PAIRS, (TASKS - 1) * (VARIANTS + PAIRS))
         _same_tables(a, b)
 
     def test_no_cache_neither_reads_nor_writes(self, tmp_path):
