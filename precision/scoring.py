@@ -437,13 +437,15 @@ class Grouping:
                    for name, (values, names) in (codes or {}).items()]
         limit = max(4 * self.group.size, 1 << 12)
         out, batch, shift = {}, [], 0
-        for field in fields + [None]:
-            if field is not None and (not batch or (self.n_groups << (shift + field[2])) <= limit):
-                batch.append(field)
-                shift += field[2]
-                continue
+        for field in fields:
+            width = field[2]
+            if batch and (self.n_groups << (shift + width)) > limit:
+                out.update(self._tally_packed(batch, shift))
+                batch, shift = [], 0
+            batch.append(field)
+            shift += width
+        if batch:
             out.update(self._tally_packed(batch, shift))
-            batch, shift = ([field], field[2]) if field is not None else ([], 0)
         return out
 
     def _tally_packed(self, fields: list, shift: int) -> dict:
