@@ -23,10 +23,11 @@ finite value.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 from mpmath import libmp
 
@@ -80,8 +81,10 @@ class Format:
         Significand precision in bits, the hidden bit included (11, 8, 24, 53).
     emin, emax : int
         Exponents of the smallest and largest normal binades.
-    dtype : numpy.dtype
-        The numpy dtype that stores the format.
+    storage : str
+        The numpy dtype that stores the format: a numpy type name (``"float16"``), or ``"module:name"``
+        of a type imported on first use of :attr:`dtype` (bf16's ``ml_dtypes:bfloat16``, whose
+        extension takes most of a second to load, so that only work in bf16 pays for it).
     uint_dtype : numpy.dtype
         The unsigned integer dtype of the same width (for bit views).
     """
@@ -90,8 +93,13 @@ class Format:
     prec: int
     emin: int
     emax: int
-    dtype: np.dtype
+    storage: str
     uint_dtype: np.dtype
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype that stores the format."""
+        return _storage_dtype(self.storage)
 
     @property
     def width(self) -> int:
@@ -225,10 +233,17 @@ def _compose(sign: int, n, qexp: int) -> float:
     return -x if sign else x
 
 
-FP16 = Format("fp16", 11, -14, 15, np.dtype(np.float16), np.dtype(np.uint16))
-BF16 = Format("bf16", 8, -126, 127, np.dtype(ml_dtypes.bfloat16), np.dtype(np.uint16))
-FP32 = Format("fp32", 24, -126, 127, np.dtype(np.float32), np.dtype(np.uint32))
-FP64 = Format("fp64", 53, -1022, 1023, np.dtype(np.float64), np.dtype(np.uint64))
+@functools.cache
+def _storage_dtype(storage: str) -> np.dtype:
+    """The numpy dtype named by a :attr:`Format.storage` (its module imported on first use)."""
+    module, _, name = storage.rpartition(":")
+    return np.dtype(getattr(importlib.import_module(module), name) if module else storage)
+
+
+FP16 = Format("fp16", 11, -14, 15, "float16", np.dtype(np.uint16))
+BF16 = Format("bf16", 8, -126, 127, "ml_dtypes:bfloat16", np.dtype(np.uint16))
+FP32 = Format("fp32", 24, -126, 127, "float32", np.dtype(np.uint32))
+FP64 = Format("fp64", 53, -1022, 1023, "float64", np.dtype(np.uint64))
 
 #: Every supported format by name, narrowest first.
 FORMATS = {f.name: f for f in (FP16, BF16, FP32, FP64)}
@@ -244,9 +259,10 @@ def get_format(fmt) -> Format:
         dt = np.dtype(fmt)
     except TypeError:
         dt = None
-    for f in FORMATS.values():
-        if dt is not None and dt == f.dtype:
-            return f
+    # by the dtype's name: a bfloat16 dtype exists only once ml_dtypes is loaded, so no other dtype loads it
+    by_name = {f.storage.rpartition(":")[2]: f for f in FORMATS.values()}
+    if dt is not None and dt.name in by_name and dt == by_name[dt.name].dtype:
+        return by_name[dt.name]
     raise ParameterError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}")
 
 

@@ -48,7 +48,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.special import bdtr
 
 from precision.frames import frame_from_arrays, frame_to_arrays
 from precision.formats import NAN_ORDINAL, get_format, round_to_format, to_ordinal, ulp
@@ -896,6 +895,8 @@ def sign_test(better, worse) -> np.ndarray:
     >>> sign_test([3, 10, 0], [0, 0, 0]).round(4).tolist()
     [0.25, 0.002, 1.0]
     """
+    from scipy.special import bdtr  # scipy.special loads in about 0.15 s: only for the commands that test
+
     b = np.asarray(better, dtype=np.int64)
     w = np.asarray(worse, dtype=np.int64)
     n = b + w

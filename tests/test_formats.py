@@ -1,6 +1,8 @@
 """Tests of precision.formats: ulp, rounding, ordinals, enumeration."""
 
 import math
+import subprocess
+import sys
 from fractions import Fraction
 
 import mpmath
@@ -42,6 +44,18 @@ class TestFormatConstants:
         assert get_format(np.dtype("float32")) is FP32
         with pytest.raises(ParameterError, match="fp8"):
             get_format("fp8")
+        with pytest.raises(ParameterError, match="int32"):
+            get_format(np.int32)
+
+    def test_bf16_storage_loads_on_first_use(self):
+        """ml_dtypes (most of a second to import) loads only when bf16's dtype is asked for; a dtype lookup of
+        another format never loads it, and bfloat16's own dtype finds BF16."""
+        code = ("import sys, numpy as np; from precision.formats import BF16, get_format; "
+                "assert get_format(np.float32).name == 'fp32' and get_format(np.float64).name == 'fp64'; "
+                "assert 'ml_dtypes' not in sys.modules; "
+                "import ml_dtypes; print(BF16.dtype, get_format(np.dtype(ml_dtypes.bfloat16)) is BF16)")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert (done.returncode, done.stdout) == (0, "bfloat16 True\n"), done.stderr
 
 
 class TestEnumeration:

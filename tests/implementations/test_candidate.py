@@ -22,6 +22,7 @@ from precision.implementations.candidate import (
 from precision.implementations.common import load_operands, resolve_machine, validate_inputs
 from precision.opcount import count_ops
 from precision.scoring import ulp_error
+from precision.terms import derive_gradient, focal_term_tables
 
 GAMMAS = (-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 5.0, 6.0)
 
@@ -213,16 +214,22 @@ FP16_MISSES = {("ieee", -2.0): 26, ("npu", -2.0): 26, ("ieee", 2.0): 30, ("npu",
 
 @pytest.mark.slow
 def test_fp16_correct_share_kept():
-    # every finite fp16 pred, both selectors, gamma -2 and 2, the alpha grid, ieee and npu
+    # every finite fp16 pred, both selectors, gamma -2 and 2, the alpha grid, ieee and npu; the exact values
+    # derived from focal terms, as a sweep does (tests/test_terms.py holds them to the scalar oracle)
     x = np.arange(0, 0x10000, dtype=np.uint32).astype(np.uint16).view(np.float16)
     x = x[np.isfinite(x)]
+    x64 = x.astype(np.float64)
+    ones = np.ones(x.size)
+    tables = focal_term_tables(np.concatenate([x64, -x64]), (-2.0, 2.0))
     misses = {}
     for gamma in (-2.0, 2.0):
+        pos, neg = tables[gamma].take(slice(0, x.size)), tables[gamma].take(slice(x.size, None))
         for alpha in (0.0, 0.25, 0.5, 0.75, 1.0):
             for sel in (0, 1):
                 t = np.full(x.shape, sel, np.int32)
-                want = oracle.gradient(x.astype(np.float64), t, alpha, gamma, 1.0, 1.0, 1, "fp16")
-                want = want.astype(np.float16)  # no NaN here: == compares values (+0 == -0 as the scores do)
+                want = derive_gradient(x64, t, alpha * ones, gamma * ones, ones, ones, np.ones(x.size, np.int64),
+                                       "fp16", pos, neg).rounded
+                assert not np.isnan(want).any()  # so == compares values (+0 == -0 as the scores do)
                 for model in ("ieee", "npu"):
                     out = candidate(model, x[None], t[None], np.ones((1, x.size), np.float16), None, alpha, gamma,
                                     "none")[0]

@@ -199,6 +199,7 @@ def plot_histograms(hist: pd.DataFrame, folder, stem: str = "ulp_histograms") ->
             if special:
                 ax.plot([special_at], [special], marker="x", ms=4, color=line.get_color(), ls="none")
         ax.set_yscale("log")
+        ax.minorticks_off()  # the octave steps are read against the decades; minor ticks cost most of the drawing
         ax.set_title(v, fontsize=8)
         ax.tick_params(labelsize=6)
         ax.axvline(0, color="k", lw=0.4, ls=":")
