@@ -61,7 +61,8 @@ then compared with the run's ``computed`` bits, and any difference is counted in
 dropped.
 
 Cost: the exact values are about 1 ms of CPU per distinct point and recipe configuration (shared
-between the machines of a run); the rest is vectorized.
+between the machines of a run); the rest is vectorized.  The batches of one recipe configuration (its
+machines) make one job, and the jobs run on the sweep's executor, so the attribution uses every worker.
 """
 
 from __future__ import annotations
@@ -79,11 +80,13 @@ from tqdm import tqdm
 from precision.attribution import attribute_bound
 from precision.comparisons import find_comparisons
 from precision.errors import ParameterError
+from precision.executor import InlineExecutor
 from precision.formats import get_format, round_to_format
 from precision.guards import bind_recipe, recipe_call, variant_names
 from precision.scoring import CLASS_NAMES, classify, compare_points, ulp_error
 from precision.study import Study, study_preds_by_gamma
 from precision.frames import write_csv
+from precision.plugins import ensure_loaded
 
 __all__ = ["PREDICTED_CAUSES", "GROUP_KEYS", "CAUSE_COLUMNS", "GUARD_COLUMNS", "AttributionTables",
            "attribution_tables", "write_attribution", "confusion_table", "select_points"]
@@ -270,41 +273,68 @@ def _batches(frame: pd.DataFrame):
         yield dict(zip(_BATCH_KEYS, key)), rows
 
 
-def _attribute_points(frame: pd.DataFrame, study: Study, tensors: _Tensors, task_tiles: bool, progress):
-    """Per attributed point: the top cause and whether the attribution reproduces the run's output."""
-    parts = []
+def _attribution_jobs(frame: pd.DataFrame) -> list:
+    """The batches grouped by what shares exact values (variant, profile and scalars: the machines of one
+    configuration), each group one job, in the frame's order."""
+    jobs: dict = {}
+    for batch, rows in (_batches(frame) if len(frame) else []):
+        key = (batch["variant"], batch["profile"], batch["alpha"], batch["gamma"],
+               None if np.isnan(batch["weight"]) else batch["weight"], batch["dout"], batch["count"])
+        jobs.setdefault(key, []).append((batch, rows))
+    return list(jobs.values())
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One job of :func:`_attribute_job` (plain data: it crosses a process boundary)."""
+
+    study: Study
+    preds_by_gamma: dict | None  # the job's gamma only (None: the study's, computed where needed)
+    task_tiles: bool
+    batches: list  # [(batch scalars, rows of points)]
+
+
+def _attribute_job(job: _Job) -> list:
+    """The attributed rows of each batch of one job (its machines share exact values, kept only meanwhile)."""
+    ensure_loaded(job.study.plugins)  # a worker of a remote cluster has not loaded the study's plugins
+    study, tensors = job.study, _Tensors(job.study, job.preds_by_gamma)
     exact_cache: dict = {}
-    # the machines of one (variant, profile, scalars) in a row: their points share exact values, kept only meanwhile
-    batches = list(_batches(frame)) if len(frame) else []
-    shared = [(b["variant"], b["profile"], b["alpha"], b["gamma"], None if np.isnan(b["weight"]) else b["weight"],
-               b["dout"], b["count"]) for b, _ in batches]
-    first = {k: i for i, k in reversed(list(enumerate(shared)))}
-    order = sorted(range(len(batches)), key=lambda i: (first[shared[i]], i))
-    with _progress(len(batches), "attribution", progress) as bar:
-        previous = None
-        for i in order:
-            batch, rows = batches[i]
-            if shared[i] != previous:
-                exact_cache.clear()
-                previous = shared[i]
-            profile = tensors.profile(batch["profile"])
-            pred, target = rows["pred"].to_numpy(), rows["target"].to_numpy()
-            x, t, d, w = tensors.operands(profile, pred, target, batch["weight"], batch["dout"])
-            bound = _bind(batch["variant"], x, t, d, w, study, batch["machine"], batch)
-            flags = tensors.g4_flags(batch["variant"], batch["machine"], profile, batch, pred, target) \
-                if task_tiles else None
-            n_mean = int(batch["count"]) if study.reduction == "mean" else 1
-            att = attribute_bound(bound, attributes={"alpha": float(batch["alpha"]), "gamma": float(batch["gamma"]),
-                                                     "count": n_mean, "machine": batch["machine"],
-                                                     "target": t.reshape(-1)},
-                                  g4_tile=flags, exact_cache=exact_cache)
-            p = att.points
-            computed = p["computed"].to_numpy()
-            parts.append(rows.assign(
-                attributed_computed=computed, mismatched=~_same_bits(computed, rows["computed"].to_numpy()),
-                top_step=p["top_step"].fillna("none").to_numpy(object), top_cause=p["top_cause"].to_numpy(object),
-                top_local_ulp=p["top_local_ulp"].to_numpy(np.float64), top_cond=p["top_cond"].to_numpy(np.float64)))
-            bar.update(1)
+    parts = []
+    for batch, rows in job.batches:
+        profile = tensors.profile(batch["profile"])
+        pred, target = rows["pred"].to_numpy(), rows["target"].to_numpy()
+        x, t, d, w = tensors.operands(profile, pred, target, batch["weight"], batch["dout"])
+        bound = _bind(batch["variant"], x, t, d, w, study, batch["machine"], batch)
+        flags = tensors.g4_flags(batch["variant"], batch["machine"], profile, batch, pred, target) \
+            if job.task_tiles else None
+        n_mean = int(batch["count"]) if study.reduction == "mean" else 1
+        att = attribute_bound(bound, attributes={"alpha": float(batch["alpha"]), "gamma": float(batch["gamma"]),
+                                                 "count": n_mean, "machine": batch["machine"],
+                                                 "target": t.reshape(-1)},
+                              g4_tile=flags, exact_cache=exact_cache)
+        p = att.points
+        computed = p["computed"].to_numpy()
+        parts.append(rows.assign(
+            attributed_computed=computed, mismatched=~_same_bits(computed, rows["computed"].to_numpy()),
+            top_step=p["top_step"].fillna("none").to_numpy(object), top_cause=p["top_cause"].to_numpy(object),
+            top_local_ulp=p["top_local_ulp"].to_numpy(np.float64), top_cond=p["top_cond"].to_numpy(np.float64)))
+    return parts
+
+
+def _attribute_points(frame: pd.DataFrame, study: Study, preds_by_gamma, task_tiles: bool, progress,
+                      executor=None) -> pd.DataFrame:
+    """Per attributed point: the top cause and whether the attribution reproduces the run's output.
+
+    The jobs (:func:`_attribution_jobs`) run on ``executor`` (:mod:`precision.executor`; None: in this
+    process); the rows come back in the run's order whatever order the jobs finish in.
+    """
+    jobs = [_Job(study, None if preds_by_gamma is None else {b[0][0]["gamma"]: preds_by_gamma[b[0][0]["gamma"]]},
+                 task_tiles, b) for b in _attribution_jobs(frame)]
+    parts = []
+    with _progress(sum(len(j.batches) for j in jobs), "attribution", progress) as bar:
+        for i, job_parts in (executor or InlineExecutor()).map_unordered(_attribute_job, jobs):
+            parts += job_parts
+            bar.update(len(jobs[i].batches))
     if not parts:
         return frame.assign(attributed_computed=np.nan, mismatched=False, top_step="none", top_cause="none",
                             top_local_ulp=np.nan, top_cond=np.nan, over_1ulp=False, predicted=False).iloc[0:0]
@@ -455,7 +485,7 @@ def _guard_table(pts: pd.DataFrame, study: Study, tensors: _Tensors, task_tiles:
 
 
 def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_gamma=None, progress=None,
-                       task_tiles: bool = True) -> AttributionTables:
+                       task_tiles: bool = True, executor=None) -> AttributionTables:
     """Attribute a run's kept points (the study's ``[run] attribution``) and tabulate the top causes.
 
     Parameters
@@ -472,6 +502,9 @@ def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_gamma=Non
     task_tiles : bool
         Take G4's tile decision from the sweep's task tensor (default); False lets each batch decide
         (the plain :func:`precision.attribution.attribute`), which ``mismatched`` then shows.
+    executor : optional
+        Where the points are attributed, one job per recipe configuration (:mod:`precision.executor`, as
+        the sweep's tasks; default: in this process).  The tables do not depend on it.
 
     Returns
     -------
@@ -480,8 +513,10 @@ def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_gamma=Non
     """
     started = time.perf_counter()
     frame = select_points(points, study)
+    if preds_by_gamma is None and task_tiles and len(frame):
+        preds_by_gamma = study_preds_by_gamma(study)  # once here, not in every job
     tensors = _Tensors(study, preds_by_gamma)
-    pts = _attribute_points(frame, study, tensors, task_tiles, progress)
+    pts = _attribute_points(frame, study, preds_by_gamma, task_tiles, progress, executor)
     causes = _sorted(_cause_table(pts), study)
     guards = _guard_table(pts, study, tensors, task_tiles)
     return AttributionTables(causes, guards, pts.reset_index(drop=True),
@@ -539,7 +574,7 @@ def confusion_table(causes: pd.DataFrame, by=("variant", "machine", "format")) -
 
 
 def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = None, preds_by_gamma=None,
-                      progress=None) -> AttributionTables | None:
+                      progress=None, executor=None) -> AttributionTables | None:
     """Write ``attribution.csv`` and ``attribution_guards.csv`` into a run folder (atomically each).
 
     Parameters
@@ -549,7 +584,7 @@ def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = No
     study : precision.study.Study
     points : pandas.DataFrame, optional
         ``points.parquet`` if already read.
-    preds_by_gamma, progress
+    preds_by_gamma, progress, executor
         As :func:`attribution_tables`.
 
     Returns
@@ -566,7 +601,7 @@ def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = No
         # only the attributed variants' rows are read (a run keeps every variant's)
         points = pd.read_parquet(path, filters=[("variant", "in", _attributed_variants(study))]) \
             if "variant" in names else pd.read_parquet(path)
-    tables = attribution_tables(points, study, preds_by_gamma=preds_by_gamma, progress=progress)
+    tables = attribution_tables(points, study, preds_by_gamma=preds_by_gamma, progress=progress, executor=executor)
     for name, frame in (("attribution.csv", tables.causes), ("attribution_guards.csv", tables.guards)):
         write_csv(frame, out / name)
     return tables

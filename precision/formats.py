@@ -255,12 +255,15 @@ def get_format(fmt) -> Format:
         return fmt
     if isinstance(fmt, str) and fmt in FORMATS:
         return FORMATS[fmt]
+    # by the numpy type's name ("bfloat16" too, which numpy knows only once ml_dtypes is loaded); a dtype of
+    # another format never loads ml_dtypes
+    by_name = {f.storage.rpartition(":")[2]: f for f in FORMATS.values()}
+    if isinstance(fmt, str) and fmt in by_name:
+        return by_name[fmt]
     try:
         dt = np.dtype(fmt)
     except TypeError:
         dt = None
-    # by the dtype's name: a bfloat16 dtype exists only once ml_dtypes is loaded, so no other dtype loads it
-    by_name = {f.storage.rpartition(":")[2]: f for f in FORMATS.values()}
     if dt is not None and dt.name in by_name and dt == by_name[dt.name].dtype:
         return by_name[dt.name]
     raise ParameterError(f"format={fmt!r}; expected one of {', '.join(FORMATS)}")

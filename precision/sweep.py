@@ -333,29 +333,29 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                 bar.update(1)
         searched = _threshold_search(study, tasks, variants, executor, cache_folder) \
             if study.threshold_search else None
+        # the tables are written into a staging folder and moved into place only when all are written,
+        # so a failed write (full disk, read-only folder) leaves no partial set of tables behind
+        staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
+        try:
+            unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
+            if study.attribution is not None:  # reads staging/points.parquet
+                write_attribution(staging, study, preds_by_gamma=preds_by_gamma, executor=executor)
+            if searched is not None:
+                for name, frame in zip(("threshold_search.csv", "threshold_search_octaves.csv"), searched):
+                    write_csv(frame, staging / name)
+            result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
+                               len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
+                               unsupported, results_reused, results_computed)
+            _write_run_json(study, staging, result)
+            for path in sorted(staging.iterdir()):
+                os.replace(path, out / path.name)
+        except OSError as exc:
+            raise PrecisionError(f"--out={out}: cannot write the tables ({exc.strerror or exc}); nothing was "
+                                 "written (finished tasks are kept for the next run)") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     finally:
-        executor.close()
-    # the tables are written into a staging folder and moved into place only when all are written,
-    # so a failed write (full disk, read-only folder) leaves no partial set of tables behind
-    staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
-    try:
-        unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
-        if study.attribution is not None:  # reads staging/points.parquet
-            write_attribution(staging, study, preds_by_gamma=preds_by_gamma)
-        if searched is not None:
-            for name, frame in zip(("threshold_search.csv", "threshold_search_octaves.csv"), searched):
-                write_csv(frame, staging / name)
-        result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
-                           len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
-                           unsupported, results_reused, results_computed)
-        _write_run_json(study, staging, result)
-        for path in sorted(staging.iterdir()):
-            os.replace(path, out / path.name)
-    except OSError as exc:
-        raise PrecisionError(f"--out={out}: cannot write the tables ({exc.strerror or exc}); nothing was "
-                             "written (finished tasks are kept for the next run)") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        executor.close()  # after the attribution, which runs on it too
     return result
 
 

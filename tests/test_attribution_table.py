@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from precision.attribution import attribute
+from precision.executor import LocalExecutor
 from precision.attribution_table import (CAUSE_COLUMNS, GUARD_COLUMNS, PREDICTED_CAUSES, attribution_tables,
                                          confusion_table, select_points, write_attribution)
 from precision.report import build_report
@@ -112,6 +113,22 @@ class TestAttributionTables:
         top = att.points.iloc[0]
         assert (top["top_step"], top["top_cause"]) == (row["top_step"], row["top_cause"])
         assert top["computed"] == row["computed"] and top["top_local_ulp"] == row["top_local_ulp"]
+
+    def test_a_pool_of_workers_gives_the_same_tables(self, tiny):
+        """The jobs (one per recipe configuration) on two worker processes: the same tables, the same rows in
+        the same order, as in one process."""
+        study, run_dir, tables = tiny
+        executor = LocalExecutor(2)
+        try:
+            pooled = attribution_tables(pd.read_parquet(run_dir / "points.parquet"), study, progress=False,
+                                        executor=executor)
+        finally:
+            executor.close()
+        pd.testing.assert_frame_equal(pooled.causes, tables.causes)
+        pd.testing.assert_frame_equal(pooled.guards, tables.guards)
+        pd.testing.assert_frame_equal(pooled.points, tables.points)
+        # machines x gammas x selectors x (13 fp32 preds + the 8 of them exact in fp16)
+        assert len(tables.points) == 2 * 2 * 2 * (13 + 8)
 
     def test_outputs_reproduce_the_run(self, tiny):
         _, _, tables = tiny

@@ -52,6 +52,7 @@ class TestFormatConstants:
         another format never loads it, and bfloat16's own dtype finds BF16."""
         code = ("import sys, numpy as np; from precision.formats import BF16, get_format; "
                 "assert get_format(np.float32).name == 'fp32' and get_format(np.float64).name == 'fp64'; "
+                "assert get_format('bfloat16').name == 'bf16'; "
                 "assert 'ml_dtypes' not in sys.modules; "
                 "import ml_dtypes; print(BF16.dtype, get_format(np.dtype(ml_dtypes.bfloat16)) is BF16)")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from precision import PrecisionError, evaluate
+from precision.formats import BF16
 from precision.cli import main
 
 STUDIES = Path(__file__).resolve().parents[1] / "studies"
@@ -168,7 +169,7 @@ BAD_CALLS = {
     "int64 target": dict(target=np.int64([[0, 1]])),
     "empty tensor": dict(pred=np.zeros((0, 2), np.float32), target=np.zeros((0, 2), np.int32),
                          dout=np.zeros((0, 2), np.float32)),
-    "bf16 weight": dict(weight=np.ones((1, 2), dtype="bfloat16")),
+    "bf16 weight": dict(weight=np.ones((1, 2), dtype=BF16.dtype)),
 }
 
 
