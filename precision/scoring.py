@@ -505,8 +505,11 @@ class Grouping:
         return keys // n_bins, keys % n_bins, counts.astype(np.int64)
 
 
-#: Up to this many (coarse group, bin) cells a merged histogram is counted densely, else by sorting.
+#: Up to this many (coarse group, bin) cells a merged histogram is counted densely, else by sorting; and only
+#: while the cells are at most _DENSE_PER_ENTRY times its entries (a table of mostly empty cells costs more
+#: to clear and scan than sorting the entries).
 _DENSE_CELLS = 1 << 24
+_DENSE_PER_ENTRY = 4
 
 
 def _reorder_sparse(key, rows, bins, counts):
@@ -525,7 +528,7 @@ def _merge_sparse(key, rows, bins, counts, n_bins: int):
     codes = key[np.asarray(rows, dtype=np.int64)] * n_bins + np.asarray(bins)
     weights = np.asarray(counts, dtype=np.int64)
     cells = (int(key.max()) + 1 if key.size else 0) * n_bins
-    if cells <= _DENSE_CELLS:
+    if cells <= min(_DENSE_CELLS, _DENSE_PER_ENTRY * codes.size):
         dense = np.bincount(codes, weights, minlength=cells)
         merged = np.flatnonzero(dense)
         total = dense[merged]

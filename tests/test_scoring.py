@@ -8,6 +8,7 @@ import pytest
 from numpy.testing import assert_array_equal
 from scipy.stats import binomtest
 
+from precision import scoring
 from precision.guards import evaluate
 from precision.oracle import gradient
 from precision.scoring import (CLASS_INF, CLASS_LOST_INF, CLASS_NAN, CLASS_OK, CLASS_WRONG_SIGN, GARBAGE_ULP,
@@ -145,6 +146,18 @@ class TestGroupStats:
         assert whole["witness_index"].iloc[0] == int(np.argmax(np.isinf(err)))
         at_max = np.flatnonzero(np.isinf(err))
         assert merged["witness_index"].iloc[0] == at_max[np.lexsort((at_max, group[at_max]))[0]]
+
+    def test_merged_histogram_counted_densely_or_by_sorting_alike(self, scores, monkeypatch):
+        """The histogram of a merge, whichever way its cells are counted (a dense table when they are few
+        per entry, else sorted entries): the same rows, bins and counts."""
+        group, err, bits, cls = scores
+        fine = GroupStats.reduce(Grouping(group, 10), err, bits, cls)
+        fine = fine.with_columns(half=fine.frame["group"].to_numpy() // 5)
+        sorted_ = fine.merge(["half"]).hist
+        monkeypatch.setattr(scoring, "_DENSE_PER_ENTRY", 1 << 40)
+        dense = fine.merge(["half"]).hist
+        pd.testing.assert_frame_equal(sorted_, dense)
+        assert sorted_["count"].sum() == err.size and set(sorted_["row"]) == {0, 1}
 
     def test_quantiles_are_upper_bounds(self, scores):
         group, err, bits, cls = scores
