@@ -33,10 +33,13 @@ from precision.guards import get_variant
 from precision.implementations.common import GUARD_IDS
 from precision.implementations.kernel import G5_ALWAYS, G5_DEFAULT_THRESHOLD, G5_NEVER
 
-__all__ = ["Comparison", "find_comparisons", "threshold_name", "g5_threshold", "PRODUCTION_THRESHOLD"]
+__all__ = ["Comparison", "find_comparisons", "threshold_name", "g5_threshold", "thresholds_of", "PRODUCTION_THRESHOLD",
+           "ALWAYS", "NEVER"]
 
 #: The production G5 threshold (the kernel's default, 1/64).
 PRODUCTION_THRESHOLD = G5_DEFAULT_THRESHOLD
+#: The G5 variants a threshold search compares every threshold with.
+ALWAYS, NEVER = "kernel[G5=always]", "kernel[G5=never]"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,12 @@ def g5_threshold(variant) -> float | None:
         return None
     tau = dict(row.params).get("g5_threshold", G5_DEFAULT_THRESHOLD)
     return 0.0 if tau == G5_NEVER else math.inf if tau == G5_ALWAYS else float(tau)
+
+
+def thresholds_of(variants) -> list:
+    """The finite nonzero G5 thresholds among the variants' names, increasing."""
+    taus = {g5_threshold(v) for v in variants}
+    return sorted(t for t in taus if t is not None and 0 < t < math.inf)
 
 
 def threshold_name(tau: float) -> str:

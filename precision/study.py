@@ -74,13 +74,13 @@ import numpy as np
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.bracket import cancellation_windows, roots
 from precision.formats import FORMATS, from_ordinal, get_format, round_to_format, to_ordinal
-from precision.report.sections import SECTION_OPTIONS  # names only: the renderer is not imported
 from precision.guards import get_variant, recipe_call
 from precision.machine import get_machine
 from precision.plugins import check_study_variants, load_plugins
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "pred_values", "study_pred_values",
-           "study_preds_by_gamma", "window_values", "PER_POINT_MODES", "AttributionSpec"]
+           "study_preds_by_gamma", "window_values", "PER_POINT_MODES", "AttributionSpec", "region_labels",
+           "SECTION_OPTIONS", "DEFAULT_SECTIONS"]
 
 PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real", "windows")
 #: Which distribution each pred kind samples (uniform over floats and over reals weigh errors differently).
@@ -109,6 +109,40 @@ _POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count
 #: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
 DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
 _RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plugins", "threshold_search"}
+
+
+def region_labels(edges) -> list:
+    """Labels of the regions cut by the edges: 'x < -20', '[-20, -8)', ..., 'x >= 20'."""
+    e = [f"{v:g}" for v in edges]
+    labels = [f"x < {e[0]}"] + [f"[{a}, {b})" for a, b in zip(e, e[1:])] + [f"x >= {e[-1]}"]
+    return labels
+
+
+#: The ``[report]`` sections (:mod:`precision.report.sections`) and their options:
+#: section -> {option: (kind, default)}; kinds: number, string, numbers, strings.
+SECTION_OPTIONS = {
+    "verdicts": {},
+    "targets": {"variant": ("string", "candidate"), "fp32_max_ulp": ("number", 4.0), "nan_inf": ("number", 0.0),
+                "fp16_share_correct": ("number", 0.999), "fp16_max_ulp": ("number", 1.0),
+                "ops_ratio": ("number", 1.5), "hunts": ("strings", ()), "corpus": ("strings", ())},
+    "dominant": {"variants": ("strings", ())},
+    "attribution": {},
+    "summary": {},
+    "ablation": {},
+    "threshold": {},
+    "recovery": {},
+    "q": {"x": ("numbers", (1.0, 2.0, 4.0, 8.0, 10.0, 12.0, 14.0, 16.0, 16.5, 17.0, 18.0, 20.0, 24.0, 30.0,
+                            40.0, 60.0, 87.0, 88.0, 89.0, 100.0)),
+          "gamma": ("number", 2.0), "machine": ("string", "npu")},
+    "bracket": {},
+    "selector": {},
+    "standards": {"third_party": ("string", "golden"), "third_party_machine": ("string", "ieee"),
+                  "allclose": ("string", "unit_test"), "ratio_floor": ("number", 0.0), "max_ulp": ("number", 1.0),
+                  "golden": ("string", "exact")},
+}
+
+#: Sections of a study file without ``[report]`` (a section with nothing to show is left out).
+DEFAULT_SECTIONS = ("verdicts", "dominant", "summary", "selector")
 
 
 @dataclass(frozen=True)
@@ -175,7 +209,7 @@ class Study:
     #: (relative to the study file) and those given with it (``--plugin``).  Loaded by
     #: :func:`parse_study`; a worker process loads them with :func:`precision.plugins.ensure_loaded`.
     plugins: tuple = ()
-    region_names: tuple = ()  # one per region; () = the labels of the edges (precision.sweep.region_labels)
+    region_names: tuple = ()  # one per region; () = the labels of the edges (region_labels)
     separate: tuple = ()  # region names kept out of the pooled comparisons
     threshold_search: bool = False  # [run] threshold_search: precision.threshold_search on the pooled points
 
@@ -184,7 +218,6 @@ class Study:
         """The region names, in order of x."""
         if self.region_names:
             return list(self.region_names)
-        from precision.sweep import region_labels  # the sweep imports this module
         return region_labels(self.region_edges)
 
     @property
@@ -203,7 +236,7 @@ class ReportSpec:
     """The ``[report]`` table: section names in order and each section's options.
 
     ``options`` holds ``(section, ((key, value), ...))`` pairs, checked
-    against :data:`precision.report.sections.SECTION_OPTIONS`.
+    against :data:`SECTION_OPTIONS`.
     """
 
     sections: tuple
@@ -482,7 +515,7 @@ def _parse_threshold_search(run: "_Reader", variants) -> bool:
     if not isinstance(value, bool):
         raise run.error("threshold_search", f"{value!r}; expected true or false")
     if value:
-        from precision.threshold_search import ALWAYS, NEVER, thresholds_of
+        from precision.comparisons import ALWAYS, NEVER, thresholds_of
         missing = [v for v in (ALWAYS, NEVER) if v not in variants]
         if missing or not thresholds_of(variants):
             raise run.error("threshold_search", f"needs {ALWAYS}, {NEVER} and some kernel[G5=2^-k] among the "

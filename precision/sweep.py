@@ -104,7 +104,7 @@ from precision.guards import variant_names
 from precision.plugins import plugin_digest
 from precision.standards import settings_from_options, standards_table
 from precision.scoring import ACCEPTANCE_MAXIMA, CLASS_NAMES, GroupStats, PairedStats
-from precision.study import Study, study_preds_by_gamma
+from precision.study import Study, region_labels, study_preds_by_gamma
 from precision import threshold_search
 from precision.frames import frame_from_arrays, frame_to_arrays
 from precision.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest,
@@ -139,13 +139,6 @@ def code_digest() -> str:
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
-
-
-def region_labels(edges) -> list:
-    """Labels of the regions cut by the edges: 'x < -20', '[-20, -8)', ..., 'x >= 20'."""
-    e = [f"{v:g}" for v in edges]
-    labels = [f"x < {e[0]}"] + [f"[{a}, {b})" for a, b in zip(e, e[1:])] + [f"x >= {e[-1]}"]
-    return labels
 
 
 # ---------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from precision.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_name
+from precision.comparisons import ALWAYS, NEVER, PRODUCTION_THRESHOLD, g5_threshold, threshold_name, thresholds_of
 from precision.formats import from_ordinal, to_ordinal
 from precision.guards import evaluate_variants
 from precision.implementations.common import resolve_machine
@@ -50,7 +50,6 @@ from precision.scoring import Grouping, PairedStats, compare_points, outputs_cha
 __all__ = ["ALWAYS", "NEVER", "Evidence", "task_evidence", "collect", "search", "thresholds_of", "SEARCH_COLUMNS",
            "OCTAVE_COLUMNS"]
 
-ALWAYS, NEVER = "kernel[G5=always]", "kernel[G5=never]"
 #: The S5 steps kept from kernel[G5=always]: its terms, their difference and the admissible part of ``use``.
 _STEPS = ("lhs_pos", "rhs_pos", "orig", "g5_use")
 
@@ -192,12 +191,6 @@ def collect(tasks, executor, pooled_regions=None) -> list:
         out.append(Evidence(machine, fmt, profile, **cols))
     order = {(t.machine, t.profile.name): i for i, t in enumerate(tasks)}
     return sorted(out, key=lambda e: order[(e.machine, e.profile)])
-
-
-def thresholds_of(variants) -> list:
-    """The finite nonzero G5 thresholds among the variants' names, increasing."""
-    taus = {g5_threshold(v) for v in variants}
-    return sorted(t for t in taus if t is not None and 0 < t < math.inf)
 
 
 def _net(row) -> int:

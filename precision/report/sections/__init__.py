@@ -1,7 +1,8 @@
 """The report's sections: one module each, chosen and ordered by the study file's ``[report] sections``.
 
-This package's top level only *names* the sections and their options (so a
-study file can be validated without importing the renderer); each section
+This package's top level only *names* the sections; their options are part of
+the study file format (:data:`precision.study.SECTION_OPTIONS`, re-exported
+here); each section
 lives in its own module with a ``build(context) -> Section`` function
 (:mod:`precision.report.context`).
 
@@ -36,32 +37,9 @@ from __future__ import annotations
 
 import importlib
 
+from precision.study import DEFAULT_SECTIONS, SECTION_OPTIONS  # the study file format defines them
+
 __all__ = ["SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_module"]
-
-#: section -> {option: (kind, default)}; kinds: number, string, numbers, strings.
-SECTION_OPTIONS = {
-    "verdicts": {},
-    "targets": {"variant": ("string", "candidate"), "fp32_max_ulp": ("number", 4.0), "nan_inf": ("number", 0.0),
-                "fp16_share_correct": ("number", 0.999), "fp16_max_ulp": ("number", 1.0),
-                "ops_ratio": ("number", 1.5), "hunts": ("strings", ()), "corpus": ("strings", ())},
-    "dominant": {"variants": ("strings", ())},
-    "attribution": {},
-    "summary": {},
-    "ablation": {},
-    "threshold": {},
-    "recovery": {},
-    "q": {"x": ("numbers", (1.0, 2.0, 4.0, 8.0, 10.0, 12.0, 14.0, 16.0, 16.5, 17.0, 18.0, 20.0, 24.0, 30.0,
-                            40.0, 60.0, 87.0, 88.0, 89.0, 100.0)),
-          "gamma": ("number", 2.0), "machine": ("string", "npu")},
-    "bracket": {},
-    "selector": {},
-    "standards": {"third_party": ("string", "golden"), "third_party_machine": ("string", "ieee"),
-                  "allclose": ("string", "unit_test"), "ratio_floor": ("number", 0.0), "max_ulp": ("number", 1.0),
-                  "golden": ("string", "exact")},
-}
-
-#: Sections of a study file without ``[report]`` (a section with nothing to show is left out).
-DEFAULT_SECTIONS = ("verdicts", "dominant", "summary", "selector")
 
 
 def section_module(name: str):
