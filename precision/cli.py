@@ -1081,6 +1081,5 @@ def main(argv=None) -> int:
         return 130
 
 
-if __name__ == "__main__":  # pragma: no cover
-    from precision.__main__ import console
-    console()
+if __name__ == "__main__":  # pragma: no cover  (``python -m precision`` is the entry point; see __main__)
+    raise SystemExit(main())
