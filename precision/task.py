@@ -89,23 +89,30 @@ def _module_file(name: str) -> Path | None:
 
 
 @functools.lru_cache(maxsize=None)
+def _imported_files(path: Path) -> tuple:
+    """The files of the package's modules that one source file imports (its ``import`` statements)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [_module_file(a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # from M import a: the submodule M.a when a is one, else M itself (its attribute a)
+            found += [_module_file(f"{node.module}.{a.name}") or _module_file(node.module) for a in node.names]
+    return tuple(f.resolve() for f in found if f is not None)
+
+
+@functools.lru_cache(maxsize=None)
 def module_closure(path: Path) -> frozenset:
-    """The file and every module of the package it imports, transitively (from its ``import`` statements)."""
+    """The file and every module of the package it imports, transitively (from its ``import`` statements;
+    each file parsed once per process, whichever closures it belongs to)."""
     seen, todo = set(), [Path(path).resolve()]
     while todo:
         current = todo.pop()
         if current in seen:
             continue
         seen.add(current)
-        tree = ast.parse(current.read_text(), str(current))
-        for node in ast.walk(tree):
-            found = []
-            if isinstance(node, ast.Import):
-                found = [_module_file(a.name) for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                # from M import a: the submodule M.a when a is one, else M itself (its attribute a)
-                found = [_module_file(f"{node.module}.{a.name}") or _module_file(node.module) for a in node.names]
-            todo += [f.resolve() for f in found if f is not None]
+        todo += _imported_files(current)
     return frozenset(seen)
 
 
@@ -150,6 +157,7 @@ def threshold_search_digest() -> str:
 
 def clear_digests() -> None:
     """Forget the digests computed so far (after source files change within one process)."""
+    _imported_files.cache_clear()
     module_closure.cache_clear()
     shared_digest.cache_clear()
     variant_digest.cache_clear()
