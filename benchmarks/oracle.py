@@ -2,7 +2,7 @@
 
 20,000 random (x, gamma) pairs (x float32 uniform in [-100, 100], gamma
 float32 uniform in [-3, 6], selector t in {0, 1}, alpha 0.25), each the exact
-gradient certified-rounded to fp32 by ``precision.oracle.gradient`` in this
+gradient certified-rounded to fp32 by ``precision.sigmoid_focal_loss_grad.oracle.gradient`` in this
 one process.  Target (issue 2): >= 20,000 evaluations per second per core.
 
 Run: ``python benchmarks/oracle.py [--points N] [--seed S]``.
@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from precision import oracle
+from precision.sigmoid_focal_loss_grad import oracle
 
 TARGET_PER_SECOND = 20_000
 

@@ -4,7 +4,7 @@ A slice of ``studies/fp16_exhaustive.toml`` (its first 2,000 pred values, with
 all its alphas, gammas, selectors, variants, machines and formats) is scored two
 ways in this one process:
 
-1. the pipeline (``precision.sweep.run_study``, cold oracle cache, one worker):
+1. the pipeline (``precision.engine.sweep.run_study``, cold oracle cache, one worker):
    focal terms once per (x, gamma), derived certified roundings;
 2. the naive scorer: mpmath at 200 bits once per distinct
    (pred, target, alpha, gamma), the float64 of that value taken as exact,
@@ -22,10 +22,11 @@ It also prints the **overhead ratio** of the pipeline: end to end divided by
 (oracle + shared evaluation of the variants), all on one worker; target <= 1.5.
 
 ``--full`` times the whole ``fp16_exhaustive`` study instead (default workers): cold (empty caches),
-warm into a new folder, and after a comment appended to ``implementations/candidate.py`` (seen by the
-source digests only; the file is not touched), checks the three runs' tables are byte-identical, and prints
-PASS/FAIL against cold <= 40 s, warm <= 6 s, edited <= 10 s, and the overhead ratio of the cold run
-(its oracle and shared evaluation measured in the same process, on the same workers' count).
+warm into a new folder, and after a comment appended to
+``sigmoid_focal_loss_grad/implementations/candidate.py`` (seen by the source digests only; the file is not
+touched), checks the three runs' tables are byte-identical, and prints PASS/FAIL against cold <= 40 s,
+warm <= 6 s, edited <= 10 s, and the overhead ratio of the cold run (its oracle and shared evaluation
+measured in the same process, on the same workers' count).
 
 Run: ``python benchmarks/sweep.py [--preds N] [--full]``.
 """
@@ -40,13 +41,13 @@ from pathlib import Path
 import mpmath
 import numpy as np
 
-from precision.cache import TermCache
-from precision.executor import InlineExecutor, make_executor
-from precision.guards import evaluate, evaluate_variants
-from precision.task import DECISIONS, _Tensor
-from precision.terms import derive_gradient
-from precision.study import load_study, pred_values
-from precision import sweep
+from precision.engine.cache import TermCache
+from precision.engine.executor import InlineExecutor, make_executor
+from precision.sigmoid_focal_loss_grad.guards import evaluate, evaluate_variants
+from precision.engine.task import DECISIONS, _Tensor
+from precision.sigmoid_focal_loss_grad.terms import derive_gradient
+from precision.engine.study import load_study, pred_values
+from precision.engine import sweep
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "fp16_exhaustive.toml"
 OVERHEAD_TARGET = 1.5
@@ -121,7 +122,7 @@ def main() -> None:
     preds = pred_values(full.pred, full.seed)[: args.preds]
     values = ", ".join(f'"{float(v).hex()}"' for v in preds)
     text = full.source.replace('kind = "exhaustive"', f"kind = \"list\"\nvalues = [{values}]")
-    from precision.study import parse_study
+    from precision.engine.study import parse_study
     study = parse_study(text, "slice")
     variants = sweep._variants_of(study)
     points = preds.size * len(study.targets) * len(study.alphas) * len(study.gammas)
@@ -176,7 +177,7 @@ def _tables(folder: Path) -> dict:
 
 def full_study_figures() -> None:
     """The whole fp16_exhaustive study: cold, warm into a new folder, one variant edited; its overhead ratio."""
-    from precision import task
+    from precision.engine import task
     study = load_study(STUDY)
     preds = pred_values(study.pred, study.seed)
     preds_by_gamma = {g: preds for g in study.gammas}
@@ -187,7 +188,8 @@ def full_study_figures() -> None:
         for name in ("cold", "warm", "edited"):
             if name == "edited":
                 original = task._source_bytes
-                target = (Path(task.__file__).parent / "implementations" / "candidate.py").resolve()
+                package = Path(task.__file__).resolve().parents[1]
+                target = package / "sigmoid_focal_loss_grad" / "implementations" / "candidate.py"
                 task._source_bytes = lambda p: original(p) + (b"\n# edited\n" if Path(p).resolve() == target else b"")
                 task.clear_digests()
             t0 = time.perf_counter()

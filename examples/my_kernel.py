@@ -15,11 +15,11 @@ machine runs it with its own exp, ln and division, and ``+ftz`` flushes its
 multiplications' subnormal results, as for the built-in variants.
 
 The table of named steps (``MY_RECIPE``) is the implementation:
-``my_kernel`` is :func:`precision.plugins.recipe_function` of it, and
+``my_kernel`` is :func:`precision.engine.plugins.recipe_function` of it, and
 ``recipe=`` hands the same table to ``precision explain`` (one row per step,
 with its local error and cause).  Each step's ``exact`` names the real
 number it stands for, from the point's exact quantities ``Q``
-(:class:`precision.attribution`): ``Q.e`` = exp(-|x|), ``Q.p``, ``Q.q``,
+(:class:`precision.sigmoid_focal_loss_grad.attribution`): ``Q.e`` = exp(-|x|), ``Q.p``, ``Q.q``,
 ``Q.lp`` = ln p, ``Q.lq`` = ln q, ``Q.L`` = ln(1 + e), ``Q.pg`` = p^gamma,
 ``Q.qg1`` = q^(gamma+1), ``Q.dpos``, ``Q.dneg``, ``Q.raw``, ``Q.weighted``,
 ``Q.scaled``, ``Q.grad``, and the inputs ``Q.x Q.t Q.a Q.g Q.g1 Q.w Q.d Q.n``.
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from precision import RNE, register_variant
-from precision.implementations.common import prepare_host_scalars, store_output
-from precision.plugins import recipe_function
-from precision.steps import Recipe, RecipeCall, Step, sum_cond
+from precision.sigmoid_focal_loss_grad.implementations.common import prepare_host_scalars, store_output
+from precision.engine.plugins import recipe_function
+from precision.recipes.steps import Recipe, RecipeCall, Step, sum_cond
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Constants:
 
 
 def my_constants(m, inputs, count):
-    """``prepare(machine, validated inputs, mean count) -> constants`` (see precision.steps.RecipeCall)."""
+    """``prepare(machine, validated inputs, mean count) -> constants`` (see precision.recipes.steps.RecipeCall)."""
     h = prepare_host_scalars(inputs.alpha, inputs.gamma, inputs.reduction, count)  # float32 host arithmetic
     return Constants(m.asarray(np.float32(0)), m.asarray(np.float32(1)), m.asarray(h.g), m.asarray(h.g1),
                      m.asarray(h.a), m.asarray(h.oma), m.asarray(h.coef), np.dtype(inputs.pred.dtype))

@@ -7,7 +7,7 @@ i mod 2) in two cases: 257 elements whose first six logits are -80, 80, -20,
 reduction mean over the elements.  It compares the kernel with a float32
 scalar golden (std::pow powers) by allclose: atol 2e-2, rtol 2e-2 for float16
 outputs, atol 8e-4, rtol 2e-3 for float32 (the ``unit_test`` preset of
-:data:`precision.scoring.ALLCLOSE_PRESETS`).  The golden is modelled here as
+:data:`precision.analysis.scoring.ALLCLOSE_PRESETS`).  The golden is modelled here as
 the textbook formula with the log clamp (``naive+G2``) on the ``numpy``
 machine: float32 library calls, as a C++ scalar loop runs them.
 
@@ -16,7 +16,7 @@ the script prints and writes (``OUT/unit_test_case.csv``): the test's verdict
 (allclose against the golden; ``-`` for the golden itself), then, against the
 exact gradient (the oracle), the ULP errors (max, share correctly rounded) and
 the acceptance standards (MERE, MARE, threshold, allclose share, blind
-outputs, false alarms), from :func:`precision.score_outputs.score_outputs`.
+outputs, false alarms), from :func:`precision.products.score_outputs.score_outputs`.
 
     python3 examples/unit_test_case.py out/unit_test_case
 """
@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 
 from precision import evaluate
-from precision.implementations.common import validate_inputs
-from precision.scoring import allclose_tolerances
-from precision.score_outputs import DEVICE_MACHINE, score_outputs
+from precision.sigmoid_focal_loss_grad.implementations.common import validate_inputs
+from precision.analysis.scoring import allclose_tolerances
+from precision.products.score_outputs import DEVICE_MACHINE, score_outputs
 
 #: (case, elements, alpha, gamma, logits replacing the first elements)
 CASES = (("n257", 257, -0.125, 3.25, (-80.0, 80.0, -20.0, 20.0, -0.0, 0.0)), ("n2050", 2050, 0.4, 1.5, ()))

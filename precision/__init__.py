@@ -10,12 +10,13 @@ import importlib as _importlib
 _API = {
     "precision.errors": ("CacheIntegrityError", "DtypeError", "OracleUndecidedError", "ParameterError",
                          "PluginError", "PrecisionError", "ShapeError", "StudyFileError"),
-    "precision.formats": ("BF16", "FORMATS", "FP16", "FP32", "FP64", "RDN", "RNA", "RNE", "RTZ", "RUP", "Format",
-                          "get_format", "ordinal_distance", "round_to_format", "to_ordinal", "ulp"),
-    "precision.guards": ("evaluate", "evaluate_variants", "list_variants", "register_variant", "trace_variant"),
+    "precision.exact.formats": ("BF16", "FORMATS", "FP16", "FP32", "FP64", "RDN", "RNA", "RNE", "RTZ", "RUP",
+                                "Format", "get_format", "ordinal_distance", "round_to_format", "to_ordinal", "ulp"),
+    "precision.sigmoid_focal_loss_grad.guards": ("evaluate", "evaluate_variants", "list_variants", "register_variant",
+                                                 "trace_variant"),
     "precision.machine": ("Machine", "MachineModel", "get_machine"),
-    "precision.oracle": ("exact_gradient", "gradient"),
-    "precision.scoring": ("bits_error", "classify", "summarize", "ulp_error"),
+    "precision.sigmoid_focal_loss_grad.oracle": ("exact_gradient", "gradient"),
+    "precision.analysis.scoring": ("bits_error", "classify", "summarize", "ulp_error"),
 }
 _HOME = {name: module for module, names in _API.items() for name in names}
 
@@ -25,7 +26,7 @@ __all__ = [name for names in _API.values() for name in names]
 
 
 def __getattr__(name):
-    """An API name from its module, or a submodule (``precision.oracle``), imported on first use."""
+    """An API name from its module, or a subpackage (``precision.engine``), imported on first use."""
     module = _HOME.get(name)
     if module is None:
         try:

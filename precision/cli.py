@@ -39,24 +39,26 @@ from pathlib import Path
 import numpy as np
 from mpmath import libmp
 
-from precision import __version__, oracle
-from precision.attribution import attribute, describe
-from precision.cache import ResultCache, TermCache, default_cache_dir
-from precision.diff import diff_runs, write_diff
+from precision import __version__
+
+from precision.sigmoid_focal_loss_grad import oracle
+from precision.sigmoid_focal_loss_grad.attribution import attribute, describe
+from precision.engine.cache import ResultCache, TermCache, default_cache_dir
+from precision.products.diff import diff_runs, write_diff
 from precision.errors import INTERRUPTED, ParameterError, PrecisionError
-from precision.files import probe_writable
-from precision.formats import FORMATS, round_to_format
-from precision.gate import append_to_corpus, run_gate
-from precision.guards import get_variant, list_variants
-from precision.hunt import hunt
+from precision.io.files import probe_writable
+from precision.exact.formats import FORMATS, round_to_format
+from precision.products.gate import append_to_corpus, run_gate
+from precision.sigmoid_focal_loss_grad.guards import get_variant, list_variants
+from precision.products.hunt import hunt
 from precision.machine import get_machine
-from precision.plugins import load_plugins, variant_source
-from precision.report import build_report, report_all
-from precision.report.page import require_replaceable
-from precision.score_outputs import (load_inputs, load_outputs, parse_shape, score_outputs, validate_score_inputs,
-                                     write_score)
-from precision.study import load_study
-from precision.sweep import run_study
+from precision.engine.plugins import load_plugins, variant_source
+from precision.products.report import build_report, report_all
+from precision.products.report.page import require_replaceable
+from precision.products.score_outputs import (load_inputs, load_outputs, parse_shape, score_outputs,
+                                              validate_score_inputs, write_score)
+from precision.engine.study import load_study
+from precision.engine.sweep import run_study
 
 __all__ = ["main", "parse_exact_float", "INTERRUPTED", "DEFAULT_RUNS_DIR", "DEFAULT_REPORTS_DIR", "DEFAULT_DIFF_DIR",
            "DEFAULT_SCORE_DIR"]
@@ -406,7 +408,7 @@ def _representability_note(name: str, value: float) -> str:
 def _cmd_oracle_check(args) -> int:
     """``precision oracle --check``: the mpmath and Arb oracles, bit for bit."""
     try:  # python-flint is an optional extra: imported only when asked for
-        from precision import oracle_arb
+        from precision.sigmoid_focal_loss_grad import oracle_arb
     except ImportError:
         raise ParameterError("--check needs python-flint for the Arb oracle; "
                              "install it with pip install 'precision[arb]'") from None
@@ -435,7 +437,7 @@ def _json_number(v):
 
 
 def _cmd_explain(args) -> int:
-    """``precision explain``: one point's error, step by step (precision.attribution)."""
+    """``precision explain``: one point's error, step by step (precision.sigmoid_focal_loss_grad.attribution)."""
     _load_cli_plugins(args)
     dtype = np.dtype(np.float16 if args.format == "fp16" else np.float32)
     raw = {name: parse_exact_float(getattr(args, name), name) for name in ("pred", "dout")}
@@ -693,7 +695,7 @@ def _parse_tolerance(text: str) -> float:
 
 
 def _cmd_diff(args) -> int:
-    """``precision diff``: two runs of one study compared point by point (precision.diff)."""
+    """``precision diff``: two runs of one study compared point by point (precision.products.diff)."""
     run_a = _require_dir(args.run_a, "RUN_A", create=False)
     run_b = _require_dir(args.run_b, "RUN_B", create=False)
     out = require_replaceable(_require_dir(args.out, "--out"), "tables/diff.csv")
@@ -707,7 +709,7 @@ def _cmd_diff(args) -> int:
 
 
 def _cmd_score(args) -> int:
-    """``precision score``: outputs produced elsewhere against the oracle (precision.score_outputs)."""
+    """``precision score``: outputs produced elsewhere against the oracle (precision.products.score_outputs)."""
     given = getattr(args, "given", frozenset())
     if "machine" in given and not args.compare_with:
         raise ParameterError("--machine applies to --compare-with only; add --compare-with VARIANT or drop --machine")
@@ -764,7 +766,7 @@ def _cmd_cache(args) -> int:
 # ---------------------------------------------------------------------------
 
 def _add_plugin_option(p) -> None:
-    """``--plugin FILE`` (repeatable): a Python file registering more variants (precision.plugins)."""
+    """``--plugin FILE`` (repeatable): a Python file registering more variants (precision.engine.plugins)."""
     p.add_argument("--plugin", action="append", metavar="FILE",
                    help="a Python file that registers variants with precision.register_variant; repeatable "
                         "(default: none; see docs/plugins.md)")
@@ -844,7 +846,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "ulp error, and one row per step of the recipe: its computed value (hex), its exact value "
                     "(decimal), its local error (Herbie's: the step on the correctly rounded exact values of its "
                     "inputs, in ulps), the cause, the condition number and whether it reaches the output; then "
-                    "the top cause in one sentence (precision.attribution).\n"
+                    "the top cause in one sentence (precision.sigmoid_focal_loss_grad.attribution).\n"
                     "Floats are hex (exact) or decimal; pred, dout and weight are rounded to --format, alpha and "
                     "gamma to float32. --json prints the same as one object.",
         examples=["precision explain kernel --pred 10 --target 0    # q = 1 - p cancels at large x",
@@ -951,7 +953,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", nargs="+", action="extend", metavar="A", help="alpha values, float32 (default: 0.25)")
     p.add_argument("--target", nargs="+", action="extend", metavar="T", help="raw selectors (default: 0 1)")
     p.add_argument("--outside-neighbourhood", action="store_true",
-                   help="only points outside the root neighbourhood, gamma < -1 and C >= 4 (precision.bracket)")
+                   help="only points outside the root neighbourhood, gamma < -1 and C >= 4 "
+                        "(precision.sigmoid_focal_loss_grad.bracket)")
     p.add_argument("--seconds", help="wall-time budget of an fp32 hunt in seconds, start-up excluded (default: 60)")
     p.add_argument("--points",
                    help="point budget instead of --seconds: reproducible for a seed on any machine and worker count "

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from precision.cli import main
-from precision.implementations.kernel import KERNEL_RECIPE
+from precision.sigmoid_focal_loss_grad.implementations.kernel import KERNEL_RECIPE
 
 from cli_support import run
 

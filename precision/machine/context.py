@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from precision.errors import ParameterError
-from precision.formats import FP32, RNE, Format, get_format, round_to_format
+from precision.exact.formats import FP32, RNE, Format, get_format, round_to_format
 from precision.machine.fma import fma32, fma_round_to_odd
 from precision.machine.ieee import IeeeLibrary
 from precision.machine.library import MathLibrary
@@ -279,9 +279,9 @@ class Machine:
         fmt : str or Format
             Target format (``fp16``, ``bf16``, ``fp32``, ``fp64``).
         rounding : str
-            :data:`~precision.formats.RNE` (default, CAST_RINT),
-            :data:`~precision.formats.RNA` (CAST_ROUND, half away from zero),
-            :data:`~precision.formats.RTZ` (CAST_TRUNC), RUP, RDN.
+            :data:`~precision.exact.formats.RNE` (default, CAST_RINT),
+            :data:`~precision.exact.formats.RNA` (CAST_ROUND, half away from zero),
+            :data:`~precision.exact.formats.RTZ` (CAST_TRUNC), RUP, RDN.
 
         Notes
         -----

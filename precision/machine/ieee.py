@@ -4,7 +4,7 @@ A float64 evaluation (numpy's ``exp``/``log``, libm's ``pow``) is rounded
 once into the compute format; the rare points whose float64 value lies
 within a relative margin (:data:`IEEE_F64_MARGIN`) of a rounding boundary are
 settled with mpmath at a working precision raised until the rounding is
-decided (:func:`precision.certify.escalate`).  Exact midpoints of ``pow``,
+decided (:func:`precision.exact.certify.escalate`).  Exact midpoints of ``pow``,
 which no precision decides, are recognised with integer arithmetic and
 rounded to even.  Division is the correctly rounded default of
 :class:`~precision.machine.library.MathLibrary`.
@@ -18,9 +18,9 @@ import gmpy2
 import numpy as np
 from mpmath import libmp
 
-from precision.certify import escalate
+from precision.exact.certify import escalate
 from precision.errors import OracleUndecidedError
-from precision.formats import Format
+from precision.exact.formats import Format
 from precision.machine.library import MathLibrary
 from precision.machine.rounding import as_f64, flush, round_into
 
@@ -220,7 +220,7 @@ def _settle(mpf_of_prec, fmt: Format, exact_midpoint_test=None) -> float:
     """Correctly round (RNE) an exact value given as ``mpf_of_prec(prec)``.
 
     The working precision starts at :data:`SETTLE_START_PREC` and doubles
-    (:func:`~precision.certify.escalate`) until both ends of the error
+    (:func:`~precision.exact.certify.escalate`) until both ends of the error
     interval round to the same ``fmt`` value.  ``exact_midpoint_test(m_man,
     m_exp)`` (optional) says whether the exact value *is* the midpoint
     m_man * 2**m_exp met while undecided; if so the tie is rounded to even.

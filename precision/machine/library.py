@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from precision.formats import FP32, Format
+from precision.exact.formats import FP32, Format
 from precision.machine.rounding import as_f64, is_subnormal, round_into
 
 __all__ = ["MathLibrary"]

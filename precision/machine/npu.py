@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from precision.errors import ParameterError
-from precision.formats import BF16, FP32, Format
+from precision.exact.formats import BF16, FP32, Format
 from precision.machine.fma import fma32
 from precision.machine.library import MathLibrary
 from precision.machine.rounding import as_f64, flush, round_into, set_nan_bits

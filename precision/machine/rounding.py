@@ -1,6 +1,6 @@
 """Compute-format rounding, flushing and NaN bits: the elementwise helpers of every machine.
 
-Pure functions of (values, :class:`~precision.formats.Format`), shared by the
+Pure functions of (values, :class:`~precision.exact.formats.Format`), shared by the
 :class:`~precision.machine.Machine` context and the math libraries
 (:mod:`~precision.machine.ieee`, :mod:`~precision.machine.numpy_lib`,
 :mod:`~precision.machine.npu`).  Rounding is RNE with gradual underflow;
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from precision.formats import BF16, Format, round_to_format
+from precision.exact.formats import BF16, Format, round_to_format
 
 __all__ = ["round_into", "as_f64", "is_subnormal", "flush", "set_nan_bits"]
 

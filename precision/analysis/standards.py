@@ -1,0 +1,191 @@
+"""The acceptance standards kernel teams use, judged on a run's group statistics: ``standards.csv``.
+
+Ascend's operator precision standards and allclose, computed from the
+acceptance columns of :class:`precision.analysis.scoring.GroupStats` (per-point
+definitions in :func:`precision.analysis.scoring.acceptance_columns`):
+
+* per element ``r = |actual - golden| / (|golden| + 1e-7)``, golden = the
+  oracle's exact value (float64; setting ``golden = "rounded"``: its
+  correct rounding to the output format); **MERE** = mean r, **MARE** = max r,
+  **RMSE** = sqrt(mean((actual - golden)^2)), in the output's units;
+* the **threshold standard**: pass when MERE < T and MARE < 10 T
+  (:data:`precision.analysis.scoring.THRESHOLD_T`);
+* the **ratio standard**: MARE, MERE, RMSE of a variant over those of a
+  third party on the same points, within the limits of a level
+  (:data:`RATIO_LEVELS`) with at least its case count;
+* **allclose**: the share of outputs with ``|a - g| <= atol + rtol |g|``
+  for a preset (:data:`precision.analysis.scoring.ALLCLOSE_PRESETS`);
+* what they cannot see: ``blind`` (accepted element-wise, r <= 10 T, yet
+  special or over 2^10 ulps wrong) and ``false_alarm`` (correctly rounded,
+  yet r > 10 T).
+
+Ratio conventions (the published standard leaves them open):
+``0 / 0 = 1`` (a tie), ``x / 0 = inf``; the third party's metric is first
+raised to ``ratio_floor`` (default 0).  Ratios are computed only where the
+variant and the third party cover the same number of points (else NaN and
+level ``unpaired``); without the third party among the rows, ``third_party`` is ``none`` and
+``level`` ``no_third_party``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from precision.analysis.scoring import ACCEPTANCE_MAXIMA, THRESHOLD_T, GroupStats, allclose_tolerances
+
+__all__ = ["RATIO_LEVELS", "LEVEL_RANK", "StandardsSettings", "STANDARDS_COLUMNS", "standards_table",
+           "ratio", "ratio_level", "settings_from_options"]
+
+#: Ratio standard levels, loosest first: (MARE, MERE, RMSE) ratio limits and the minimum case count.
+RATIO_LEVELS = {
+    "L0": {"mare": 10.0, "mere": 2.0, "rmse": 2.0, "min_count": 5000},
+    "L1": {"mare": 5.0, "mere": 1.5, "rmse": 1.5, "min_count": 10000},
+    "L2": {"mare": 2.0, "mere": 1.2, "rmse": 1.2, "min_count": 30000},
+}
+#: A level as a number (for gate budgets): none 0, L0 1, L1 2, L2 3; ``unpaired`` is NaN.
+LEVEL_RANK = {"none": 0, **{name: i + 1 for i, name in enumerate(RATIO_LEVELS)}}
+
+#: Columns of ``standards.csv``.
+STANDARDS_COLUMNS = ("variant", "machine", "format", "region", "count", "mere", "mare", "mare_witness", "rmse",
+                     "threshold_T", "threshold_pass", "third_party", "mare_ratio", "mere_ratio", "rmse_ratio",
+                     "level", "allclose_share", "blind", "blind_witness", "false_alarm", "false_alarm_witness")
+
+_WITNESS_FIELDS = ("pred", "target", "alpha", "gamma", "weight", "dout", "row", "col", "computed", "exact")
+
+
+@dataclass(frozen=True)
+class StandardsSettings:
+    """The choices a team makes (a study's ``[report.standards]`` options).
+
+    ``third_party`` / ``third_party_machine``: the ratio standard's third
+    party (default the ops-nn golden, a torch float32 composition, on the
+    ieee machine); ``allclose``: the preset of ``allclose_share``;
+    ``ratio_floor``: the third party's metrics are raised to at least this
+    before dividing; ``golden``: ``exact`` (the oracle's value, float64) or
+    ``rounded`` (its correct rounding to the output format), chosen when a
+    run scores its points (:class:`precision.engine.task.Task`).
+    """
+
+    third_party: str = "golden"
+    third_party_machine: str = "ieee"
+    allclose: str = "unit_test"
+    ratio_floor: float = 0.0
+    golden: str = "exact"
+
+    @property
+    def label(self) -> str:
+        return f"{self.third_party}@{self.third_party_machine}"
+
+
+def settings_from_options(options: dict | None) -> StandardsSettings:
+    """Settings from ``[report.standards]`` options (missing keys take their defaults)."""
+    options = options or {}
+    keys = StandardsSettings.__dataclass_fields__
+    return StandardsSettings(**{k: v for k, v in options.items() if k in keys})
+
+
+def ratio(device, third, floor: float = 0.0) -> np.ndarray:
+    """``device / max(third, floor)`` with ``0 / 0 = 1`` and ``x / 0 = inf`` (float64)."""
+    d = np.asarray(device, dtype=np.float64)
+    t = np.maximum(np.asarray(third, dtype=np.float64), floor)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = d / t
+    return np.where((d == 0) & (t == 0), 1.0, np.where((t == 0) & (d > 0), np.inf, out))
+
+
+def ratio_level(mare_ratio, mere_ratio, rmse_ratio, count) -> np.ndarray:
+    """The highest ratio level passed (``L0``, ``L1``, ``L2``) per row, ``none`` if none, ``unpaired`` where a
+    ratio is NaN (the variant and the third party cover different points)."""
+    ratios = {"mare": np.asarray(mare_ratio, dtype=np.float64), "mere": np.asarray(mere_ratio, dtype=np.float64),
+              "rmse": np.asarray(rmse_ratio, dtype=np.float64)}
+    count = np.asarray(count)
+    level = np.full(count.shape, "none", dtype=object)
+    for name, lim in RATIO_LEVELS.items():  # loosest first: a stricter level passed overwrites
+        ok = (count >= lim["min_count"]) & np.logical_and.reduce([ratios[m] <= lim[m] for m in ratios])
+        level[ok] = name
+    unpaired = np.logical_or.reduce([np.isnan(v) for v in ratios.values()])
+    level[unpaired] = "unpaired"
+    return level
+
+
+def _witness_text(frame: pd.DataFrame, prefix: str) -> np.ndarray:
+    """One text per row naming a witness: its inputs and output as hex floats (empty where none)."""
+    cols = [c for c in _WITNESS_FIELDS if f"{prefix}{c}" in frame.columns]
+    out = []
+    for i in range(len(frame)):
+        values = {c: frame[f"{prefix}{c}"].iloc[i] for c in cols}
+        if "pred" not in values or pd.isna(values["pred"]) or values["pred"] is None:
+            out.append("")
+            continue
+        parts = []
+        for c, v in values.items():
+            if isinstance(v, str):
+                parts.append(f"{c}={v}")
+            elif c in ("target", "row", "col"):
+                parts.append(f"{c}={int(v)}")
+            elif c == "weight" and pd.isna(v):  # an absent weight
+                parts.append(f"{c}=none")
+            else:
+                parts.append(f"{c}={float(v).hex()}")
+        out.append(",".join(parts))
+    return np.asarray(out, dtype=object)
+
+
+def standards_table(stats: GroupStats, settings: StandardsSettings | None = None, variants=None,
+                    regions=None) -> pd.DataFrame:
+    """``standards.csv``: every (variant, machine, format) pooled over its points (region ``all``) and per
+    region, judged by each standard (see the module docstring).
+
+    ``stats`` needs the acceptance columns (``acc_sum_r``, ...) and the key
+    columns variant, machine, format, region.  ``variants`` / ``regions``
+    order the rows (default: as found).
+    """
+    settings = settings or StandardsSettings()
+    keys = ["variant", "machine", "format"]
+    per_region = stats.merge(keys + ["region"]).frame
+    pooled = stats.merge(keys).frame.assign(region="all")
+    f = pd.concat([pooled, per_region], ignore_index=True)
+    count = f["count"].to_numpy(np.int64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mere = f["acc_sum_r"].to_numpy(np.float64) / count
+        rmse = np.sqrt(f["acc_sum_sq"].to_numpy(np.float64) / count)
+    mare = f["mare"].to_numpy(np.float64)
+    T = np.asarray([THRESHOLD_T[fmt] for fmt in f["format"]], dtype=np.float64)
+    out = pd.DataFrame({"variant": f["variant"].to_numpy(), "machine": f["machine"].to_numpy(),
+                        "format": f["format"].to_numpy(), "region": f["region"].to_numpy(),
+                        "count": count, "mere": mere, "mare": mare,
+                        "mare_witness": _witness_text(f, ACCEPTANCE_MAXIMA["mare"]), "rmse": rmse,
+                        "threshold_T": T, "threshold_pass": (mere < T) & (mare < 10 * T),
+                        "third_party": settings.label})
+    # the third party's metrics on the same (format, region)
+    third = out[(out["variant"] == settings.third_party) & (out["machine"] == settings.third_party_machine)]
+    ref = out[["format", "region"]].merge(third[["format", "region", "count", "mere", "mare", "rmse"]],
+                                          on=["format", "region"], how="left", suffixes=("", "_tp"))
+    paired = ref["count"].to_numpy(np.float64) == count  # the same number of points (NaN: no third party)
+    for m in ("mare", "mere", "rmse"):
+        r = ratio(out[m].to_numpy(np.float64), ref[m].to_numpy(np.float64), settings.ratio_floor)
+        out[f"{m}_ratio"] = np.where(paired, r, np.nan)
+    out["level"] = ratio_level(out["mare_ratio"], out["mere_ratio"], out["rmse_ratio"], count)
+    if third.empty:  # no third party among the rows: the ratio standard does not apply
+        out["third_party"], out["level"] = "none", "no_third_party"
+    preset = f"acc_allclose_{settings.allclose}"
+    for fmt in set(out["format"]):  # an unknown preset or format fails here, naming the presets
+        allclose_tolerances(settings.allclose, fmt)
+    out["allclose_share"] = f[preset].to_numpy(np.float64) / count
+    out["blind"] = f["acc_blind"].to_numpy(np.int64)
+    out["blind_witness"] = _witness_text(f, ACCEPTANCE_MAXIMA["blind_ulp"])
+    out["false_alarm"] = f["acc_false_alarm"].to_numpy(np.int64)
+    out["false_alarm_witness"] = _witness_text(f, ACCEPTANCE_MAXIMA["false_alarm_r"])
+    return _sorted(out, variants, regions)
+
+
+def _sorted(t: pd.DataFrame, variants, regions) -> pd.DataFrame:
+    vrank = {v: i for i, v in enumerate(variants if variants is not None else dict.fromkeys(t["variant"]))}
+    rrank = {r: i for i, r in enumerate(["all", *(regions if regions is not None else ())])}
+    order = pd.DataFrame({"v": t["variant"].map(vrank), "m": t["machine"], "f": t["format"],
+                          "r": t["region"].map(rrank).fillna(len(rrank))})
+    idx = order.sort_values(["v", "m", "f", "r"], kind="stable").index
+    return t.loc[idx].reset_index(drop=True)

@@ -1,0 +1,888 @@
+"""Study files: what a sweep evaluates, read from TOML and validated in one place.
+
+A study file (``studies/NAME.toml``)::
+
+    name = "fp16_exhaustive"          # also the default output folder name
+    description = "..."
+    seed = 0                          # every random point set derives from it
+
+    [pred]                            # the pred axis: one point set, or several [[pred]] (their union)
+    kind = "exhaustive"               # exhaustive | stratified | grid | list | file | normal | uniform_real
+                                      # | windows
+    format = "fp16"                   # values are exact in this format
+    # exhaustive:   range = [lo, hi] (optional filter)
+    # stratified:   per_binade = N, range = [lo, hi] (optional), both signs
+    # grid:         start, stop, num, spacing = "linear" | "log"
+    # list:         values = ["-0x1.4p+0", "2.5", ...]
+    # file:         path = "corpus.txt" (one value a line, '#' comments; relative to the study file)
+    # normal:       sigma, mean (0), count
+    # uniform_real: low, high, count
+    # windows:      per gamma, where the bracket of A cancels: cancellation = C (default 2),
+    #               per_window = N (default 100000), core = K (default 2048), range = [lo, hi]
+    #               (default [-20, 20]), selector = 0 | 1 (A(x) or A(-x)); see window_values
+
+    [points]
+    target = [0, 1]                   # raw selector values
+    alpha = [0.25]                    # float32 attribute values
+    gamma = [2.0]                     # float32; negatives allowed
+    weight = ["none"]                 # "none" (absent) or numbers, or tables of seeded random values:
+    dout = [1.0]                      # { random = N, low = "0x1p-149", high = "0x1p-100" } (N float32
+                                      # values log-uniform in [low, high], random mantissas)
+    reduction = "none"                # none | sum | mean
+    count = 1                         # mean only: N*C, the coefficient is 1/count
+    regions = [-20, -8, 0, 8, 20]     # pred region edges for the tables
+    region_names = ["..."]            # optional: one name per region (len(regions) + 1)
+    separate = ["q-hole"]             # optional: regions kept out of the pooled ("all") comparisons
+    bracket_bands = [4, 16]           # optional: edges on the bracket's cancellation factor C
+                                      # (precision.sigmoid_focal_loss_grad.bracket); adds a bracket column and by_bracket.csv
+    profiles = ["fp16", "fp32"]       # pred dtype (= output format), or "pred/dout/weight"
+
+    [run]
+    variants = ["all"]                # registry names, or "all"
+    machines = ["ieee", "npu"]          # machine specs ("npu+ftz", ...)
+    per_point = "all"                 # all | incorrect | over_1ulp | worst | none
+    compare = [["candidate", "kernel"]]   # optional: (with, without) pairs compared point by point,
+                                      # besides the guard and G5-threshold pairs found from the names
+    threshold_search = true           # optional: place the best G5 threshold by bisection
+                                      # (precision.engine.threshold_search; needs kernel[G5=always] and never)
+    attribution = { variants = ["kernel"], points = 8 }   # optional: attribute kept points to recipe steps
+                                      # (true: every variant, every kept row; points = "kept" or N per group)
+    plugins = ["my_kernel.py"]        # optional: plugin files registering more variants (relative to
+                                      # this file; precision.engine.plugins), loaded before the names are checked
+
+    [report]                          # optional: the report's sections, in order (precision.products.report.sections)
+    sections = ["verdicts", "dominant", "summary"]
+    [report.q]                        # optional: options of one section
+    x = [1.0, 8.0, 16.0]
+
+Unknown keys, wrong types and empty axes raise
+:class:`~precision.errors.StudyFileError` naming the file, the key and what
+was expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from precision.errors import ParameterError, PrecisionError, StudyFileError
+from precision.sigmoid_focal_loss_grad.bracket import cancellation_windows, roots
+from precision.exact.formats import FORMATS, from_ordinal, get_format, round_to_format, to_ordinal
+from precision.sigmoid_focal_loss_grad.guards import get_variant, recipe_call
+from precision.machine import get_machine
+from precision.engine.plugins import check_study_variants, load_plugins
+
+__all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "pred_values", "study_pred_values",
+           "study_preds_by_gamma", "window_values", "PER_POINT_MODES", "AttributionSpec", "region_labels",
+           "SECTION_OPTIONS", "DEFAULT_SECTIONS"]
+
+PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real", "windows")
+#: Which distribution each pred kind samples (uniform over floats and over reals weigh errors differently).
+SAMPLING_LABELS = {
+    "exhaustive": "every float", "stratified": "uniform over binades", "grid": "grid",
+    "list": "list", "file": "list", "normal": "normal over reals", "uniform_real": "uniform over reals",
+    "windows": "cancellation windows per gamma",
+}
+PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "worst", "none")
+#: per_point = "worst" keeps this many worst points per (variant, target, region) of each task.
+WORST_PER_GROUP = 8
+_INPUT_FORMATS = ("fp16", "fp32")
+_TOP_KEYS = {"name", "description", "seed", "pred", "points", "run", "report"}
+_PRED_KEYS = {
+    "exhaustive": {"kind", "format", "range"},
+    "stratified": {"kind", "format", "range", "per_binade"},
+    "grid": {"kind", "format", "start", "stop", "num", "spacing"},
+    "list": {"kind", "format", "values"},
+    "file": {"kind", "format", "path"},
+    "normal": {"kind", "format", "sigma", "mean", "count"},
+    "uniform_real": {"kind", "format", "low", "high", "count"},
+    "windows": {"kind", "format", "range", "cancellation", "per_window", "core", "selector"},
+}
+_POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count", "profiles", "regions",
+               "bracket_bands", "region_names", "separate"}
+#: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
+DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
+_RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plugins", "threshold_search"}
+
+
+def region_labels(edges) -> list:
+    """Labels of the regions cut by the edges: 'x < -20', '[-20, -8)', ..., 'x >= 20'."""
+    e = [f"{v:g}" for v in edges]
+    labels = [f"x < {e[0]}"] + [f"[{a}, {b})" for a, b in zip(e, e[1:])] + [f"x >= {e[-1]}"]
+    return labels
+
+
+#: The ``[report]`` sections (:mod:`precision.products.report.sections`) and their options:
+#: section -> {option: (kind, default)}; kinds: number, string, numbers, strings.
+SECTION_OPTIONS = {
+    "verdicts": {},
+    "targets": {"variant": ("string", "candidate"), "fp32_max_ulp": ("number", 4.0), "nan_inf": ("number", 0.0),
+                "fp16_share_correct": ("number", 0.999), "fp16_max_ulp": ("number", 1.0),
+                "ops_ratio": ("number", 1.5), "hunts": ("strings", ()), "corpus": ("strings", ())},
+    "dominant": {"variants": ("strings", ())},
+    "attribution": {},
+    "summary": {},
+    "ablation": {},
+    "threshold": {},
+    "recovery": {},
+    "q": {"x": ("numbers", (1.0, 2.0, 4.0, 8.0, 10.0, 12.0, 14.0, 16.0, 16.5, 17.0, 18.0, 20.0, 24.0, 30.0,
+                            40.0, 60.0, 87.0, 88.0, 89.0, 100.0)),
+          "gamma": ("number", 2.0), "machine": ("string", "npu")},
+    "bracket": {},
+    "selector": {},
+    "standards": {"third_party": ("string", "golden"), "third_party_machine": ("string", "ieee"),
+                  "allclose": ("string", "unit_test"), "ratio_floor": ("number", 0.0), "max_ulp": ("number", 1.0),
+                  "golden": ("string", "exact")},
+}
+
+#: Sections of a study file without ``[report]`` (a section with nothing to show is left out).
+DEFAULT_SECTIONS = ("verdicts", "dominant", "summary", "selector")
+
+
+@dataclass(frozen=True)
+class PredAxis:
+    """The pred point set: a kind and its parameters (see the module docstring)."""
+
+    kind: str
+    format: str
+    params: tuple  # sorted (key, value) pairs
+
+    @property
+    def label(self) -> str:
+        return SAMPLING_LABELS[self.kind]
+
+    def get(self, key, default=None):
+        return dict(self.params).get(key, default)
+
+    @property
+    def per_gamma(self) -> bool:
+        """The set depends on gamma (``windows``): each gamma has its own pred values."""
+        return self.kind == "windows"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Input dtypes of one run: pred (also the output format), dout, weight."""
+
+    pred: str
+    dout: str
+    weight: str
+
+    @property
+    def name(self) -> str:
+        return self.pred if self.pred == self.dout == self.weight else f"{self.pred}/{self.dout}/{self.weight}"
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study (built only by :func:`parse_study`)."""
+
+    name: str
+    description: str
+    seed: int
+    pred_sets: tuple  # of PredAxis; the pred values are their union
+    targets: tuple
+    alphas: tuple
+    gammas: tuple
+    weights: tuple  # None = weight absent
+    douts: tuple
+    reduction: str
+    count: int
+    profiles: tuple
+    region_edges: tuple
+    variants: tuple
+    machines: tuple
+    per_point: str
+    source: str  # the file's text, for the reproduce block and the hash
+    path: str
+    bracket_edges: tuple = ()  # edges on the bracket's cancellation factor C; () = no bracket bands
+    compare: tuple = ()  # declared (with, without) variant pairs
+    report: "ReportSpec | None" = None  # the [report] table; None = the default sections
+    attribution: "AttributionSpec | None" = None  # [run] attribution; None = no attribution
+    #: Absolute paths of the plugin files the study needs, in load order: its own ``[run] plugins``
+    #: (relative to the study file) and those given with it (``--plugin``).  Loaded by
+    #: :func:`parse_study`; a worker process loads them with :func:`precision.engine.plugins.ensure_loaded`.
+    plugins: tuple = ()
+    region_names: tuple = ()  # one per region; () = the labels of the edges (region_labels)
+    separate: tuple = ()  # region names kept out of the pooled comparisons
+    threshold_search: bool = False  # [run] threshold_search: precision.engine.threshold_search on the pooled points
+
+    @property
+    def regions(self) -> list:
+        """The region names, in order of x."""
+        if self.region_names:
+            return list(self.region_names)
+        return region_labels(self.region_edges)
+
+    @property
+    def pred(self) -> PredAxis:
+        """The first pred set (the only one in most studies)."""
+        return self.pred_sets[0]
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the study file's text."""
+        return hashlib.sha256(self.source.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ReportSpec:
+    """The ``[report]`` table: section names in order and each section's options.
+
+    ``options`` holds ``(section, ((key, value), ...))`` pairs, checked
+    against :data:`SECTION_OPTIONS`.
+    """
+
+    sections: tuple
+    options: tuple = ()
+
+    def options_of(self, section: str) -> dict:
+        """The options given for one section (a fresh dict)."""
+        return dict(dict(self.options).get(section, ()))
+
+
+@dataclass(frozen=True)
+class AttributionSpec:
+    """``[run] attribution``: which kept points get a per-step error attribution (:mod:`precision.engine.attribution_table`).
+
+    Attributes
+    ----------
+    variants : tuple of str
+        The variants attributed; () = every variant of the study (each is a
+        step recipe).
+    points : "kept" or int
+        ``"kept"``: every per-point row the study keeps (``per_point``); an
+        int N: at most the N largest errors (special outputs first) of each
+        fine group (variant, machine, format, profile, alpha, gamma, weight,
+        dout, target, region) of those rows.
+    """
+
+    variants: tuple = ()
+    points: "str | int" = "kept"
+
+    def __post_init__(self):
+        if not (self.points == "kept" or (isinstance(self.points, int) and not isinstance(self.points, bool)
+                                          and self.points > 0)):
+            raise StudyFileError(f"attribution points={self.points!r}; expected \"kept\" or a positive integer")
+
+
+class _Reader:
+    """Typed access to one TOML table, with errors naming file and key."""
+
+    def __init__(self, path: str, table: dict, prefix: str, allowed: set):
+        self.path, self.table, self.prefix = path, table, prefix
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            raise self.error(unknown[0], f"unknown key; expected one of {', '.join(sorted(allowed))}")
+
+    def error(self, key: str, message: str) -> StudyFileError:
+        return StudyFileError(f"{self.path}: {self.prefix}{key}: {message}")
+
+    def has(self, key):
+        return key in self.table
+
+    def number(self, key, default=None, integer=False, positive=False):
+        if key not in self.table:
+            if default is None:
+                raise self.error(key, "missing; expected a number")
+            return default
+        v = self.table[key]
+        ok = isinstance(v, int) and not isinstance(v, bool) if integer else (
+            isinstance(v, (int, float)) and not isinstance(v, bool))
+        if not ok:
+            raise self.error(key, f"{v!r} has the wrong type; expected {'an integer' if integer else 'a number'}")
+        if not math.isfinite(v):
+            raise self.error(key, f"{v!r}; expected a finite number")
+        if positive and v <= 0:
+            raise self.error(key, f"{v!r}; expected a positive number")
+        return v
+
+    def string(self, key, choices=None, default=None):
+        if key not in self.table:
+            if default is None:
+                raise self.error(key, f"missing; expected one of {', '.join(choices)}" if choices else "missing")
+            return default
+        v = self.table[key]
+        if not isinstance(v, str):
+            raise self.error(key, f"{v!r} has the wrong type; expected a string")
+        if choices and v not in choices:
+            raise self.error(key, f"{v!r}; expected one of {', '.join(choices)}")
+        return v
+
+    def array(self, key, default=None):
+        if key not in self.table:
+            if default is None:
+                raise self.error(key, "missing; expected a non-empty array")
+            return default
+        v = self.table[key]
+        if not isinstance(v, list):
+            raise self.error(key, f"{v!r} has the wrong type; expected an array")
+        if not v:
+            raise self.error(key, "empty axis; expected at least one value")
+        return v
+
+    def table_of(self, key, allowed):
+        v = self.table.get(key, {})
+        if not isinstance(v, dict):
+            raise self.error(key, f"expected a table [{key}]")
+        return _Reader(self.path, v, f"{self.prefix}{key}.", allowed)
+
+
+def _parse_float_text(reader, key, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise reader.error(key, f"{v!r} has the wrong type; expected a number or a hex-float string")
+    if isinstance(v, str):
+        try:
+            v = float.fromhex(v) if "0x" in v.lower() else float(v)
+        except ValueError:
+            raise reader.error(key, f"{v!r} does not parse as a float (hex like -0x1.4p+0, or decimal)") from None
+    if not math.isfinite(v):
+        raise reader.error(key, f"{v!r}; expected finite values")
+    return float(v)
+
+
+def _float32_axis(reader, key, default=None):
+    values = []
+    for v in reader.array(key, default):
+        x = _parse_float_text(reader, key, v)
+        with np.errstate(over="ignore"):
+            x32 = float(np.float32(x))
+        if not math.isfinite(x32):
+            raise reader.error(key, f"{v!r} overflows float32; attributes are float32")
+        values.append(x32)
+    return tuple(dict.fromkeys(values))
+
+
+def _parse_pred(reader: _Reader) -> PredAxis:
+    kind = reader.string("kind", PRED_KINDS)
+    sub = _Reader(reader.path, reader.table, reader.prefix, _PRED_KEYS[kind])
+    fmt = sub.string("format", tuple(FORMATS), default="fp16" if kind in ("exhaustive",) else "fp32")
+    if kind == "exhaustive" and fmt not in ("fp16", "bf16"):
+        raise sub.error("format", f"{fmt!r}; exhaustive sweeps enumerate fp16 or bf16 (use stratified for fp32)")
+    params = {}
+    if sub.has("range"):
+        r = sub.array("range")
+        if len(r) != 2:
+            raise sub.error("range", f"{r!r}; expected [lo, hi]")
+        lo, hi = (_parse_float_text(sub, "range", v) for v in r)
+        if not lo < hi:
+            raise sub.error("range", f"{r!r}; expected lo < hi")
+        params["range"] = (lo, hi)
+    if kind == "stratified":
+        params["per_binade"] = sub.number("per_binade", integer=True, positive=True)
+    elif kind == "grid":
+        params["start"] = sub.number("start")
+        params["stop"] = sub.number("stop")
+        params["num"] = sub.number("num", integer=True, positive=True)
+        params["spacing"] = sub.string("spacing", ("linear", "log"), default="linear")
+        if params["spacing"] == "log" and (params["start"] <= 0 or params["stop"] <= 0):
+            raise sub.error("start", "log spacing needs start > 0 and stop > 0")
+    elif kind == "list":
+        params["values"] = tuple(_parse_float_text(sub, "values", v) for v in sub.array("values"))
+    elif kind == "file":
+        rel = sub.string("path")
+        path = (Path(reader.path).parent / rel) if reader.path != "<study>" else Path(rel)
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as exc:
+            raise sub.error("path", f"{rel!r}: cannot read ({exc.strerror})") from None
+        values = []
+        for n, line in enumerate(lines, 1):
+            text = line.split("#", 1)[0].strip()
+            if text:
+                values.append(_parse_float_text(sub, f"path ({rel} line {n})", text))
+        params["values"] = tuple(values)
+    elif kind == "normal":
+        params["sigma"] = sub.number("sigma", positive=True)
+        params["mean"] = sub.number("mean", default=0.0)
+        params["count"] = sub.number("count", integer=True, positive=True)
+    elif kind == "windows":
+        params["cancellation"] = float(sub.number("cancellation", default=2.0))
+        if not params["cancellation"] > 1:
+            raise sub.error("cancellation", f"{params['cancellation']!r}; expected a factor C > 1")
+        params["per_window"] = sub.number("per_window", default=100000, integer=True, positive=True)
+        params["core"] = sub.number("core", default=2048, integer=True)
+        if params["core"] < 0:
+            raise sub.error("core", f"{params['core']!r}; expected a count >= 0")
+        params["selector"] = sub.number("selector", default=0, integer=True)
+        if params["selector"] not in (0, 1):
+            raise sub.error("selector", f"{params['selector']!r}; expected 0 (A(x)) or 1 (A(-x))")
+        params.setdefault("range", (-20.0, 20.0))
+    elif kind == "uniform_real":
+        params["low"] = sub.number("low")
+        params["high"] = sub.number("high")
+        params["count"] = sub.number("count", integer=True, positive=True)
+        if not params["low"] < params["high"]:
+            raise sub.error("high", "expected low < high")
+    return PredAxis(kind, fmt, tuple(sorted(params.items())))
+
+
+def _parse_profile(reader, text) -> Profile:
+    if not isinstance(text, str):
+        raise reader.error("profiles", f"{text!r}; expected strings like 'fp16' or 'fp32/fp16/fp16'")
+    parts = text.split("/")
+    if len(parts) == 1:
+        parts = parts * 3
+    if len(parts) != 3 or any(p not in _INPUT_FORMATS for p in parts):
+        raise reader.error("profiles", f"{text!r}; expected 'fp16', 'fp32' or 'pred/dout/weight' of fp16/fp32")
+    return Profile(*parts)
+
+
+def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
+    """Parse and validate a study file's text (see the module docstring).
+
+    ``plugins`` are more plugin files (``--plugin``), loaded before the
+    study's own ``[run] plugins``; both are loaded before the variant names
+    are checked, and the plugin variants the study names are evaluated once
+    on each of its machines and profiles (:func:`precision.engine.plugins.check_study_variants`).
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyFileError(f"{path}: TOML syntax error: {exc}") from None
+    top = _Reader(path, data, "", _TOP_KEYS)
+    name = top.string("name")
+    if not name or "/" in name or name.startswith("."):
+        raise top.error("name", f"{name!r}; expected a plain folder name")
+    description = top.string("description", default="")
+    seed = top.number("seed", default=0, integer=True)
+    if "pred" not in data:
+        raise top.error("pred", "missing; expected a [pred] table or [[pred]] tables")
+    tables = data["pred"] if isinstance(data["pred"], list) else [data["pred"]]
+    if not tables or not all(isinstance(t, dict) for t in tables):
+        raise top.error("pred", "expected a [pred] table or [[pred]] tables")
+    pred_sets = tuple(_parse_pred(_Reader(path, t, f"pred[{i}]." if len(tables) > 1 else "pred.",
+                                          set().union(*_PRED_KEYS.values()))) for i, t in enumerate(tables))
+    pts = top.table_of("points", _POINT_KEYS)
+    targets = []
+    for v in pts.array("target", [0, 1]):
+        if isinstance(v, bool) or not isinstance(v, int) or not -2**31 <= v < 2**31:
+            raise pts.error("target", f"{v!r}; expected int32 selector values")
+        targets.append(v)
+    alphas = _float32_axis(pts, "alpha", [0.25])
+    gammas = _float32_axis(pts, "gamma", [2.0])
+    weights = []
+    for i, v in enumerate(pts.array("weight", ["none"])):
+        weights += [None] if v == "none" else _axis_values(pts, "weight", v, seed, i)
+    douts = tuple(x for i, v in enumerate(pts.array("dout", [1.0])) for x in _axis_values(pts, "dout", v, seed, i))
+    reduction = pts.string("reduction", ("none", "sum", "mean"), default="none")
+    count = pts.number("count", default=1, integer=True, positive=True)
+    if reduction != "mean" and count != 1:
+        raise pts.error("count", f"{count}; only reduction = \"mean\" takes a count (sum/none use 1)")
+    first = pred_sets[0].format
+    profiles = tuple(_parse_profile(pts, p) for p in pts.array("profiles", [first if first in _INPUT_FORMATS
+                                                                              else "fp32"]))
+    edges = tuple(_parse_float_text(pts, "regions", v) for v in pts.array("regions", list(DEFAULT_REGION_EDGES)))
+    if any(b <= a for a, b in zip(edges, edges[1:])):
+        raise pts.error("regions", f"{list(edges)}; expected strictly increasing edges")
+    region_names, separate = _parse_region_names(pts, edges)
+    bands = tuple(_parse_float_text(pts, "bracket_bands", v) for v in pts.array("bracket_bands", []))
+    if any(b <= a for a, b in zip(bands, bands[1:])) or any(not (1.0 < b < math.inf) for b in bands):
+        raise pts.error("bracket_bands", f"{list(bands)}; expected strictly increasing finite edges above 1")
+    run = top.table_of("run", _RUN_KEYS)
+    variants = run.array("variants", ["all"])
+    if not all(isinstance(v, str) for v in variants):
+        raise run.error("variants", "expected an array of variant names")
+    machines = run.array("machines", ["ieee"])
+    if not all(isinstance(v, str) for v in machines):
+        raise run.error("machines", "expected an array of machine specs")
+    per_point = run.string("per_point", PER_POINT_MODES, default="all")
+    plugin_paths = _load_study_plugins(run, path, plugins)
+    _check_registry_names(run, variants, machines)
+    check_study_variants(variants, machines, profiles, alpha=alphas[0], gamma=gammas[0], reduction=reduction,
+                         count=count, weight=any(w is not None for w in weights))
+    compare = _parse_compare(run, variants)
+    attribution = _parse_attribution(run, variants, per_point)
+    search = _parse_threshold_search(run, variants)
+    report = _parse_report(top, data) if "report" in data else None
+    return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
+                 tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
+                 tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(machines)), per_point, text, path, bands,
+                 compare, report, attribution, plugin_paths, region_names, separate, search)
+
+
+def _parse_threshold_search(run: "_Reader", variants) -> bool:
+    """``[run] threshold_search = true``: needs kernel[G5=always], kernel[G5=never] and some finite threshold."""
+    if not run.has("threshold_search"):
+        return False
+    value = run.table["threshold_search"]
+    if not isinstance(value, bool):
+        raise run.error("threshold_search", f"{value!r}; expected true or false")
+    if value:
+        from precision.sigmoid_focal_loss_grad.comparisons import ALWAYS, NEVER, thresholds_of
+        missing = [v for v in (ALWAYS, NEVER) if v not in variants]
+        if missing or not thresholds_of(variants):
+            raise run.error("threshold_search", f"needs {ALWAYS}, {NEVER} and some kernel[G5=2^-k] among the "
+                                                "variants" + (f"; {missing[0]} is missing" if missing else ""))
+    return value
+
+
+def _parse_region_names(pts: "_Reader", edges) -> tuple:
+    """``region_names`` (one per region, distinct) and ``separate`` (some of them)."""
+    names = ()
+    if pts.has("region_names"):
+        names = tuple(pts.array("region_names"))
+        if len(names) != len(edges) + 1 or not all(isinstance(n, str) and n for n in names):
+            raise pts.error("region_names", f"{list(names)!r}; expected {len(edges) + 1} names (one per region of "
+                                            f"regions = {list(edges)})")
+        if len(set(names)) != len(names):
+            raise pts.error("region_names", f"{list(names)!r}; expected distinct names")
+    separate = tuple(pts.array("separate", []))
+    if separate and not names:
+        raise pts.error("separate", "names regions: give region_names first")
+    unknown = [n for n in separate if n not in names]
+    if unknown:
+        raise pts.error("separate", f"{unknown[0]!r} is not among region_names {list(names)}")
+    if separate and len(set(separate)) == len(names):
+        raise pts.error("separate", "keeps every region apart; at least one region must be pooled")
+    return names, tuple(dict.fromkeys(separate))
+
+
+_RANDOM_KEYS = {"random", "low", "high"}
+
+
+def _axis_values(reader: "_Reader", key: str, value, seed: int, index: int) -> list:
+    """One entry of the weight or dout axis: a number, or a table of seeded random float32 values.
+
+    ``{ random = N, low = L, high = H }`` (0 < L < H, float32): N values
+    log-uniform in [L, H] with uniformly random mantissas, rounded to
+    float32, distinct (repeats are redrawn), drawn from the seed
+    ``(study seed, axis, entry index)``, so the same file gives the same values.
+    """
+    if not isinstance(value, dict):
+        return [_parse_float_text(reader, key, value)]
+    where = f"{key}[{index}]"
+    sub = _Reader(reader.path, value, f"{reader.prefix}{where}.", _RANDOM_KEYS)
+    n = sub.number("random", integer=True, positive=True)
+    low, high = (_parse_float_text(sub, k, sub.table.get(k)) if k in sub.table else None for k in ("low", "high"))
+    if low is None or high is None or not 0 < low < high or not math.isfinite(float(np.float32(high))):
+        raise reader.error(key, f"{value!r}; expected {{ random = N, low = L, high = H }} with 0 < L < H finite "
+                                "in float32")
+    lo32, hi32 = float(np.float32(low)), float(np.float32(high))
+    available = int(np.float32(hi32).view(np.int32)) - int(np.float32(lo32).view(np.int32)) + 1
+    if n > available:
+        raise sub.error("random", f"{n}; only {available} float32 values lie in [{lo32!r}, {hi32!r}]")
+    tag = int.from_bytes(hashlib.sha256(f"{key}:{index}".encode()).digest()[:4], "little")
+    rng = np.random.default_rng([seed, tag])
+    drawn = np.empty(0)
+    while drawn.size < n:  # distinct values, in order of first draw
+        batch = np.exp2(rng.uniform(np.log2(low), np.log2(high), 2 * n))
+        batch = np.clip(round_to_format(batch, "fp32").astype(np.float64), lo32, hi32)
+        merged = np.concatenate([drawn, batch])
+        _, first = np.unique(merged, return_index=True)
+        drawn = merged[np.sort(first)]
+    return [float(v) for v in drawn[:n]]
+
+
+def _load_study_plugins(run: _Reader, path: str, extra) -> tuple:
+    """``[run] plugins`` (relative to the study file) after ``extra``: resolved, loaded; their absolute paths."""
+    base = Path(path).parent if path != "<study>" else Path(".")
+    own = []
+    rels = run.table.get("plugins", [])
+    if not isinstance(rels, list):
+        raise run.error("plugins", f"{rels!r} has the wrong type; expected an array of paths")
+    for rel in rels:
+        if not isinstance(rel, str) or not rel:
+            raise run.error("plugins", f"{rel!r}; expected paths of plugin files (relative to the study file)")
+        if not (base / rel).is_file():
+            raise run.error("plugins", f"{rel!r}: no such file ({base / rel}); paths are relative to the study file")
+        own.append(base / rel)
+    paths = tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in [*extra, *own]))
+    load_plugins(paths)  # PluginError names the file
+    return paths
+
+
+def _parse_compare(run: _Reader, variants) -> tuple:
+    """``[run] compare``: (with, without) pairs of the study's own variants."""
+    if not run.has("compare"):
+        return ()
+    pairs = []
+    named = set(variants)
+    for pair in run.array("compare"):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, str) for v in pair)):
+            raise run.error("compare", f"{pair!r}; expected pairs of variant names like [\"candidate\", \"kernel\"]")
+        missing = [v for v in pair if v not in named and "all" not in named]
+        if missing:
+            raise run.error("compare", f"{missing[0]!r} is not among the study's variants; add it to variants")
+        if pair[0] == pair[1]:
+            raise run.error("compare", f"{pair!r} compares a variant with itself")
+        pairs.append(tuple(pair))
+    return tuple(dict.fromkeys(pairs))
+
+
+def _parse_attribution(run: _Reader, variants, per_point: str) -> "AttributionSpec | None":
+    """``[run] attribution``: true/false, or a table ``{variants = [...], points = "kept" | N}``."""
+    if not run.has("attribution"):
+        return None
+    value = run.table["attribution"]
+    expected = 'expected true, false or a table like { variants = ["kernel"], points = "kept" } (points: "kept" or N)'
+    if isinstance(value, bool):
+        spec = AttributionSpec() if value else None
+    elif isinstance(value, dict):
+        sub = run.table_of("attribution", {"variants", "points"})
+        names = sub.array("variants") if sub.has("variants") else ["all"]
+        if not all(isinstance(v, str) for v in names):
+            raise sub.error("variants", f"{names!r}; expected an array of variant names")
+        for v in names:
+            if v != "all" and v not in variants and "all" not in variants:
+                raise sub.error("variants", f"{v!r} is not among the study's variants; add it to [run] variants")
+            try:
+                recipe = v == "all" or recipe_call(v) is not None
+            except PrecisionError as exc:
+                raise sub.error("variants", str(exc)) from None
+            if not recipe:
+                raise sub.error("variants", f"{v!r} is not a step recipe; only recipes can be attributed")
+        points = sub.table.get("points", "kept")
+        if not (points == "kept" or (isinstance(points, int) and not isinstance(points, bool) and points > 0)):
+            raise sub.error("points", f"{points!r}; expected \"kept\" (every kept row) or a positive integer N "
+                                      "(the N largest errors of each group)")
+        spec = AttributionSpec(() if "all" in names else tuple(dict.fromkeys(names)), points)
+    else:
+        raise run.error("attribution", f"{value!r}; {expected}")
+    if spec is not None and per_point == "none":
+        raise run.error("attribution", 'needs per-point rows but per_point = "none"; set per_point = "worst" '
+                                       '(or over_1ulp, incorrect, all)')
+    return spec
+
+
+def _parse_report(top: _Reader, data: dict) -> ReportSpec:
+    """``[report]``: known section names, and for each ``[report.<section>]`` only that section's options."""
+    table = data["report"]
+    if not isinstance(table, dict):
+        raise top.error("report", "expected a table [report]")
+    rep = _Reader(top.path, table, "report.", {"sections"} | set(SECTION_OPTIONS))
+    sections = rep.array("sections")
+    for name in sections:
+        if name not in SECTION_OPTIONS:
+            raise rep.error("sections", f"{name!r} is not a report section; expected some of "
+                                        f"{', '.join(SECTION_OPTIONS)}")
+    options = []
+    for name in (k for k in table if k != "sections"):
+        sub = rep.table_of(name, set(SECTION_OPTIONS[name]))
+        values = []
+        for key, (kind, _default) in SECTION_OPTIONS[name].items():
+            if sub.has(key):
+                values.append((key, _report_option(sub, key, kind)))
+        if name == "standards":
+            _check_standards_options(sub, dict(values))
+        options.append((name, tuple(values)))
+    return ReportSpec(tuple(dict.fromkeys(sections)), tuple(options))
+
+
+def _check_standards_options(reader: _Reader, values: dict) -> None:
+    """``[report.standards]``: a known allclose preset and third party, a machine, a floor >= 0."""
+    from precision.analysis.scoring import ALLCLOSE_PRESETS
+    if values.get("allclose", "unit_test") not in ALLCLOSE_PRESETS:
+        raise reader.error("allclose", f"{values['allclose']!r} is not an allclose preset; expected one of "
+                                       f"{', '.join(ALLCLOSE_PRESETS)}")
+    if values.get("golden", "exact") not in ("exact", "rounded"):
+        raise reader.error("golden", f"{values['golden']!r}; expected \"exact\" (the oracle's value) or "
+                                     "\"rounded\" (its correct rounding to the output format)")
+    if values.get("ratio_floor", 0.0) < 0 or values.get("max_ulp", 1.0) < 0:
+        key = "ratio_floor" if values.get("ratio_floor", 0.0) < 0 else "max_ulp"
+        raise reader.error(key, f"{values[key]!r}; expected a non-negative number")
+    if "third_party" in values:
+        try:
+            get_variant(values["third_party"])
+        except PrecisionError as exc:
+            raise reader.error("third_party", str(exc)) from None
+    if "third_party_machine" in values:
+        try:
+            get_machine(values["third_party_machine"])
+        except PrecisionError as exc:
+            raise reader.error("third_party_machine", str(exc)) from None
+
+
+def _report_option(reader: _Reader, key: str, kind: str):
+    """One report option by its declared kind: number, string, numbers, strings."""
+    if kind == "number":
+        return float(reader.number(key))
+    if kind == "string":
+        return reader.string(key)
+    values = reader.array(key)
+    if kind == "numbers":
+        return tuple(_parse_float_text(reader, key, v) for v in values)
+    if not all(isinstance(v, str) for v in values):
+        raise reader.error(key, "expected an array of strings")
+    return tuple(values)
+
+
+def _check_registry_names(run: _Reader, variants, machines) -> None:
+    for v in variants:
+        if v == "all":
+            continue
+        try:
+            get_variant(v)
+        except PrecisionError as exc:
+            raise run.error("variants", str(exc)) from None
+    for m in machines:
+        try:
+            get_machine(m)
+        except PrecisionError as exc:
+            raise run.error("machines", str(exc)) from None
+
+
+def load_study(path, plugins=()) -> Study:
+    """Read and validate a study file; StudyFileError names the file on any problem.
+
+    ``plugins``: more plugin files to load first (``--plugin``; see :func:`parse_study`).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise StudyFileError(f"{path}: cannot read the study file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise StudyFileError(f"{path}: not a UTF-8 text file") from None
+    return parse_study(text, str(path), plugins)
+
+
+# ---------------------------------------------------------------------------
+# The pred point sets
+# ---------------------------------------------------------------------------
+
+def _in_range(values: np.ndarray, axis: PredAxis) -> np.ndarray:
+    r = axis.get("range")
+    if r is None:
+        return values
+    lo, hi = r
+    return values[(values >= lo) & (values <= hi)]
+
+
+def _stratified(axis: PredAxis, rng: np.random.Generator) -> np.ndarray:
+    """N values per binade of the format, both signs, uniform over the binade's floats."""
+    fmt = get_format(axis.format)
+    n = axis.get("per_binade")
+    lo, hi = axis.get("range", (-fmt.max_finite, fmt.max_finite))
+    out = [np.zeros(1)]
+    width = fmt.prec - 1
+    for e in range(fmt.emin - 1, fmt.emax + 1):  # emin - 1 stands for the subnormals
+        base = math.ldexp(1.0, e if e >= fmt.emin else fmt.emin)
+        quantum = math.ldexp(1.0, (e if e >= fmt.emin else fmt.emin) - width)
+        start = base if e >= fmt.emin else 0.0
+        top = 2 * base if e >= fmt.emin else base
+        for sign in (1.0, -1.0):
+            a, b = sorted((sign * start, sign * top))
+            if b < lo or a > hi:
+                continue
+            k = rng.integers(1 if e < fmt.emin else 0, 1 << width, n)
+            vals = sign * (start + k * quantum)
+            out.append(vals[(vals >= lo) & (vals <= hi)])
+    return np.concatenate(out)
+
+
+def _unique_sorted(values: np.ndarray) -> np.ndarray:
+    """Unique by bits (-0 and +0 are two inputs, as the kernel sees them), sorted by value."""
+    values = np.unique(np.asarray(values, dtype=np.float64).view(np.int64)).view(np.float64)
+    return values[np.argsort(values, kind="stable")]
+
+
+def study_pred_values(study: "Study", gamma: float | None = None) -> np.ndarray:
+    """The union of a study's pred sets at one gamma (float64, unique by bits, sorted; -0 kept).
+
+    Set i draws its random values from seed ``study.seed + i``.  A set that
+    depends on gamma (``windows``) contributes its values at ``gamma``; with
+    ``gamma=None``, its values at every gamma of the study.
+    """
+    parts = []
+    for i, axis in enumerate(study.pred_sets):
+        if axis.per_gamma:
+            parts += [pred_values(axis, study.seed + i, g) for g in (study.gammas if gamma is None else [gamma])]
+        else:
+            parts.append(pred_values(axis, study.seed + i))
+    return _unique_sorted(np.concatenate(parts))
+
+
+def study_preds_by_gamma(study: "Study") -> dict:
+    """{gamma: pred values at that gamma} (:func:`study_pred_values`); one shared array when no set depends
+    on gamma."""
+    if not any(axis.per_gamma for axis in study.pred_sets):
+        shared = study_pred_values(study)
+        return {g: shared for g in study.gammas}
+    return {g: study_pred_values(study, g) for g in study.gammas}
+
+
+def window_values(axis: PredAxis, seed: int, gamma: float) -> np.ndarray:
+    """The ``windows`` pred set at one gamma: points where the bracket of A cancels (float64, in the format).
+
+    The windows are the intervals of x in ``range`` where the cancellation
+    factor ``C >= cancellation`` (:func:`precision.sigmoid_focal_loss_grad.bracket.cancellation_windows`;
+    for selector 1, A(-x): the windows mirrored).  A window with no more
+    floats than ``per_window`` is taken whole.  Otherwise it gets about
+    ``per_window`` distinct points: uniform over the reals of the window, or,
+    when roots of A lie in it (:func:`precision.sigmoid_focal_loss_grad.bracket.roots`), half so and
+    half at ordinal distances ``round(2**u)`` (u uniform) on either side of
+    each root, plus every float within ``core`` ordinals of each root.
+    Random draws come from the seed ``(seed, float32 bits of gamma)``.
+    Empty where nothing cancels (gamma >= 0).
+    """
+    fmt = get_format(axis.format)
+    lo, hi = axis.get("range")
+    sign = -1.0 if axis.get("selector") == 1 else 1.0
+    s_lo, s_hi = (lo, hi) if sign > 0 else (-hi, -lo)
+    rng = np.random.default_rng([seed, int(np.float32(gamma).view(np.uint32))])
+    n = axis.get("per_window")
+    core = axis.get("core")
+    centres = [sign * r for r in roots(gamma, s_lo, s_hi)]
+    parts = [np.empty(0)]
+    for a, b in cancellation_windows(gamma, axis.get("cancellation"), s_lo, s_hi):
+        a, b = sorted((sign * a, sign * b))
+        oa, ob = (int(o) for o in to_ordinal(round_to_format(np.array([a, b]), fmt), fmt))
+        if ob - oa + 1 <= n:
+            parts.append(from_ordinal(np.arange(oa, ob + 1, dtype=np.int64), fmt).astype(np.float64))
+            continue
+        inside = [c for c in centres if a <= c <= b]
+        uniform = n - (n // 2 if inside else 0)
+        parts.append(rng.uniform(a, b, uniform))
+        for c in inside:
+            oc = int(to_ordinal(round_to_format(np.array([c]), fmt), fmt)[0])
+            reach = max(ob - oc, oc - oa, 1)
+            quota = (n // 2) // len(inside)
+            ords = np.unique(np.clip(np.arange(oc - core, oc + core + 1, dtype=np.int64), oa, ob))
+            target = ords.size + quota
+            for _ in range(16):  # small distances repeat: draw until the quota of distinct floats is met
+                missing = target - ords.size
+                if missing <= 0:
+                    break
+                d = np.rint(np.exp2(rng.uniform(0.0, np.log2(reach), missing))).astype(np.int64)
+                ords = np.unique(np.clip(np.concatenate([ords, oc + np.where(rng.integers(0, 2, d.size) == 1, d, -d)]),
+                                         oa, ob))
+            parts.append(from_ordinal(ords, fmt).astype(np.float64))
+    values = round_to_format(np.concatenate(parts), fmt).astype(np.float64)
+    return values[np.isfinite(values) & (values >= lo) & (values <= hi)]
+
+
+def pred_values(axis: PredAxis, seed: int, gamma: float | None = None) -> np.ndarray:
+    """The exact pred values of one set (float64, unique by bits, sorted, finite; -0 kept).
+
+    ``gamma`` is required by the sets that depend on it (``windows``) and ignored by the others.
+    """
+    fmt = get_format(axis.format)
+    rng = np.random.default_rng(seed)
+    if axis.per_gamma:
+        if gamma is None:
+            raise ParameterError(f"pred kind={axis.kind!r} depends on gamma; pass one")
+        values = window_values(axis, seed, gamma)
+    elif axis.kind == "exhaustive":
+        values = _in_range(fmt.finite_values().astype(np.float64), axis)
+    elif axis.kind == "stratified":
+        values = _stratified(axis, rng)
+    elif axis.kind == "grid":
+        start, stop, num = axis.get("start"), axis.get("stop"), axis.get("num")
+        values = (np.geomspace if axis.get("spacing") == "log" else np.linspace)(start, stop, num)
+    elif axis.kind in ("list", "file"):
+        values = np.array(axis.get("values"), dtype=np.float64)
+    elif axis.kind == "normal":
+        values = rng.normal(axis.get("mean"), axis.get("sigma"), axis.get("count"))
+    elif axis.kind == "uniform_real":
+        values = rng.uniform(axis.get("low"), axis.get("high"), axis.get("count"))
+    else:  # pragma: no cover - parse_study admits only PRED_KINDS
+        raise ParameterError(f"pred kind={axis.kind!r}")
+    values = round_to_format(values, fmt).astype(np.float64)
+    return _unique_sorted(values[np.isfinite(values)])

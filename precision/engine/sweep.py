@@ -1,0 +1,695 @@
+"""Sweeps: a study's points through the oracle, every variant and the scoring.
+
+The pipeline (one direction, as in DESIGN.md)::
+
+    study -> pred values -> focal terms A(x, g), A(-x, g) (cache, else computed in chunks)
+          -> tasks, one per (machine, profile, alpha, gamma, weight, dout):
+             the tensor pred[P, T] x target[P, T], every variant evaluated on it,
+             the exact values derived from the terms, scored and aggregated
+          -> tables (pandas) and per-point rows (Parquet) in the output folder
+
+A task's tensor is the whole (pred x target) grid of the study, so the
+results of tile-level guards (G4) depend on the study, never on the chunking
+or the executor.  Finished tasks are written atomically to
+``OUT/chunks/<key>.safetensors`` (key: SHA-256 of the task, the study and the
+package's source), so an interrupted run (Ctrl-C, kill -9) resumes without
+redoing them and ends with identical tables.
+
+Output folder (``precision run`` default: ``out/<study name>``); every
+statistic is :mod:`precision.analysis.scoring`'s:
+
+``summary.csv``
+    One row per (variant, machine, format, profile): ``count``, ``max_ulp``
+    (inf when an output is special) with its witness (``witness_pred``,
+    ``witness_target``, ``witness_alpha``, ``witness_gamma``,
+    ``witness_weight``, ``witness_dout`` in hex; ``witness_computed`` and
+    ``witness_exact``, the computed output and the exact value there),
+    ``max_finite_ulp`` with the same ``finite_witness_*`` columns,
+    ``mean_ulp`` (over finite errors; descriptive only), ``p50_ulp``,
+    ``p99_ulp``, ``p999_ulp`` (upper bounds within 4.4 %, from mergeable
+    histograms), ``mean_bits``, ``share_correct``, ``over_1ulp``, and one
+    count per special class: ``nan``, ``inf``, ``wrong_sign``, ``lost_inf``.
+``by_region.csv``, ``by_gamma.csv``
+    The same columns, also split by pred region / by gamma.
+``groups.csv``
+    The finest groups (:data:`GROUP_KEYS`, plus ``bracket`` with bracket
+    bands), same columns.
+``by_bracket.csv``
+    With ``bracket_bands`` only: per (variant, machine, format, profile, gamma, bracket).
+``groups_raw.parquet``, ``hist.npz``
+    The fine groups' mergeable sums, maxima and witnesses, and their sparse
+    ulp histograms (``row``, ``bin``, ``count``): :class:`precision.analysis.scoring.GroupStats`
+    (:func:`load_stats`).
+``comparisons.csv``
+    Every paired comparison of the run (:mod:`precision.sigmoid_focal_loss_grad.comparisons`: guard
+    pairs, G5 thresholds against never and against 1/64, declared pairs), per
+    machine, format and profile, overall (region ``all``) and per region:
+    ``changed``, ``better``, ``worse``, ``tied``, ``both_garbage``,
+    ``specials_fixed`` (with ``fixed_correct``, ``fixed_le_1ulp``,
+    ``fixed_le_2p10``, ``fixed_le_2p20``), ``specials_caused``,
+    ``finite_better``, ``finite_worse``, ``p_value``, ``p_specials``,
+    ``p_finite`` (exact sign tests), ``median_change_bits``,
+    ``max_gain_bits``, ``max_loss_bits`` with witnesses, and ``verdict``
+    (rule: :data:`precision.analysis.scoring.VERDICT_RULE`).
+``paired_raw.parquet``, ``paired_hist.npz``
+    The fine comparisons (:data:`PAIR_KEYS`), mergeable
+    (:class:`precision.analysis.scoring.PairedStats`, :func:`load_paired`).
+``predbins.npz``
+    Max ulp per symmetric-log pred bin, per (variant, machine, profile, gamma).
+``points.parquet``
+    Per-point scores (selected by the study's ``per_point``), columns:
+    ``pred``, ``target``, ``alpha``, ``gamma``, ``weight`` (NaN when absent),
+    ``dout``, ``count`` (exact inputs as float64/int), ``variant``,
+    ``machine``, ``format``, ``profile``, ``computed``, ``exact`` and
+    ``exact_lo`` (the exact value as a double-double), ``rounded`` (the
+    correctly rounded value), ``err_ulp``, ``err_bits``, ``class``.
+``run.json``
+    Study digest, seed, package versions, variants, region and bracket
+    edges with their labels, counts, timings, cache use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata as md
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from precision.sigmoid_focal_loss_grad import oracle
+from precision.sigmoid_focal_loss_grad.bracket import band_labels
+from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
+from precision.errors import PrecisionError
+from precision.engine.executor import make_executor
+from precision.io.files import atomic_open
+from precision.exact.formats import get_format, round_to_format
+from precision.engine.attribution_table import write_attribution
+from precision.sigmoid_focal_loss_grad.comparisons import find_comparisons
+from precision.sigmoid_focal_loss_grad.guards import variant_names
+from precision.engine.plugins import plugin_digest
+from precision.analysis.standards import settings_from_options, standards_table
+from precision.analysis.scoring import ACCEPTANCE_MAXIMA, CLASS_NAMES, GroupStats, PairedStats
+from precision.engine.study import Study, region_labels, study_preds_by_gamma
+from precision.engine import threshold_search
+from precision.io.frames import frame_from_arrays, frame_to_arrays
+from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest,
+                                   threshold_search_digest, variant_digest)
+from precision.sigmoid_focal_loss_grad.terms import TermTable, focal_term_tables
+from precision.io.frames import write_csv
+
+__all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
+           "load_paired", "sort_table", "comparison_table", "hex_witnesses", "GROUP_KEYS", "PAIR_KEYS",
+           "COMPARISON_KEYS"]
+
+#: Focal-term pairs per oracle chunk: large enough to amortize process
+#: start-up, small enough to balance two cores and checkpoint often.
+TERM_CHUNK = 8192
+
+#: Seconds between stores of newly computed focal terms into the cache: each store rewrites a whole shard
+#: per gamma, so storing after every chunk cost more than the oracle on large studies; an interrupted run
+#: loses at most this much of its oracle work.
+TERM_STORE_SECONDS = 20.0
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-256 of the package's source files that compute results (not the report renderer), for run.json.
+
+    Results are keyed by finer digests (:func:`precision.engine.task.variant_digest`,
+    :func:`precision.engine.task.shared_digest`).
+    """
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]  # precision/
+    for path in sorted(p for p in root.rglob("*.py") if "report" not in p.relative_to(root).parts):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+@dataclass
+class RunResult:
+    """What a run wrote and measured (also saved as run.json)."""
+
+    out_dir: Path
+    points: int
+    tasks: int
+    tasks_reused: int
+    term_pairs: int
+    term_pairs_cached: int
+    oracle_fallback: int
+    seconds: float
+    unsupported: list
+    results_reused: int = 0  # variant and pair results taken from the result cache by the tasks run now
+    results_computed: int = 0  # and computed (then stored)
+
+
+def _task_key(task: Task) -> str:
+    """The chunk file's name: the task's inputs, machine, variants with their source digests, comparisons."""
+    h = hashlib.sha256()
+    h.update(json.dumps(dict(inputs=task_digest(task), machine=task.machine,
+                             variants=[(v, variant_digest(v)) for v in task.variants],
+                             comparisons=[list(c) for c in task.comparisons]), sort_keys=True).encode())
+    return h.hexdigest()[:32]
+
+
+def _progress(total: int, desc: str):
+    return tqdm(total=total, desc=desc, unit="chunk", disable=not sys.stderr.isatty(), leave=False)
+
+
+def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executor) -> tuple[dict, int, int]:
+    """{gamma: (pos TermTable, neg TermTable)}, each aligned with that gamma's preds; pairs total and from cache.
+
+    The (x, gamma) pairs missing from the cache are computed in chunks of x
+    values that miss the same gammas (one chunk computes all of them,
+    sharing exp and log1p across them; x and -x in one chunk share their
+    parts).
+    """
+    need_pos = any(a * (1 - t) != 0 for a in study.alphas for t in study.targets)
+    need_neg = any((1 - a) * t != 0 for a in study.alphas for t in study.targets)
+    gammas = list(study.gammas)
+    xs_of, parts = {}, {g: [] for g in gammas}
+    missing_x, missing_g = [], []
+    total = cached = 0
+    for gi, g in enumerate(gammas):
+        preds = preds_by_gamma[g]
+        xs = np.unique(np.concatenate([preds if need_pos else [], -preds if need_neg else []]).view(np.int64))
+        xs_of[g] = xs = xs.view(np.float64)
+        found, table = cache.lookup(g, xs)
+        total += xs.size
+        cached += int(found.sum())
+        parts[g].append((xs[found], table))
+        missing_x.append(xs[~found].view(np.int64))
+        missing_g.append(np.full(int((~found).sum()), gi, dtype=np.int64))
+    chunks = []
+    if missing_x and sum(m.size for m in missing_x):
+        bits = np.concatenate(missing_x)
+        gidx = np.concatenate(missing_g)
+        keys, inverse = np.unique(bits, return_inverse=True)
+        wanted = np.zeros((keys.size, len(gammas)), dtype=bool)
+        wanted[inverse, gidx] = True
+        signatures, group = np.unique(np.packbits(wanted, axis=1), axis=0, return_inverse=True)
+        for si in range(len(signatures)):
+            x = keys[group.ravel() == si].view(np.float64)
+            x = x[np.argsort(np.abs(x), kind="stable")]
+            want = tuple(g for g, w in zip(gammas, np.unpackbits(signatures[si])[:len(gammas)]) if w)
+            chunks += [(x[i:i + TERM_CHUNK], want) for i in range(0, x.size, TERM_CHUNK)]
+    if chunks:
+        unstored: dict = {}  # gamma -> [(x, TermTable)] computed since the last store
+        stored_at = time.perf_counter()
+        with _progress(len(chunks), "oracle") as bar:
+            for i, tables in executor.map_unordered(_term_chunk, chunks):
+                x = chunks[i][0]
+                for g, table in tables.items():
+                    unstored.setdefault(g, []).append((x, table))
+                    parts[g].append((x, table))
+                bar.update(1)
+                if time.perf_counter() - stored_at > TERM_STORE_SECONDS:
+                    _store_terms(cache, unstored)
+                    stored_at = time.perf_counter()
+        _store_terms(cache, unstored)
+    result = {}
+    for g, pieces in parts.items():
+        preds = preds_by_gamma[g]
+        nan = TermTable(*(np.full(preds.size, v) for v in (0.0, 0.0, 0, np.inf)))
+        x_all = np.concatenate([p[0] for p in pieces])
+        t_all = TermTable.concatenate([p[1] for p in pieces])
+        keys, first = np.unique(x_all.view(np.int64), return_index=True)
+
+        def lookup(values, keys=keys, first=first, t_all=t_all):
+            return t_all.take(first[np.searchsorted(keys, values.view(np.int64))])
+        result[g] = (lookup(preds) if need_pos else nan, lookup(-preds) if need_neg else nan)
+    return result, total, cached
+
+
+def _store_terms(cache: TermCache, unstored: dict) -> None:
+    """Merge the terms computed since the last store into the cache (one shard write per gamma); empties it."""
+    for g, pieces in unstored.items():
+        cache.store(g, np.concatenate([x for x, _ in pieces]), TermTable.concatenate(t for _, t in pieces))
+    unstored.clear()
+
+
+def _term_chunk(chunk):
+    x, gammas = chunk
+    return focal_term_tables(x, gammas)
+
+
+def _variants_of(study: Study) -> tuple:
+    names = []
+    for v in study.variants:
+        names.extend(variant_names() if v == "all" else [v])
+    return tuple(dict.fromkeys(names))
+
+
+def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparisons, result_cache) -> list:
+    index = {v: i for i, v in enumerate(variants)}
+    pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
+    plugins = tuple((str(p), plugin_digest(p)) for p in study.plugins)
+    golden = (study.report.options_of("standards") if study.report is not None else {}).get("golden", "exact")
+    tasks = []
+    for machine in study.machines:
+        for profile in study.profiles:
+            fmt = get_format(profile.pred)
+            for gamma in study.gammas:
+                # a tensor of the profile's pred format holds only the values exact in it
+                preds = preds_by_gamma[gamma]
+                exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
+                if not exact.any():
+                    continue
+                pos, neg = terms[gamma]
+                for alpha in study.alphas:
+                    for weight in study.weights:
+                        for dout in study.douts:
+                            task = Task("", machine, profile, alpha, gamma, weight, dout, study.reduction,
+                                        study.count, study.targets, variants, study.region_edges, study.per_point,
+                                        preds[exact], pos.take(exact), neg.take(exact), study.bracket_edges, pairs,
+                                        result_cache, plugins=plugins, golden=golden)
+                            tasks.append(dataclasses.replace(task, key=_task_key(task)))
+    return tasks
+
+
+def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, scheduler: str | None = None,
+              workers: int | None = None) -> RunResult:
+    """Run a study and write its tables to ``out_dir`` (see the module docstring)."""
+    started = time.perf_counter()
+    out = Path(out_dir)
+    chunk_dir = out / "chunks"
+    preds_by_gamma = study_preds_by_gamma(study)
+    variants = _variants_of(study)
+    comparisons = find_comparisons(variants, study.compare)
+    executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
+    try:
+        try:
+            chunk_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PrecisionError(f"--out={out}: cannot create the output folder ({exc.strerror})") from None
+        if not os.access(out, os.W_OK):
+            raise PrecisionError(f"--out={out}: the output folder is not writable")
+        cache_folder = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
+        cache = TermCache(cache_folder)
+        ResultCache(cache_folder)  # created here, once, before the workers use it
+        terms, pairs, pairs_cached = _compute_terms(study, preds_by_gamma, cache, executor)
+        tasks = _build_tasks(study, preds_by_gamma, terms, variants, comparisons,
+                             None if cache_folder is None else str(cache_folder))
+        # finished tasks live on disk only (memory stays bounded by one task's results);
+        # their integrity is checked when the tables are assembled
+        todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.safetensors").exists()]
+        # workers on this machine write their chunk themselves; a remote Dask cluster returns it
+        local = scheduler is None or scheduler == "local"
+        work = [dataclasses.replace(tasks[i], chunk_file=str(chunk_dir / f"{tasks[i].key}.safetensors")) if local
+                else tasks[i] for i in todo]
+        results_reused = results_computed = 0
+        with _progress(len(todo), study.name) as bar:
+            for j, res in executor.map_unordered(run_task, work):
+                if work[j].chunk_file is None:
+                    atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)
+                results_reused += int(res["reused"])
+                results_computed += int(res["computed_pieces"])
+                bar.update(1)
+        searched = _threshold_search(study, tasks, variants, executor, cache_folder) \
+            if study.threshold_search else None
+        # the tables are written into a staging folder and moved into place only when all are written,
+        # so a failed write (full disk, read-only folder) leaves no partial set of tables behind
+        staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
+        try:
+            unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
+            if study.attribution is not None:  # reads staging/points.parquet
+                write_attribution(staging, study, preds_by_gamma=preds_by_gamma, executor=executor)
+            if searched is not None:
+                for name, frame in zip(("threshold_search.csv", "threshold_search_octaves.csv"), searched):
+                    write_csv(frame, staging / name)
+            result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
+                               len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
+                               unsupported, results_reused, results_computed)
+            _write_run_json(study, staging, result)
+            for path in sorted(staging.iterdir()):
+                os.replace(path, out / path.name)
+        except OSError as exc:
+            raise PrecisionError(f"--out={out}: cannot write the tables ({exc.strerror or exc}); nothing was "
+                                 "written (finished tasks are kept for the next run)") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        executor.close()  # after the attribution, which runs on it too
+    return result
+
+
+def _threshold_search(study: Study, tasks, variants, executor, cache_folder) -> tuple:
+    """``threshold_search.csv`` and ``threshold_search_octaves.csv`` (:mod:`precision.engine.threshold_search`) over the
+    study's pooled regions; stored in the result cache under the tasks' inputs and the code that decides them."""
+    pooled = tuple(name not in study.separate for name in study.regions)
+    taus = threshold_search.thresholds_of(variants)
+    key = hashlib.sha256(json.dumps(dict(
+        kind="threshold_search", tasks=[[task_digest(t), t.machine] for t in tasks], pooled=pooled,
+        taus=[float(t).hex() for t in taus], code=threshold_search_digest(),
+        variants=[variant_digest(v) for v in (threshold_search.ALWAYS, threshold_search.NEVER)]),
+        sort_keys=True).encode()).hexdigest()
+    cache = ResultCache(cache_folder, create=False)
+    stored = cache.get(key)
+    if stored is not None:
+        return tuple(frame_from_arrays(stored, name) for name in ("search", "octaves"))
+    rows, octaves = [], []
+    for evidence in threshold_search.collect(tasks, executor, pooled):
+        row, per_octave = threshold_search.search(evidence, taus)
+        rows.append(row)
+        octaves += per_octave
+    frames = (pd.DataFrame(rows, columns=list(threshold_search.SEARCH_COLUMNS)),
+              pd.DataFrame(octaves, columns=list(threshold_search.OCTAVE_COLUMNS)))
+    cache.put(key, {**frame_to_arrays(frames[0], "search"), **frame_to_arrays(frames[1], "octaves")})
+    return frames
+
+
+# ---------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------
+
+#: Key columns of the fine groups of ``groups_raw.parquet`` (``bracket`` only with bracket bands).
+GROUP_KEYS = ("variant", "machine", "format", "profile", "alpha", "gamma", "weight", "dout", "target", "region")
+#: Key columns of the fine comparisons of ``paired_raw.parquet`` (``bracket`` only with bracket bands).
+PAIR_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "machine", "format", "profile",
+             "alpha", "gamma", "weight", "dout", "target", "region")
+_WITNESS_INPUTS = ("pred", "target", "alpha", "gamma", "weight", "dout")
+
+
+#: Witness families of the raw tables (the prefixes of their columns) and the inputs each names.
+WITNESS_PREFIXES = ("witness_", "finite_witness_", "gain_witness_", "loss_witness_", *ACCEPTANCE_MAXIMA.values())
+_HEX_INPUTS = ("pred", "alpha", "gamma", "weight", "dout")
+
+
+def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
+    """A table with its witness inputs spelled as exact hex floats (``none`` for an absent weight; empty where
+    a group has no witness) and the ``integers`` (selectors) as integers, as every CSV table and report shows
+    them."""
+    out = table.copy()
+    for prefix in WITNESS_PREFIXES:
+        pred = f"{prefix}pred"
+        if pred not in out.columns or out[pred].dtype.kind != "f":
+            continue
+        none = out[pred].isna().to_numpy()
+        for name in _HEX_INPUTS:
+            col = f"{prefix}{name}"
+            if col in out.columns:
+                values = out[col].to_numpy(np.float64)
+                text = ["none" if np.isnan(v) else float(v).hex() for v in values]
+                out[col] = np.where(none, None, np.asarray(text, dtype=object))
+        for name in integers:
+            col = f"{prefix}{name}"
+            if col in out.columns:
+                t = pd.to_numeric(out[col], errors="coerce").to_numpy(np.float64)
+                out[col] = np.where(none, None, np.asarray([None if np.isnan(v) else int(v) for v in t], dtype=object))
+    return out
+
+
+def _read_task(task, chunk_dir: Path) -> TaskResult:
+    arrays = read_checked_npz(chunk_dir / f"{task.key}.safetensors")
+    if arrays is None:  # truncated or altered on disk (warned once): recompute it here
+        arrays = run_task(task)
+        atomic_write_npz(chunk_dir / f"{task.key}.safetensors", arrays)
+    return TaskResult.from_arrays(arrays)
+
+
+class _TaskColumns:
+    """The key columns of rows that carry a task index and a group id, decoded for many rows at once."""
+
+    def __init__(self, tasks, region_names, band_names):
+        self.tasks = tasks
+        self.regions = np.asarray(region_names, dtype=object)
+        self.bands = np.asarray(band_names, dtype=object)
+        self.targets = np.asarray(tasks[0].targets) if tasks else np.empty(0, dtype=np.int64)
+        weight = [np.nan if t.weight is None else float(t.weight) for t in tasks]
+        self.numbers = {"alpha": np.array([t.alpha for t in tasks], dtype=np.float64),
+                        "gamma": np.array([t.gamma for t in tasks], dtype=np.float64),
+                        "weight": np.array(weight, dtype=np.float64),
+                        "dout": np.array([t.dout for t in tasks], dtype=np.float64)}
+        self.text = {"machine": np.array([t.machine for t in tasks], dtype=object),
+                     "format": np.array([t.profile.pred for t in tasks], dtype=object),
+                     "profile": np.array([t.profile.name for t in tasks], dtype=object)}
+
+    def keys(self, frame: pd.DataFrame) -> dict:
+        """machine, format, profile, alpha, gamma, weight, dout, target, region[, bracket] of each row."""
+        ti = frame["task"].to_numpy(np.int64)
+        gid = frame["group"].to_numpy(np.int64)
+        B, R = len(self.bands), len(self.regions)
+        rest = gid // B
+        out = {name: values[ti] for name, values in self.text.items()}
+        out.update({name: values[ti] for name, values in self.numbers.items()})
+        out["target"] = self.targets[rest // R]
+        out["region"] = self.regions[rest % R]
+        if B > 1:
+            out["bracket"] = self.bands[gid % B]
+        return out
+
+    def witness_inputs(self, frame: pd.DataFrame, prefix: str, targets) -> dict:
+        """The inputs of one witness family as numbers: the frame's pred, the row's task constants and
+        selector; NaN where a group has no witness (:func:`hex_witnesses` spells them for the tables)."""
+        preds = frame[f"{prefix}pred"].to_numpy(np.float64)
+        none = np.isnan(preds)
+        ti = frame["task"].to_numpy(np.int64)
+        out = {f"{prefix}pred": preds,
+               f"{prefix}target": np.where(none, np.nan, np.asarray(targets, dtype=np.float64))}
+        for name, values in self.numbers.items():
+            out[f"{prefix}{name}"] = np.where(none, np.nan, values[ti])
+        return out
+
+
+def sort_table(table: pd.DataFrame, variants, machines=None, regions=None, bands=None) -> pd.DataFrame:
+    """Rows in run order: variant (or comparison) as in the study, machine as in the study, then the other keys."""
+    ranks = {"variant": {v: i for i, v in enumerate(variants)},
+             "with_variant": {v: i for i, v in enumerate(variants)},
+             "machine": {m: i for i, m in enumerate(machines or ())},
+             "region": {r: i for i, r in enumerate(regions or ())},
+             "bracket": {b: i for i, b in enumerate(bands or ())},
+             "kind": {"guard": 0, "threshold": 1, "declared": 2}}
+    cols = [c for c in ("kind", "subject", "variant", "with_variant", "without_variant", "machine", "format",
+                        "profile", "alpha", "gamma", "weight", "dout", "target", "region", "bracket")
+            if c in table.columns]
+
+    def key(s):
+        r = ranks.get(s.name)
+        return s.map(r).fillna(len(r)) if r else s
+    if "subject" in cols:  # comparisons keep their discovery order, not the subject's spelling
+        cols.remove("subject")
+    return table.sort_values(cols, key=key, kind="stable").reset_index(drop=True)
+
+
+def load_stats(run_dir) -> GroupStats:
+    """The fine group statistics of a run folder (``groups_raw.parquet`` and ``hist.npz``)."""
+    run_dir = Path(run_dir)
+    arrays = read_checked_npz(run_dir / "hist.npz")
+    if arrays is None:
+        raise PrecisionError(f"{run_dir}/hist.npz is missing or corrupt; run the study again")
+    frame = _read_raw(run_dir / "groups_raw.parquet")
+    return GroupStats(frame, pd.DataFrame({c: arrays[c] for c in ("row", "bin", "count")}))
+
+
+def load_paired(run_dir) -> PairedStats:
+    """The fine paired comparisons of a run folder (``paired_raw.parquet`` and ``paired_hist.npz``)."""
+    run_dir = Path(run_dir)
+    arrays = read_checked_npz(run_dir / "paired_hist.npz")
+    if arrays is None:
+        raise PrecisionError(f"{run_dir}/paired_hist.npz is missing or corrupt; run the study again")
+    frame = _read_raw(run_dir / "paired_raw.parquet")
+    return PairedStats(frame, pd.DataFrame({c: arrays[c] for c in ("row", "bin", "count")}))
+
+
+def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> tuple[list, int]:
+    """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks)."""
+    region_names = study.regions
+    band_names = band_labels(study.bracket_edges)  # ["all"] without bands
+    bands = len(band_names) > 1
+    stats_parts, paired_parts = [], []
+    unsupported = set()
+    predbins = {}
+    fallback = 0
+    points_tmp = out / "points.parquet.tmp"
+    writer = None
+    names = np.asarray(variants, dtype=object)
+    for ti, task in enumerate(tasks):
+        res = _read_task(task, chunk_dir)
+        fallback += res.fallback
+        fmt = task.profile.pred
+        # numbers only here (the task's index, its group ids): the key columns are decoded once, below
+        stats_parts.append(res.stats.with_columns(task=ti))
+        if len(res.paired):
+            paired_parts.append(res.paired.with_columns(task=ti))
+        for vi in res.unsupported.tolist():
+            unsupported.add((variants[vi], task.profile.name))
+        pts = res.points
+        if len(pts):
+            idx = pts["index"].to_numpy(np.int64)
+            T = len(task.targets)
+            frame = pd.DataFrame({
+                "pred": task.preds[idx // T], "target": np.asarray(task.targets)[idx % T],
+                "alpha": task.alpha, "gamma": task.gamma,
+                "weight": np.nan if task.weight is None else exact_input(task.weight, task.profile.weight),
+                "dout": exact_input(task.dout, task.profile.dout),
+                "count": task.count if task.reduction == "mean" else 1,
+                "variant": pd.Categorical(names[pts["variant"].to_numpy(np.int64)], categories=variants),
+                "machine": task.machine, "format": fmt, "profile": task.profile.name,
+                "computed": pts["computed"].to_numpy(), "exact": pts["exact_hi"].to_numpy(),
+                "exact_lo": pts["exact_lo"].to_numpy(), "rounded": pts["rounded"].to_numpy(),
+                "err_ulp": pts["err_ulp"].to_numpy(), "err_bits": pts["err_bits"].to_numpy(),
+                "class": pd.Categorical(np.asarray(list(CLASS_NAMES.values()), dtype=object)[
+                    pts["class"].to_numpy(np.int64)], categories=list(CLASS_NAMES.values()))})
+            writer = _append_parquet(writer, points_tmp, frame)
+        for vi, v in enumerate(variants):
+            key = (v, task.machine, task.profile.name, task.gamma)
+            cur = res.pred_max[vi]
+            predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
+    fine_keys = list(GROUP_KEYS) + (["bracket"] if bands else [])
+    context = _TaskColumns(tasks, region_names, band_names)
+    stats = GroupStats.concat(stats_parts)
+    f = stats.frame
+    cols = {"variant": names[f["variant"].to_numpy(np.int64)], **context.keys(f)}
+    for prefix in ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()):
+        cols.update(context.witness_inputs(f, prefix, cols["target"]))
+    stats = GroupStats(f.drop(columns=["group", "task"]).assign(**cols), stats.hist)
+    order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
+    stats = GroupStats(stats.frame[order], stats.hist)
+
+    def table(by):
+        return sort_table(stats.merge(by).table(by), variants, study.machines, region_names, band_names)
+    tables = {
+        "summary.csv": table(["variant", "machine", "format", "profile"]),
+        "by_region.csv": table(["variant", "machine", "format", "profile", "region"]),
+        "by_gamma.csv": table(["variant", "machine", "format", "profile", "gamma"]),
+        "groups.csv": table(fine_keys),
+    }
+    if bands:
+        tables["by_bracket.csv"] = table(["variant", "machine", "format", "profile", "gamma", "bracket"])
+    pair_keys = list(PAIR_KEYS) + (["bracket"] if bands else [])
+    paired = PairedStats.concat(paired_parts)
+    if len(paired):
+        p = paired.frame
+        which = p["comparison"].to_numpy(np.int64)
+        cols = {name: np.asarray([getattr(c, attr) for c in comparisons], dtype=object)[which]
+                for name, attr in (("kind", "kind"), ("subject", "subject"), ("comparison", "name"),
+                                   ("with_variant", "with_variant"), ("without_variant", "without_variant"))}
+        cols.update(context.keys(p))
+        for prefix in ("gain_witness_", "loss_witness_"):
+            cols.update(context.witness_inputs(p, prefix, cols["target"]))
+        paired = PairedStats(p.drop(columns=["group", "task", "comparison"]).assign(**cols), paired.hist)
+        order = pair_keys + [c for c in paired.frame.columns if c not in pair_keys]
+        paired = PairedStats(paired.frame[order], paired.hist)
+    tables["comparisons.csv"] = comparison_table(paired, variants, study.machines, region_names,
+                                                 separate=study.separate)
+    for name, t in tables.items():
+        _atomic_csv(out / name, hex_witnesses(t))
+    options = study.report.options_of("standards") if study.report is not None else {}
+    _atomic_csv(out / "standards.csv", standards_table(stats, settings_from_options(options), variants, region_names))
+    # the fine groups' raw sums and histograms, for re-merging by reports and the gate
+    atomic_write_npz(out / "hist.npz", {c: stats.hist[c].to_numpy() for c in ("row", "bin", "count")})
+    _atomic_parquet(out / "groups_raw.parquet", stats.frame)
+    atomic_write_npz(out / "paired_hist.npz", {c: paired.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")})
+    _atomic_parquet(out / "paired_raw.parquet", paired.frame if len(paired) else pd.DataFrame(columns=pair_keys))
+    vorder = {v: i for i, v in enumerate(variants)}
+    keys = sorted(predbins, key=lambda k: (vorder[k[0]], k[1], k[2], k[3]))
+    atomic_write_npz(out / "predbins.npz", {
+        "edges": PRED_BIN_EDGES,
+        "variant": np.array([k[0] for k in keys], dtype=str), "machine": np.array([k[1] for k in keys], dtype=str),
+        "profile": np.array([k[2] for k in keys], dtype=str), "gamma": np.array([k[3] for k in keys]),
+        "max_ulp": np.stack([predbins[k] for k in keys]) if keys else np.empty((0, PRED_BIN_EDGES.size - 1))})
+    if writer is None:
+        pd.DataFrame().to_parquet(points_tmp, index=False)
+    else:
+        writer.close()
+    os.replace(points_tmp, out / "points.parquet")
+    return sorted(unsupported), fallback
+
+
+#: Key columns of ``comparisons.csv`` (region ``all`` = every region of the run).
+COMPARISON_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "machine", "format",
+                   "profile", "region")
+
+
+def comparison_table(paired: PairedStats, variants, machines, regions, by=COMPARISON_KEYS,
+                     separate=()) -> pd.DataFrame:
+    """The paired statistics and verdict per comparison, machine, format and profile: pooled over the regions
+    (region ``all``; the ``separate`` regions, a study's labelled subsets, are left out of it) and per region."""
+    by = list(by)
+    if not len(paired):
+        return pd.DataFrame(columns=by)
+    per_region = paired.merge(by).table(by)
+    pooled = paired.select(~paired.frame["region"].isin(list(separate)).to_numpy()) if separate else paired
+    rest = [c for c in by if c != "region"]
+    overall = pooled.merge(rest).table(rest)
+    overall.insert(by.index("region"), "region", "all")
+    t = pd.concat([overall, per_region], ignore_index=True)
+    order = {c: i for i, c in enumerate(dict.fromkeys(paired.frame["comparison"]))}
+    t = sort_table(t, variants, machines, ["all", *regions])
+    return t.assign(_c=t["comparison"].map(order)).sort_values("_c", kind="stable").drop(columns="_c").reset_index(
+        drop=True)
+
+
+def _append_parquet(writer, path: Path, frame: pd.DataFrame):
+    """Append a frame to a Parquet file being written (opened on the first frame)."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if writer is None:
+        writer = pq.ParquetWriter(path, table.schema)
+    writer.write_table(table.cast(writer.schema))
+    return writer
+
+
+def _read_raw(path: Path) -> pd.DataFrame:
+    """A raw (mergeable) table of a run folder, missing file as a one-line error."""
+    if not path.is_file():
+        raise PrecisionError(f"{path} is missing; run the study again")
+    frame = pd.read_parquet(path)
+    for col in frame.columns:  # text columns as plain Python strings (None where empty), not Arrow strings
+        if frame[col].dtype == object or str(frame[col].dtype).startswith(("string", "large_string")):
+            frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
+    return frame
+
+
+def _atomic_parquet(path: Path, frame: pd.DataFrame) -> None:
+    """A raw table as Parquet (exact float64, typed, fast), written atomically."""
+    with atomic_open(path, "wb") as fh:
+        frame.to_parquet(fh, index=False)
+
+
+def _atomic_csv(path: Path, frame: pd.DataFrame) -> None:
+    write_csv(frame, path)
+
+
+def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
+    versions = {}
+    for pkg in ("precision", "numpy", "mpmath", "gmpy2", "pandas", "ml_dtypes"):
+        with contextlib.suppress(md.PackageNotFoundError):
+            versions[pkg] = md.version(pkg)
+    data = {
+        "study": study.name, "study_file": study.path, "study_sha256": study.digest, "seed": study.seed,
+        "oracle_version": oracle.ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
+        "versions": versions, "machines": list(study.machines), "variants": list(_variants_of(study)),
+        "region_edges": list(study.region_edges), "regions": study.regions, "separate": list(study.separate),
+        "bracket_edges": list(study.bracket_edges), "brackets": band_labels(study.bracket_edges),
+        "report": None if study.report is None else {
+            "sections": list(study.report.sections),
+            "options": {name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts}
+                        for name, opts in study.report.options}},
+        "pred_sets": [{"kind": p.kind, "format": p.format, "weighting": p.label,
+                       **{k: (list(v) if isinstance(v, tuple) else v) for k, v in p.params if k != "values"}}
+                      for p in study.pred_sets],
+        **{k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(result).items()
+           if k != "seconds"},
+    }
+    tmp = out / "run.json.tmp"
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, out / "run.json")

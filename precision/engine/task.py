@@ -1,0 +1,472 @@
+"""One task of a sweep: every variant on one tensor, scored and aggregated, each result content-addressed.
+
+A :class:`Task` is the tensor pred[P] x target[T] (every pred value of the
+study that its profile's format holds, every selector) for one (machine,
+profile, alpha, gamma, weight, dout).  :func:`run_task` evaluates its
+variants together (:func:`precision.sigmoid_focal_loss_grad.guards.evaluate_variants`: each step of
+a shared recipe once per distinct configuration), scores them against the
+exact values derived from the oracle's focal terms, and aggregates per fine
+group (selector, region, bracket band) with :mod:`precision.analysis.scoring`.
+
+The result is assembled from pieces, all of a task's pieces in one bundle of
+the :class:`~precision.engine.cache.ResultCache` (one read and at most one write per
+task), each piece under a key made of what determines it:
+
+* a **variant piece** (its :class:`~precision.analysis.scoring.GroupStats` rows, the
+  kept per-point rows, its max error per pred bin): the task's inputs
+  (:func:`task_digest`), the machine, the variant's name and the digest of
+  its implementation's source and every module of the package it imports
+  (:func:`variant_digest`);
+* a **pair piece** (the :class:`~precision.analysis.scoring.PairedStats` rows of one
+  comparison): the task's inputs, the machine and both variants' names and
+  digests.
+
+Every key also holds :func:`shared_digest` (the scoring, the exact values,
+the recipe machinery and this module) and the oracle and layout versions.
+So a run into a new folder reuses every piece whose inputs and code have not
+changed; editing ``implementations/candidate.py`` reruns ``candidate`` (and
+the comparisons it takes part in, which evaluate their other variant
+again); editing ``machine/`` reruns everything.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from precision.sigmoid_focal_loss_grad.bracket import bracket_band
+from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_npz
+from precision.errors import PluginError, PrecisionError
+from precision.exact.formats import get_format, round_to_format
+from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
+from precision.sigmoid_focal_loss_grad.guards import evaluate_variants, get_variant
+from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS, FIRED_STEPS, guard_fired
+from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION
+from precision.engine.plugins import ensure_loaded
+from precision.analysis.scoring import GroupStats, Grouping, PairedStats, Scorer
+from precision.engine.study import WORST_PER_GROUP, Profile
+from precision.sigmoid_focal_loss_grad.terms import TermTable, derive_gradient
+
+__all__ = ["Task", "TaskResult", "run_task", "exact_input", "PRED_BIN_EDGES", "DECISIONS", "variant_digest", "shared_digest",
+           "task_digest", "module_closure"]
+
+#: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
+PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
+
+#: The group-statistics columns counting where each guard acted (``fired_g1`` .. ``fired_g8``; meanings in
+#: :data:`precision.sigmoid_focal_loss_grad.implementations.kernel.FIRED_MEANING`).
+DECISIONS = tuple(FIRED_COLUMNS.values())
+
+_PACKAGE = Path(__file__).resolve().parents[1]  # precision/
+#: Modules every result depends on beyond a variant's own: the scoring, the exact values, the recipe machinery
+#: and the registry that binds variants to it, and this module.
+SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "sigmoid_focal_loss_grad/terms.py",
+                  "sigmoid_focal_loss_grad/oracle.py", "exact/formats.py", "sigmoid_focal_loss_grad/bracket.py",
+                  "sigmoid_focal_loss_grad/guards.py", "recipes/steps.py", "errors.py", "exact/certify.py",
+                  "engine/cache.py")
+
+
+# ---------------------------------------------------------------------------
+# What determines a result
+# ---------------------------------------------------------------------------
+
+def _module_file(name: str) -> Path | None:
+    """The source file of a module of the package (``precision.machine`` -> machine/__init__.py)."""
+    parts = name.split(".")
+    if parts[0] != "precision":
+        return None
+    base = _PACKAGE.joinpath(*parts[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _imported_files(path: Path) -> tuple:
+    """The files of the package's modules that one source file imports (its ``import`` statements)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [_module_file(a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # from M import a: the submodule M.a when a is one, else M itself (its attribute a)
+            found += [_module_file(f"{node.module}.{a.name}") or _module_file(node.module) for a in node.names]
+    return tuple(f.resolve() for f in found if f is not None)
+
+
+@functools.lru_cache(maxsize=None)
+def module_closure(path: Path) -> frozenset:
+    """The file and every module of the package it imports, transitively (from its ``import`` statements;
+    each file parsed once per process, whichever closures it belongs to)."""
+    seen, todo = set(), [Path(path).resolve()]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        todo += _imported_files(current)
+    return frozenset(seen)
+
+
+def _digest_files(paths) -> str:
+    h = hashlib.sha256()
+    for path in sorted(Path(p).resolve() for p in paths):
+        rel = path.relative_to(_PACKAGE) if path.is_relative_to(_PACKAGE) else path
+        h.update(str(rel).encode())
+        h.update(_source_bytes(path))
+    return h.hexdigest()
+
+
+def _source_bytes(path: Path) -> bytes:
+    """A source file's bytes (one place to read them, so tests can stand in an edited file)."""
+    return Path(path).read_bytes()
+
+
+@functools.lru_cache(maxsize=1)
+def shared_digest() -> str:
+    """SHA-256 of :data:`SHARED_SOURCES`: the code every result depends on besides its variant's own."""
+    return _digest_files(_PACKAGE / name for name in SHARED_SOURCES)
+
+
+@functools.lru_cache(maxsize=None)
+def variant_digest(name: str) -> str:
+    """SHA-256 of the source of a variant's implementation and every module of the package it imports.
+
+    The implementation is the file defining the variant's function (a
+    plugin's file for a plugin variant, see :attr:`precision.sigmoid_focal_loss_grad.guards.Variant.source`
+    when it is set).
+    """
+    row = get_variant(name)
+    source = getattr(row, "source", None) or inspect.getsourcefile(row.function)
+    return _digest_files(module_closure(Path(source)))
+
+
+@functools.lru_cache(maxsize=1)
+def threshold_search_digest() -> str:
+    """SHA-256 of :mod:`precision.engine.threshold_search` and every module of the package it imports."""
+    return _digest_files(module_closure(_PACKAGE / "engine" / "threshold_search.py"))
+
+
+def clear_digests() -> None:
+    """Forget the digests computed so far (after source files change within one process)."""
+    _imported_files.cache_clear()
+    module_closure.cache_clear()
+    shared_digest.cache_clear()
+    variant_digest.cache_clear()
+    threshold_search_digest.cache_clear()
+
+
+# ---------------------------------------------------------------------------
+# Tasks
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Task:
+    """One tensor evaluation: every variant on pred x target for fixed scalars (picklable).
+
+    ``comparisons`` holds (with, without) index pairs into ``variants``;
+    ``result_cache`` is the cache folder of the pieces (None: no cache);
+    ``chunk_file``, when set, is where :func:`run_task` writes the task's
+    result itself (a worker sharing the run folder's file system) instead of
+    returning it; ``plugins`` are loaded first (a worker that did not fork
+    from the run, e.g. Dask's).
+    """
+
+    key: str
+    machine: str
+    profile: Profile
+    alpha: float
+    gamma: float
+    weight: float | None
+    dout: float
+    reduction: str
+    count: int
+    targets: tuple
+    variants: tuple
+    region_edges: tuple
+    per_point: str
+    preds: np.ndarray
+    pos: TermTable
+    neg: TermTable
+    bracket_edges: tuple = ()
+    comparisons: tuple = ()
+    result_cache: str | None = None
+    chunk_file: str | None = None
+    plugins: tuple = ()  # (path, digest) of each plugin file its variants need (precision.engine.plugins)
+    golden: str = "exact"  # the acceptance standards' golden: the exact value, or its rounding to the format
+
+
+def task_digest(task: Task) -> str:
+    """SHA-256 of a task's inputs (not its variants): the points, the scalars, the grouping, the code shared by
+    every result, the oracle and layout versions."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(task.preds, dtype=np.float64).tobytes())
+    h.update(json.dumps(dict(profile=task.profile.name, alpha=float(task.alpha).hex(), gamma=float(task.gamma).hex(),
+                             weight=None if task.weight is None else float(task.weight).hex(),
+                             dout=float(task.dout).hex(), reduction=task.reduction, count=task.count,
+                             targets=list(task.targets), regions=[float(e).hex() for e in task.region_edges],
+                             brackets=[float(e).hex() for e in task.bracket_edges], per_point=task.per_point,
+                             golden=task.golden,
+                             oracle=ORACLE_VERSION, layout=RESULTS_VERSION, shared=shared_digest()),
+                        sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _key(*parts) -> str:
+    return hashlib.sha256("\0".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def exact_input(value: float, fmt: str) -> float:
+    """The value a tensor of format fmt holds for a study value (RNE)."""
+    return float(round_to_format(value, fmt))
+
+
+@dataclass
+class TaskResult:
+    """What one task produces: group statistics per variant, paired counts per comparison, kept points.
+
+    ``stats`` has key columns ``variant`` (index into the task's variants)
+    and ``group`` (the task's group id); ``paired`` has ``comparison``
+    (index into the task's comparisons) and ``group``.  ``points`` holds the
+    kept per-point rows (numeric columns: ``variant``, ``index`` into the
+    flattened pred x target tensor, ``computed``, ``err_ulp``, ``err_bits``,
+    ``class``, ``exact_hi``, ``exact_lo``, ``rounded``).  ``pred_max`` is the
+    max ulp error per variant and symmetric-log pred bin (:data:`PRED_BIN_EDGES`).
+    ``reused`` counts the pieces taken from the result cache, ``computed_pieces``
+    those computed.
+    """
+
+    stats: GroupStats
+    paired: PairedStats
+    points: pd.DataFrame
+    pred_max: np.ndarray
+    fallback: int
+    unsupported: np.ndarray
+    reused: int = 0
+    computed_pieces: int = 0
+
+    def to_arrays(self) -> dict:
+        """npz-storable arrays (the chunk file of a finished task)."""
+        return {**self.stats.to_arrays("stats"), **self.paired.to_arrays("paired"),
+                **frame_to_arrays(self.points[list(_POINT_COLUMNS)], "points"),
+                "pred_max": self.pred_max, "fallback": np.array(self.fallback),
+                "unsupported": np.asarray(self.unsupported, dtype=np.int16), "reused": np.array(self.reused),
+                "computed_pieces": np.array(self.computed_pieces)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict) -> "TaskResult":
+        return cls(GroupStats.from_arrays(arrays, "stats"), PairedStats.from_arrays(arrays, "paired"),
+                   frame_from_arrays(arrays, "points"), arrays["pred_max"],
+                   int(arrays["fallback"]), arrays["unsupported"], int(arrays["reused"]),
+                   int(arrays["computed_pieces"]))
+
+
+_POINT_COLUMNS = ("variant", "index", "computed", "err_ulp", "err_bits", "class", "exact_hi", "exact_lo", "rounded")
+
+
+def _kept_points(per_point: str, err, bits, grouping: Grouping) -> np.ndarray:
+    """Indices of the per-point rows a task keeps (the study's ``per_point``)."""
+    if per_point == "all":
+        return np.arange(err.size)
+    if per_point == "incorrect":
+        return np.flatnonzero(bits > 0)
+    if per_point == "over_1ulp":
+        return np.flatnonzero(~(err <= 1.0))
+    if per_point == "worst":
+        # the WORST_PER_GROUP largest errors of each group (ties: first in element order)
+        return grouping.top_k(err, WORST_PER_GROUP)
+    return np.empty(0, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------
+# Evaluating and scoring
+# ---------------------------------------------------------------------------
+
+class _Tensor:
+    """The task's operands, exact values and groups (built only when some piece must be computed)."""
+
+    def __init__(self, task: Task):
+        self.fmt = fmt = get_format(task.profile.pred)
+        P, T = task.preds.size, len(task.targets)
+        self.P, self.T = P, T
+        self.pred2d = np.repeat(task.preds.astype(fmt.dtype)[:, None], T, axis=1)
+        self.target2d = np.broadcast_to(np.asarray(task.targets, dtype=np.int32), (P, T)).copy()
+        dout_exact = exact_input(task.dout, task.profile.dout)
+        self.dout2d = np.full((P, T), dout_exact, dtype=get_format(task.profile.dout).dtype)
+        if task.weight is None:
+            weight_exact, self.weight2d = 1.0, None
+        else:
+            weight_exact = exact_input(task.weight, task.profile.weight)
+            self.weight2d = np.full((P, T), weight_exact, dtype=get_format(task.profile.weight).dtype)
+        self.count = task.count if task.reduction == "mean" else 1
+        rounded = np.empty((P, T), dtype=fmt.dtype)
+        exact_hi, exact_lo = np.empty((P, T)), np.empty((P, T))
+        self.fallback = 0
+        for j, t in enumerate(task.targets):
+            n = np.full(P, 1.0)
+            d = derive_gradient(task.preds, np.full(P, t), np.full(P, task.alpha), np.full(P, task.gamma),
+                                n * weight_exact, n * dout_exact, np.full(P, self.count, dtype=np.int64), fmt,
+                                task.pos, task.neg)
+            rounded[:, j], exact_hi[:, j], exact_lo[:, j] = d.rounded, d.exact_hi, d.exact_lo
+            self.fallback += d.fallback
+        self.exact = (exact_hi.ravel(), exact_lo.ravel())
+        self.rounded = rounded.ravel()
+        self.scorer = Scorer(self.exact, self.rounded, fmt)
+        # group id per element: (target, region, bracket band), target-major; one band without bracket_edges
+        R, B = len(task.region_edges) + 1, len(task.bracket_edges) + 1
+        regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
+        group = (np.arange(T)[None, :] * R + regions[:, None]) * B
+        if B > 1:
+            group = group + bracket_band(task.preds[:, None], np.asarray(task.targets)[None, :], task.gamma,
+                                         task.bracket_edges)
+        self.grouping = Grouping(group.ravel(), T * R * B)
+        self.flat_preds = np.repeat(task.preds, T)
+        # the pred-bin segments of the (ascending) preds, for the per-bin maxima
+        pred_bin = np.clip(np.searchsorted(PRED_BIN_EDGES, task.preds, side="right") - 1, 0, PRED_BIN_EDGES.size - 2)
+        order = np.argsort(pred_bin, kind="stable")
+        self.bin_order = order
+        self.bin_ids, self.bin_starts = np.unique(pred_bin[order], return_index=True)
+
+
+def _fired(task: Task, tensor: _Tensor, variant: str, steps: dict) -> dict:
+    """The per-point masks of where each guard of ``variant`` acted (all false for a guard it lacks)."""
+    row = get_variant(variant)
+    guards = row.guards if row.family in ("kernel", "naive") else None
+    return guard_fired(steps, guards, task.machine, task.alpha, tensor.P * tensor.T)
+
+
+def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dict,
+                   seen: dict) -> tuple[dict, tuple]:
+    """(the stored arrays of one variant's piece, its per-point scores for comparisons).
+
+    ``seen`` maps the bytes' digest of outputs already scored in this task to
+    their (piece, scores): a variant whose outputs equal another's bit for
+    bit (``naive+G1`` and ``naive``, most guards where they do not engage)
+    reuses them, only its decision counts computed afresh.
+    """
+    fmt, grouping = tensor.fmt, tensor.grouping
+    computed = np.asarray(computed, dtype=fmt.dtype).ravel()
+    same = hashlib.sha1(computed.view(fmt.uint_dtype).tobytes()).digest()
+    if same in seen:  # the same outputs: the same statistics, but this variant's own decision counts
+        piece, scores = seen[same]
+        counts = grouping.tally(fired)
+        values = piece["stats.values"].copy()
+        names = list(piece["stats.columns"])
+        for column in fired:
+            values[:, names.index(column)] = counts[column]
+        return {**piece, "stats.values": values}, scores
+    err, bits, cls = tensor.scorer.score(computed)
+    c64 = computed.astype(np.float64)
+    stats = GroupStats.reduce_to_arrays(grouping, err, bits, cls, "stats", counts=fired,
+                                        witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]},
+                                        acceptance=(c64, tensor.exact[0] if task.golden == "exact"
+                                                    else tensor.rounded.astype(np.float64), fmt))
+    per_pred = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T).max(axis=1)
+    pred_max = np.full(PRED_BIN_EDGES.size - 1, np.nan, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        pred_max[tensor.bin_ids] = np.maximum.reduceat(per_pred[tensor.bin_order], tensor.bin_starts)
+    idx = _kept_points(task.per_point, err, bits, grouping)
+    points = {"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
+              "class": cls[idx], "exact_hi": tensor.exact[0][idx], "exact_lo": tensor.exact[1][idx],
+              "rounded": tensor.rounded[idx].astype(np.float64)}
+    piece = {**stats, **frame_to_arrays(points, "points"), "pred_max": pred_max, "unsupported": np.array(0)}
+    seen[same] = piece, (computed.view(fmt.uint_dtype), np.isnan(computed), err, cls)
+    return seen[same]
+
+
+def _pair_piece(tensor: _Tensor, with_scores, without_scores) -> dict:
+    bits_w, nan_w, err_w, cls_w = with_scores
+    bits_o, nan_o, err_o, cls_o = without_scores
+    changed = (bits_w != bits_o) & ~(nan_w & nan_o)
+    return PairedStats.compare_to_arrays(tensor.grouping, err_w, cls_w, err_o, cls_o, changed, "paired",
+                                         witness={"pred": tensor.flat_preds})
+
+
+_UNSUPPORTED = {"unsupported": np.array(1)}
+
+
+def run_task(task: Task) -> dict:
+    """Evaluate, score and aggregate one task, reusing stored pieces.
+
+    Returns the npz-storable arrays of its :class:`TaskResult`, or, when the
+    task names a ``chunk_file``, writes them there (atomically) and returns
+    only the counts ``reused`` and ``computed_pieces``.
+    """
+    ensure_loaded([p for p, _ in task.plugins], dict(task.plugins))
+    cache = ResultCache(task.result_cache, create=False)
+    base = task_digest(task)
+    digests = [variant_digest(v) for v in task.variants]
+    vkeys = [_key("variant", base, task.machine, v, d) for v, d in zip(task.variants, digests)]
+    pkeys = [_key("pair", base, task.machine, task.variants[w], digests[w], task.variants[o], digests[o])
+             for w, o in task.comparisons]
+    bundle_key = _key("task", base, task.machine)
+    bundle = cache.get_bundle(bundle_key)  # every piece stored for this task, by piece key
+    pieces = {i: bundle.get(k) for i, k in enumerate(vkeys)}
+    pairs = {i: bundle.get(k) for i, k in enumerate(pkeys)}
+    reused = sum(p is not None for p in pieces.values()) + sum(p is not None for p in pairs.values())
+    need = {i for i, p in pieces.items() if p is None}
+    for ci, (w, o) in enumerate(task.comparisons):
+        if pairs[ci] is None:
+            need |= {w, o}
+    fallback = 0
+    computed_pieces = 0
+    if need:
+        tensor = _Tensor(task)
+        fallback = tensor.fallback
+        names = [task.variants[i] for i in sorted(need)]
+        kwargs = {"count": tensor.count} if task.reduction == "mean" else {}
+        outputs, decided = evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
+                                             alpha=task.alpha, gamma=task.gamma, reduction=task.reduction,
+                                             machine=task.machine, keep_steps=FIRED_STEPS, **kwargs)
+        scores, seen = {}, {}
+        for i in sorted(need):
+            out = outputs[task.variants[i]]
+            if isinstance(out, PluginError):  # a plugin that breaks mid-run stops the run: never a silent gap
+                raise out
+            if isinstance(out, PrecisionError):  # e.g. an fp16-only variant on an fp32 profile
+                piece = _UNSUPPORTED
+            else:
+                fired = _fired(task, tensor, task.variants[i], decided[task.variants[i]])
+                piece, scores[i] = _variant_piece(task, tensor, out, fired, seen)
+            if pieces[i] is None:
+                pieces[i] = bundle[vkeys[i]] = piece
+                computed_pieces += 1
+        for ci, (w, o) in enumerate(task.comparisons):
+            if pairs[ci] is None and w in scores and o in scores:
+                pairs[ci] = bundle[pkeys[ci]] = _pair_piece(tensor, scores[w], scores[o])
+                computed_pieces += 1
+        if computed_pieces:
+            cache.put_bundle(bundle_key, bundle)  # one write: the pieces found and the new ones
+    arrays = _assemble(task, pieces, pairs, fallback, reused, computed_pieces)
+    if task.chunk_file is None:
+        return arrays
+    atomic_write_npz(Path(task.chunk_file), arrays, durable=False)
+    return {"reused": arrays["reused"], "computed_pieces": arrays["computed_pieces"]}
+
+
+def _assemble(task: Task, pieces: dict, pairs: dict, fallback: int, reused: int, computed: int) -> dict:
+    """The task's result (the arrays of its :class:`TaskResult`) from its variant and pair pieces, in the
+    task's variant and comparison order; stacked as packed arrays, no frame built."""
+    supported = [i for i in range(len(task.variants)) if not int(pieces[i]["unsupported"])]
+    pred_max = np.full((len(task.variants), PRED_BIN_EDGES.size - 1), np.nan, dtype=np.float32)
+    for i in supported:
+        pred_max[i] = pieces[i]["pred_max"]
+    compared = [ci for ci in range(len(task.comparisons)) if pairs[ci] is not None]
+    points = stack_arrays([pieces[i] for i in supported], "points", "variant", supported)
+    if not supported:  # every variant unsupported here: no kept rows, with the columns they would have
+        points = frame_to_arrays(pd.DataFrame({c: np.empty(0) for c in _POINT_COLUMNS}), "points")
+    return {**stack_arrays([pieces[i] for i in supported], "stats", "variant", supported, hist=True),
+            **stack_arrays([pairs[ci] for ci in compared], "paired", "comparison", compared, hist=True),
+            **points, "pred_max": pred_max, "fallback": np.array(fallback),
+            "unsupported": np.asarray([i for i in range(len(task.variants)) if i not in supported], dtype=np.int16),
+            "reused": np.array(reused), "computed_pieces": np.array(computed)}

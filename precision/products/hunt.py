@@ -1,0 +1,882 @@
+"""The worst-case hunt: a black-box search for the inputs of largest ulp error.
+
+In the spirit of Zimmermann's accuracy work on libm: when a format is too
+large to exhaust, seed a search with random inputs, then search locally, in
+ordinal space, around the worst points found so far.  The public entry point
+is :func:`hunt`; it returns a :class:`HuntResult`.
+
+The search space
+----------------
+A point is ``(pred, gamma, alpha, target)``: pred any finite value of the
+format, (gamma, alpha, target) one combination of the given lists (alpha and
+gamma as float32 values).  ``weight`` is absent, ``dout = 1`` and the
+reduction is ``none`` (the coefficient 1), so the error is that of the
+gradient itself.  With ``outside_neighbourhood`` the points inside the root
+neighbourhood of A (``gamma < -1`` and cancellation factor
+``C >= ROOT_NEIGHBOURHOOD_C``, :mod:`precision.sigmoid_focal_loss_grad.bracket`; the selected term's
+C: ``A(x)`` for target 0, ``A(-x)`` for target 1, the larger for other
+selectors) are never sampled nor scored, exactly as the reports' "outside"
+zone.
+
+fp16 (63,488 finite preds) is **exhausted**: every pred for every
+combination, the variant evaluated on the whole [preds, targets] tensor per
+(gamma, alpha), as a study does (``kind = "exhaustive"``).  fp32 is
+**hunted** (``kind = "hunted"``) by independent *streams*, each with its own
+generator ``numpy.random.default_rng([seed, stream])``:
+
+1. *fresh samples* (the restarts), each point drawn in one of four equally
+   likely ways: an ordinal uniform over every finite value of the format
+   (uniform over floats: tiny, huge and overflowing arguments); an ordinal
+   uniform over the values with ``|x| <= SAMPLE_RANGE`` (uniform over
+   floats where the function varies); a real uniform over
+   ``[-SAMPLE_RANGE, SAMPLE_RANGE]`` rounded to the format (twice: uniform
+   over the reals, where most inputs of a model live); the combination
+   uniform over the list;
+2. *local search*: the stream keeps its ``TOP_KEPT`` worst points with a
+   finite error; each batch spends ``LOCAL_SHARE`` of its points on the
+   neighbours of the least-expanded of them (ties: the worst first) at
+   ordinal distances ``+-1, +-2, +-4, ..., +-2**LADDER_BITS`` (same
+   combination); a point expanded before gets one random neighbour in each
+   octave ``[2**j, 2**(j+1))``, ``j >= 1``, instead, so repeated expansions
+   keep finding new points.  A neighbour that enters the kept points is
+   expanded next: the search climbs in ordinal space, halving its distance
+   to a local maximum at each step.
+
+Each batch (``BATCH`` points) is scored at once: the exact values from the
+oracle's focal terms (:func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables`, the
+certified oracle, shared between x and -x and across alphas and targets;
+:func:`precision.sigmoid_focal_loss_grad.terms.derive_gradient` gives the correctly rounded value and
+the exact value as a double-double, exactly as a sweep scores), the variant
+through :func:`precision.sigmoid_focal_loss_grad.guards.evaluate` on an ``[n, 1]`` tensor per
+(gamma, alpha) of the batch, the errors through
+:func:`precision.analysis.scoring.ulp_error` against the exact value (so a correctly
+rounded result scores up to 0.5, as in every table of the project).
+
+Ranking.  A NaN or inf where the correctly rounded value is finite (or a
+finite value where the exact value overflows) scores inf ulps and ranks above
+every finite error; such *special* points are kept apart (the first
+``TOP_KEPT`` by combination and pred), so the local search keeps climbing the
+finite errors.  Points whose exact value the oracle cannot decide at its
+precision cap are counted as ``unresolved`` and not ranked.  The merged
+result is sorted by (error descending, combination, pred ordinal): ties are
+broken the same way on every run.
+
+Tile context (guard G4).  The kernel's clamped-power fallback is decided per
+tile, by default the whole tensor: a point's computed value can depend on the
+other points of its tensor.  A hunted batch is evaluated as its own tensor
+per (gamma, alpha) (an fp16 hunt: the whole [preds, targets] tensor), and the
+errors are those of that context; the ``err_ulp_alone`` column of
+:attr:`HuntResult.top` re-evaluates each reported point alone (a [1, 1]
+tensor, as ``precision oracle`` and a one-point study see it).  For variants
+without tile-level behaviour the two agree.
+
+Budgets and reproducibility
+---------------------------
+``seconds`` (the default, 60): the wall time of the whole :func:`hunt` call,
+from its entry to its return (worker start-up, search, merge, the alone
+re-evaluation; not the interpreter's start-up and imports).  One stream per
+worker; a stream starts no batch it expects to overrun the deadline (its
+estimate: the longest of its last three batches), so the call returns within
+about one batch (tens of milliseconds) of the budget.  The result is
+reproducible only up to how far each stream got.
+
+``points``: every stream evaluates its share of exactly that many points
+(``POINT_STREAMS`` streams whatever the worker count); with a fixed seed the
+result is identical on every run, machine and worker count.
+
+An fp16 hunt is exhaustive: ``seconds`` and ``points`` do not limit it (its
+time is reported).
+
+:attr:`HuntResult.top` columns
+------------------------------
+``rank`` (1 = worst), ``err_ulp`` (float64; inf for special points),
+``err_ulp_alone`` (the point evaluated alone, see above), ``class`` (``ok``,
+``nan``, ``inf``, ``wrong_sign``, as :data:`precision.analysis.scoring.CLASS_NAMES`),
+``pred``, ``target``, ``alpha``, ``gamma`` (the exact inputs, float64/int64),
+``weight`` (always NaN: absent), ``dout`` (1.0), ``computed``, ``rounded``
+(the correctly rounded value), ``exact`` and ``exact_lo`` (the exact value as
+a double-double), ``c_factor`` (the selected term's cancellation factor C),
+and the hex spellings ``pred_hex``, ``alpha_hex``, ``gamma_hex``,
+``computed_hex``, ``rounded_hex``.  Special points come first (at most
+``SPECIALS_SHOWN``), then the worst finite errors.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from precision.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, cancellation_factor
+from precision.errors import ParameterError, PrecisionError
+from precision.engine.executor import make_executor
+from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
+from precision.sigmoid_focal_loss_grad.guards import evaluate, get_variant
+from precision.machine import get_machine
+from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
+from precision.sigmoid_focal_loss_grad.terms import TermTable, derive_gradient, focal_term_tables
+
+__all__ = ["HuntResult", "hunt", "rescore", "KINDS", "BATCH", "TOP_KEPT", "LOCAL_SHARE", "LADDER_BITS", "SAMPLE_RANGE",
+           "POINT_STREAMS", "SPECIALS_SHOWN", "DEFAULT_SECONDS"]
+
+# ---------------------------------------------------------------------------
+# Tuning parameters
+# ---------------------------------------------------------------------------
+
+#: Points per scored batch: about 15 ms of oracle work on one core, so a
+#: stream stops within a few percent of a one-second budget, while the fixed
+#: cost of a batch (one variant call per (gamma, alpha)) stays small.
+BATCH = 512
+
+#: Worst finite points each stream keeps and expands (and special points it keeps).
+TOP_KEPT = 16
+
+#: Share of a batch spent on neighbours of kept points once there are any
+#: (the rest are fresh samples: the restarts).
+LOCAL_SHARE = 0.5
+
+#: Largest neighbour distance is 2**LADDER_BITS ordinals: a factor of about
+#: 8 in value for fp32, so the ladder reaches the neighbouring binades.
+LADDER_BITS = 25
+
+#: Bound of the "interesting" range of the fresh samples (|x| <= 128: every
+#: sigmoid, ln and power of the recipes changes regime inside it).
+SAMPLE_RANGE = 128.0
+
+#: Streams of a hunt with a point budget, whatever the worker count, so that
+#: the result does not depend on the machine.
+POINT_STREAMS = 4
+
+#: Special points (NaN/inf where the exact value is finite) listed before the finite ones.
+SPECIALS_SHOWN = 3
+
+#: Default time budget in seconds.
+DEFAULT_SECONDS = 60.0
+
+#: What a maximum is: every point of the space scored, a fixed sample (a study), or a hunt.
+KINDS = ("exhaustive", "sampled", "hunted")
+
+#: Seconds kept for the merge and the alone re-evaluation after the streams stop.
+_FINISH_RESERVE = 0.05
+
+_FIELDS = ("ordinal", "combo", "err", "computed", "rounded", "exact_hi", "exact_lo", "cls", "c_factor")
+
+
+# ---------------------------------------------------------------------------
+# The search space
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Space:
+    """What is searched: a variant on a machine, one pred format, the (gamma, alpha, target) combinations."""
+
+    variant: object  # registry name (picklable) or Variant
+    machine: str
+    fmt: str
+    combos: tuple  # ((gamma, alpha, target), ...) in gamma, alpha, target order
+    outside: bool
+
+    @property
+    def gammas(self) -> np.ndarray:
+        return np.array([c[0] for c in self.combos], dtype=np.float64)
+
+    @property
+    def alphas(self) -> np.ndarray:
+        return np.array([c[1] for c in self.combos], dtype=np.float64)
+
+    @property
+    def targets(self) -> np.ndarray:
+        return np.array([c[2] for c in self.combos], dtype=np.int64)
+
+
+def _c_factor(x, target, gamma: float) -> np.ndarray:
+    """C of the term(s) each selector uses: A(x) for 0, A(-x) for 1, the larger for others."""
+    c_pos = cancellation_factor(x, gamma)
+    c_neg = cancellation_factor(-np.asarray(x, dtype=np.float64), gamma)
+    return np.where(target == 0, c_pos, np.where(target == 1, c_neg, np.maximum(c_pos, c_neg)))
+
+
+def _c_factors(space: _Space, x, combo) -> np.ndarray:
+    out = np.ones(x.size)
+    g_of, t_of = space.gammas[combo], space.targets[combo]
+    for g in np.unique(g_of).tolist():
+        if g < 0:
+            sel = g_of == g
+            out[sel] = _c_factor(x[sel], t_of[sel], g)
+    return out
+
+
+def _inside(space: _Space, x, combo) -> np.ndarray:
+    """True where a point lies in the root neighbourhood (gamma < -1 and C >= the threshold)."""
+    g = space.gammas[combo]
+    inside = np.zeros(x.size, dtype=bool)
+    if np.any(g < -1):
+        inside = (g < -1) & (_c_factors(space, x, combo) >= ROOT_NEIGHBOURHOOD_C)
+    return inside
+
+
+# ---------------------------------------------------------------------------
+# Scoring a batch
+# ---------------------------------------------------------------------------
+
+def _nan_table(n: int) -> TermTable:
+    return TermTable(np.zeros(n), np.zeros(n), np.zeros(n, np.int64), np.full(n, np.inf))
+
+
+def _terms(x, t, a, gamma: float):
+    """(pos, neg) term tables of A(x, gamma) and A(-x, gamma), computed only where a selector needs them."""
+    need_pos = a * (1 - t) != 0
+    need_neg = (1 - a) * t != 0
+    args = np.concatenate([x[need_pos], -x[need_neg]])
+    if args.size == 0:
+        return _nan_table(x.size), _nan_table(x.size)
+    keys, first = np.unique(args.view(np.int64), return_index=True)
+    table = focal_term_tables(args[first], [gamma])[gamma]
+
+    def lookup(values, need):
+        idx = np.searchsorted(keys, values.view(np.int64))
+        got = table.take(np.minimum(idx, keys.size - 1))
+        nan = _nan_table(values.size)
+        return TermTable(*(np.where(need, getattr(got, f), getattr(nan, f)) for f in ("hi", "lo", "exp", "rel")))
+
+    return lookup(x, need_pos), lookup(-x, need_neg)
+
+
+def _evaluate(space: _Space, preds, targets, alpha: float, gamma: float) -> np.ndarray:
+    """The variant on the tensor pred[P, T] x target[P, T] (dout 1, no weight, reduction none)."""
+    return evaluate(space.variant, preds, targets, np.ones(preds.shape, dtype=preds.dtype), None,
+                    alpha=alpha, gamma=gamma, reduction="none", machine=space.machine)
+
+
+def _score_points(space: _Space, ordinal, combo) -> dict:
+    """Score a batch of points; the variant sees one [n, 1] tensor per (gamma, alpha) of the batch.
+
+    Returns the arrays of ``_FIELDS`` (``err`` NaN where the oracle is undecided).
+    """
+    fmt = get_format(space.fmt)
+    n = ordinal.size
+    preds = from_ordinal(ordinal, fmt)
+    x = preds.astype(np.float64)
+    g_of, a_of, t_of = space.gammas[combo], space.alphas[combo], space.targets[combo]
+    out = {"ordinal": ordinal, "combo": combo, "err": np.empty(n), "computed": np.empty(n),
+           "rounded": np.empty(n), "exact_hi": np.empty(n), "exact_lo": np.empty(n),
+           "cls": np.empty(n, dtype=np.int8), "c_factor": _c_factors(space, x, combo)}
+    for g in np.unique(g_of).tolist():
+        sel = np.flatnonzero(g_of == g)
+        xs, ts, as_ = x[sel], t_of[sel], a_of[sel]
+        pos, neg = _terms(xs, ts, as_, g)
+        m = sel.size
+        d = derive_gradient(xs, ts, as_, np.full(m, g), np.ones(m), np.ones(m), np.ones(m, dtype=np.int64),
+                            fmt, pos, neg)
+        computed = np.empty(m, dtype=fmt.dtype)
+        for a in np.unique(as_).tolist():
+            k = np.flatnonzero(as_ == a)
+            computed[k] = _evaluate(space, preds[sel[k]][:, None], ts[k].astype(np.int32)[:, None], a, g)[:, 0]
+        err = ulp_error(computed, (d.exact_hi, d.exact_lo), fmt, d.rounded)
+        err = np.where(np.isnan(d.rounded.astype(np.float64)), np.nan, np.where(np.isnan(err), np.inf, err))
+        out["err"][sel] = err
+        out["computed"][sel] = computed.astype(np.float64)
+        out["rounded"][sel] = d.rounded.astype(np.float64)
+        out["exact_hi"][sel] = d.exact_hi
+        out["exact_lo"][sel] = d.exact_lo
+        out["cls"][sel] = classify(computed, d.rounded)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Kept points
+# ---------------------------------------------------------------------------
+
+def _take(points: dict, index) -> dict:
+    return {k: v[index] for k, v in points.items()}
+
+
+def _concat(parts) -> dict:
+    parts = [p for p in parts if p is not None]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _empty(with_expansions: bool = True) -> dict:
+    out = {k: np.empty(0, dtype=np.int64 if k in ("ordinal", "combo") else np.int8 if k == "cls" else np.float64)
+           for k in _FIELDS}
+    if with_expansions:
+        out["expansions"] = np.empty(0, dtype=np.int64)
+    return out
+
+
+def _worst_finite(points: dict, k: int) -> dict:
+    """The k points of largest finite error, deduplicated (first occurrence kept), in rank order."""
+    keep = np.isfinite(points["err"])
+    p = _take(points, np.flatnonzero(keep))
+    p = _dedupe(p)
+    order = np.lexsort((p["ordinal"], p["combo"], -p["err"]))
+    return _take(p, order[:k])
+
+
+def _first_specials(points: dict, k: int) -> dict:
+    """The k special points (inf error) first in (combination, pred ordinal) order, deduplicated."""
+    p = _take(points, np.flatnonzero(points["err"] == np.inf))
+    p = _dedupe(p)
+    order = np.lexsort((p["ordinal"], p["combo"]))
+    return _take(p, order[:k])
+
+
+def _dedupe(points: dict) -> dict:
+    key = np.stack([points["combo"], points["ordinal"]], axis=1)
+    _, first = np.unique(key, axis=0, return_index=True)
+    return _take(points, np.sort(first))
+
+
+# ---------------------------------------------------------------------------
+# A stream: fresh samples, then local search around the kept points
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _StreamJob:
+    space: _Space
+    seed: int
+    index: int
+    points: int | None  # budget in points, or None
+    deadline: float | None  # time.monotonic() value, or None
+
+
+def _sample(rng, space: _Space, n: int):
+    """n fresh (ordinal, combo) points (see the module docstring), outside the neighbourhood if asked."""
+    fmt = get_format(space.fmt)
+    max_ord = int(to_ordinal(np.array([fmt.max_finite]), fmt)[0])
+    range_ord = int(to_ordinal(round_to_format(np.array([SAMPLE_RANGE]), fmt), fmt)[0])
+    got_o, got_c = [], []
+    have = 0
+    for _ in range(1000):
+        m = 2 * (n - have) + 8
+        how = rng.integers(0, 4, m)
+        o = np.where(how == 0, rng.integers(-max_ord, max_ord + 1, m), rng.integers(-range_ord, range_ord + 1, m))
+        reals = round_to_format(rng.uniform(-SAMPLE_RANGE, SAMPLE_RANGE, m), fmt)
+        o = np.where(how >= 2, to_ordinal(reals, fmt), o).astype(np.int64)
+        c = rng.integers(0, len(space.combos), m).astype(np.int64)
+        if space.outside:
+            keep = ~_inside(space, from_ordinal(o, fmt).astype(np.float64), c)
+            o, c = o[keep], c[keep]
+        got_o.append(o[:n - have])
+        got_c.append(c[:n - have])
+        have += got_o[-1].size
+        if have >= n:
+            break
+    return np.concatenate(got_o), np.concatenate(got_c)
+
+
+def _neighbours(rng, space: _Space, kept: dict, n: int):
+    """About n neighbours of the least-expanded kept points (ties: worst first); expansions counted in ``kept``."""
+    fmt = get_format(space.fmt)
+    max_ord = int(to_ordinal(np.array([fmt.max_finite]), fmt)[0])
+    if kept["ordinal"].size == 0 or n <= 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    per_center = 2 * (LADDER_BITS + 1)
+    centers = max(1, n // per_center)
+    order = np.lexsort((kept["ordinal"], kept["combo"], -kept["err"], kept["expansions"]))[:centers]
+    js = np.arange(LADDER_BITS + 1, dtype=np.int64)
+    out_o, out_c = [], []
+    for i in order.tolist():
+        if kept["expansions"][i] == 0:
+            dist = np.left_shift(1, js)  # the ladder 1, 2, 4, ..., 2**LADDER_BITS
+        else:
+            base = np.left_shift(1, js[1:])
+            dist = base + rng.integers(0, base)  # one random distance in each octave [2**j, 2**(j+1))
+        o = kept["ordinal"][i] + np.concatenate([dist, -dist])
+        o = o[np.abs(o) <= max_ord]
+        out_o.append(o)
+        out_c.append(np.full(o.size, kept["combo"][i], dtype=np.int64))
+        kept["expansions"][i] += 1
+    o, c = np.concatenate(out_o), np.concatenate(out_c)
+    if space.outside:
+        keep = ~_inside(space, from_ordinal(o, fmt).astype(np.float64), c)
+        o, c = o[keep], c[keep]
+    return o, c
+
+
+def _merge_kept(kept: dict, scored: dict) -> dict:
+    """Kept points updated with a scored batch: the TOP_KEPT worst finite ones, expansions carried over."""
+    new = dict(scored)
+    new["expansions"] = np.zeros(scored["ordinal"].size, dtype=np.int64)
+    return _worst_finite(_concat([kept, new]), TOP_KEPT)  # kept first: a re-scored point keeps its count
+
+
+def _run_stream(job: _StreamJob) -> dict:
+    """One stream of a hunt (runs in a worker process): its kept points and counts."""
+    space = job.space
+    rng = np.random.default_rng([job.seed, job.index])
+    kept = _empty()
+    specials = _empty(with_expansions=False)
+    evaluated = unresolved = special = 0
+    recent = deque(maxlen=3)
+    while True:
+        started = time.monotonic()
+        if job.points is not None:
+            size = min(BATCH, job.points - evaluated)
+            if size <= 0:
+                break
+        else:
+            if started + (max(recent) if recent else 0.0) > job.deadline:
+                break
+            size = BATCH
+        local = int(size * LOCAL_SHARE) if kept["ordinal"].size else 0
+        o1, c1 = _neighbours(rng, space, kept, local)
+        o1, c1 = o1[:size], c1[:size]
+        o2, c2 = _sample(rng, space, size - o1.size)
+        scored = _score_points(space, np.concatenate([o1, o2]), np.concatenate([c1, c2]))
+        evaluated += scored["ordinal"].size
+        unresolved += int(np.isnan(scored["err"]).sum())
+        kept = _merge_kept(kept, scored)
+        n_special = int(np.sum(scored["err"] == np.inf))
+        if n_special:
+            special += n_special
+            specials = _first_specials(_concat([specials, scored]), TOP_KEPT)
+        recent.append(time.monotonic() - started)
+    kept.pop("expansions")
+    return {"kept": kept, "specials": specials, "evaluated": evaluated, "unresolved": unresolved,
+            "special": special}
+
+
+# ---------------------------------------------------------------------------
+# fp16: exhaust
+# ---------------------------------------------------------------------------
+
+def _term_chunk(job):
+    x, gammas = job
+    return focal_term_tables(x, gammas)
+
+
+def _exhaust(space: _Space, executor, top: int) -> tuple:
+    """Every finite pred of the format for every combination.
+
+    Returns (worst finite points, first special points, points scored, unresolved, special points).
+    """
+    fmt = get_format(space.fmt)
+    values = fmt.finite_values()
+    x = values.astype(np.float64)
+    xs = np.unique(np.concatenate([x, -x]).view(np.int64)).view(np.float64)
+    xs = xs[np.argsort(np.abs(xs), kind="stable")]  # x and -x in one chunk share exp and log1p
+    gammas = sorted(set(space.gammas.tolist()))
+    chunk = -(-xs.size // (4 * max(1, executor.workers)))
+    jobs = [(xs[i:i + chunk], tuple(gammas)) for i in range(0, xs.size, chunk)]
+    pieces = {}
+    for i, tables in executor.map_unordered(_term_chunk, jobs):
+        pieces[i] = tables
+    order = [pieces[i] for i in range(len(jobs))]
+    keys = np.concatenate([j[0] for j in jobs]).view(np.int64)
+    sort = np.argsort(keys)
+    keys = keys[sort]
+    ordinals = to_ordinal(values, fmt).astype(np.int64)
+    worst, specials = [], []
+    points = unresolved = special = 0
+    combos = np.arange(len(space.combos))
+    for g in gammas:
+        table = TermTable.concatenate([p[g] for p in order]).take(sort)
+        pos = table.take(np.searchsorted(keys, x.view(np.int64)))
+        neg = table.take(np.searchsorted(keys, (-x).view(np.int64)))
+        for a in sorted(set(space.alphas[space.gammas == g].tolist())):
+            mine = combos[(space.gammas == g) & (space.alphas == a)]
+            targets = space.targets[mine]
+            T = targets.size
+            computed = _evaluate(space, np.repeat(values[:, None], T, axis=1),
+                                 np.broadcast_to(targets.astype(np.int32), (values.size, T)).copy(), a, g)
+            for j, ci in enumerate(mine.tolist()):
+                P = values.size
+                d = derive_gradient(x, np.full(P, targets[j]), np.full(P, a), np.full(P, g), np.ones(P), np.ones(P),
+                                    np.ones(P, dtype=np.int64), fmt, pos, neg)
+                c = computed[:, j]
+                err = ulp_error(c, (d.exact_hi, d.exact_lo), fmt, d.rounded)
+                err = np.where(np.isnan(d.rounded.astype(np.float64)), np.nan,
+                               np.where(np.isnan(err), np.inf, err))
+                combo = np.full(P, ci, dtype=np.int64)
+                scored = {"ordinal": ordinals, "combo": combo, "err": err, "computed": c.astype(np.float64),
+                          "rounded": d.rounded.astype(np.float64), "exact_hi": d.exact_hi, "exact_lo": d.exact_lo,
+                          "cls": classify(c, d.rounded), "c_factor": _c_factors(space, x, combo)}
+                if space.outside:
+                    scored = _take(scored, np.flatnonzero(~_inside(space, x, combo)))
+                points += scored["ordinal"].size
+                unresolved += int(np.isnan(scored["err"]).sum())
+                special += int(np.sum(scored["err"] == np.inf))
+                finite = np.flatnonzero(np.isfinite(scored["err"]))
+                k = min(top, finite.size)
+                if k:
+                    best = finite[np.argpartition(-scored["err"][finite], k - 1)[:k]] if k < finite.size else finite
+                    # every point tying the k-th error too, so the final order does not depend on argpartition
+                    kth = np.min(scored["err"][best])
+                    worst.append(_take(scored, np.flatnonzero(scored["err"] >= kth)))
+                specials.append(_first_specials(scored, SPECIALS_SHOWN))
+    worst_all = _worst_finite(_concat(worst), top) if worst else _empty(False)
+    specials_all = _first_specials(_concat(specials), SPECIALS_SHOWN) if specials else _empty(False)
+    return worst_all, specials_all, points, unresolved, special
+
+
+# ---------------------------------------------------------------------------
+# The result
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HuntResult:
+    """What a hunt found.
+
+    Attributes
+    ----------
+    variant, machine, fmt : str
+        What was hunted (``fmt``: the pred and output format).
+    kind : {"exhaustive", "hunted"}
+        How the maximum was found (see :data:`KINDS`).
+    max_ulp : float
+        The largest error found (inf when a special point was found).
+    max_finite_ulp : float
+        The largest finite error found (NaN when none).
+    witness : dict
+        Inputs of ``max_ulp`` in hex: ``pred``, ``target`` (int), ``alpha``,
+        ``gamma``, ``weight`` (``"none"``), ``dout``; empty when no point was scored.
+    top : pandas.DataFrame
+        The reported points (columns in the module docstring).
+    points : int
+        Points scored (outside the neighbourhood only, when restricted).
+    specials : int
+        Special points scored (NaN/inf where the exact value is finite, or a
+        finite value where it overflows); ``max_ulp`` is inf when nonzero.
+    unresolved : int
+        Points the oracle could not decide (not ranked).
+    seconds : float
+        Wall time of the hunt.
+    budget_seconds, budget_points : float or int or None
+        The budget given (None for the other, and for both when exhaustive).
+    seed : int
+    workers, streams : int
+    gammas, alphas, targets : tuple
+        The lists searched (float32 values, selectors).
+    outside_neighbourhood : bool
+    """
+
+    variant: str
+    machine: str
+    fmt: str
+    kind: str
+    max_ulp: float
+    max_finite_ulp: float
+    witness: dict
+    top: pd.DataFrame = field(repr=False)
+    points: int
+    specials: int
+    unresolved: int
+    seconds: float
+    budget_seconds: float | None
+    budget_points: int | None
+    seed: int
+    workers: int
+    streams: int
+    gammas: tuple
+    alphas: tuple
+    targets: tuple
+    outside_neighbourhood: bool
+
+    @property
+    def label(self) -> str:
+        """How the maximum was found, for a report: ``hunted (2,345,678 points in 60.0 s, seed 0)``."""
+        if self.kind == "exhaustive":
+            return f"exhaustive ({self.points:,} points)"
+        budget = (f"budget {self.budget_points:,} points" if self.budget_points is not None
+                  else f"budget {self.budget_seconds:g} s")
+        return f"hunted ({self.points:,} points in {self.seconds:.1f} s, {budget}, seed {self.seed})"
+
+    @property
+    def points_per_second(self) -> float:
+        return self.points / self.seconds if self.seconds > 0 else float("nan")
+
+    def corpus_preds(self) -> list:
+        """Preds of the reported points that are not correctly rounded (err > 0.5 ulp), worst first."""
+        rows = self.top[~(self.top["err_ulp"] <= 0.5)]
+        return list(dict.fromkeys(float(v) for v in rows["pred"]))
+
+    def lines(self) -> list:
+        """Human-readable output: one line per reported point (fixed field order), then the summary line."""
+        out = []
+        for r in self.top.to_dict("records"):
+            out.append(
+                f"{r['rank']:>3} err={_ulps(r['err_ulp'])} ulp alone={_ulps(r['err_ulp_alone'])} class={r['class']} "
+                f"pred={r['pred_hex']} ({r['pred']!r}) target={r['target']} alpha={r['alpha_hex']} "
+                f"gamma={r['gamma_hex']} weight=none dout={(1.0).hex()} got={r['computed_hex']} "
+                f"want={r['rounded_hex']} C={r['c_factor']:.4g}")
+        zone = f" outside the root neighbourhood (C < {ROOT_NEIGHBOURHOOD_C:g})" if self.outside_neighbourhood else ""
+        w = " ".join(f"{k}={v}" for k, v in self.witness.items())
+        out.append(f"hunt {self.variant} {self.fmt} {self.machine}{zone}: max_ulp={_ulps(self.max_ulp)} "
+                   f"max_finite_ulp={_ulps(self.max_finite_ulp)} {self.label}, {self.workers} workers, "
+                   f"{self.points_per_second:,.0f} points/s, {self.specials} special, {self.unresolved} unresolved; "
+                   f"witness {w}")
+        return out
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict: ``max_ulp``, ``witness`` (hex inputs), ``kind``, ``seconds``, ``points``, ``top``, ...
+
+        Non-finite numbers are written as the strings ``"inf"`` / ``"nan"`` (strict JSON has no inf).
+        """
+        top = []
+        for r in self.top.to_dict("records"):
+            top.append({
+                "rank": int(r["rank"]), "err_ulp": _json_num(r["err_ulp"]),
+                "err_ulp_alone": _json_num(r["err_ulp_alone"]),
+                "class": r["class"], "pred": r["pred_hex"], "target": int(r["target"]), "alpha": r["alpha_hex"],
+                "gamma": r["gamma_hex"], "weight": "none", "dout": (1.0).hex(), "computed": r["computed_hex"],
+                "rounded": r["rounded_hex"], "exact": _json_num(r["exact"]), "c_factor": _json_num(r["c_factor"]),
+                "pred_decimal": repr(float(r["pred"])),
+            })
+        return {
+            "variant": self.variant, "machine": self.machine, "format": self.fmt, "kind": self.kind,
+            "label": self.label, "max_ulp": _json_num(self.max_ulp), "max_finite_ulp": _json_num(self.max_finite_ulp),
+            "witness": dict(self.witness), "seconds": round(self.seconds, 3), "points": self.points,
+            "points_per_second": _json_num(round(self.points_per_second, 1)),
+            "budget": {"seconds": self.budget_seconds, "points": self.budget_points},
+            "seed": self.seed, "workers": self.workers, "streams": self.streams,
+            "gammas": [float(g).hex() for g in self.gammas], "alphas": [float(a).hex() for a in self.alphas],
+            "targets": list(self.targets), "outside_neighbourhood": self.outside_neighbourhood,
+            "specials": self.specials, "unresolved": self.unresolved, "top": top,
+        }
+
+
+def _ulps(v: float) -> str:
+    return "inf" if v == math.inf else "nan" if math.isnan(v) else f"{v:.6g}"
+
+
+def _json_num(v):
+    v = float(v)
+    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+
+
+def _alone(space: _Space, rows: dict) -> np.ndarray:
+    """err_ulp of each point evaluated alone, as a [1, 1] tensor, against its stored exact value."""
+    fmt = get_format(space.fmt)
+    out = np.empty(rows["ordinal"].size)
+    for i in range(out.size):
+        g, a, t = space.combos[int(rows["combo"][i])]
+        pred = from_ordinal(rows["ordinal"][i:i + 1], fmt)[:, None]
+        c = _evaluate(space, pred, np.array([[t]], dtype=np.int32), a, g)[:, 0]
+        e = ulp_error(c, (rows["exact_hi"][i:i + 1], rows["exact_lo"][i:i + 1]), fmt, rows["rounded"][i:i + 1])
+        out[i] = np.inf if np.isnan(e[0]) else e[0]
+    return out
+
+
+def _frame(space: _Space, rows: dict) -> pd.DataFrame:
+    fmt = get_format(space.fmt)
+    combo = rows["combo"].astype(np.int64)
+    pred = from_ordinal(rows["ordinal"], fmt).astype(np.float64)
+    gamma = space.gammas[combo]
+    alpha = space.alphas[combo]
+    hexes = lambda arr: [float(v).hex() for v in arr]  # noqa: E731
+    return pd.DataFrame({
+        "rank": np.arange(1, combo.size + 1, dtype=np.int64),
+        "err_ulp": rows["err"],
+        "err_ulp_alone": _alone(space, rows),
+        "class": [CLASS_NAMES[int(c)] for c in rows["cls"]],
+        "pred": pred, "target": space.targets[combo], "alpha": alpha, "gamma": gamma,
+        "weight": np.full(combo.size, np.nan), "dout": np.ones(combo.size),
+        "computed": rows["computed"], "rounded": rows["rounded"], "exact": rows["exact_hi"],
+        "exact_lo": rows["exact_lo"], "c_factor": rows["c_factor"],
+        "pred_hex": hexes(pred), "alpha_hex": hexes(alpha), "gamma_hex": hexes(gamma),
+        "computed_hex": hexes(rows["computed"]), "rounded_hex": hexes(rows["rounded"]),
+    })
+
+
+# ---------------------------------------------------------------------------
+# The entry point
+# ---------------------------------------------------------------------------
+
+def _float32_list(values, name: str) -> tuple:
+    out = []
+    for v in values:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise ParameterError(f"{name}={v!r} is not a number; expected finite float32 values") from None
+        with np.errstate(over="ignore"):
+            f32 = float(np.float32(f))
+        if not math.isfinite(f32):
+            raise ParameterError(f"{name}={v!r}; expected finite float32 values (|v| < 3.4e38)")
+        out.append(f32)
+    if not out:
+        raise ParameterError(f"{name}=[] is empty; give at least one value")
+    return tuple(dict.fromkeys(out))
+
+
+def _int_list(values, name: str) -> tuple:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not -2**31 <= int(v) < 2**31:
+            raise ParameterError(f"{name}={v!r}; expected int32 selectors (0 positive term, 1 negative)")
+        out.append(int(v))
+    if not out:
+        raise ParameterError(f"{name}=[] is empty; give at least one selector")
+    return tuple(dict.fromkeys(out))
+
+
+def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alphas=(0.25,), targets=(0, 1),
+         outside_neighbourhood: bool = False, seconds: float | None = None, points: int | None = None,
+         seed: int = 0, workers: int | None = None, top: int = 10) -> HuntResult:
+    """Search for the inputs where a variant's ulp error is largest.
+
+    Parameters
+    ----------
+    variant : str
+        A registry name (:func:`precision.sigmoid_focal_loss_grad.guards.list_variants`); a name
+        registered with :func:`precision.sigmoid_focal_loss_grad.guards.register_variant` works in the
+        worker processes too (they are forked).
+    machine : str, optional
+        Machine spec (``ieee``, ``numpy``, ``npu``, suffixes like ``+ftz``).
+        Default ``"npu"``, the production hardware model.
+    fmt : {"fp32", "fp16"}, optional
+        Format of pred and of the output.  Default ``"fp32"`` (hunted);
+        ``"fp16"`` is exhausted.
+    gammas, alphas : sequence of float, optional
+        Attribute values, rounded to float32.  Defaults: the operator's
+        defaults, gamma 2 and alpha 0.25.
+    targets : sequence of int, optional
+        Raw selectors.  Default ``(0, 1)``.
+    outside_neighbourhood : bool, optional
+        Only points outside the root neighbourhood (gamma < -1 and
+        C >= :data:`precision.sigmoid_focal_loss_grad.bracket.ROOT_NEIGHBOURHOOD_C`).  Default False.
+    seconds : float, optional
+        Wall-time budget of the call (fp32).  Default :data:`DEFAULT_SECONDS`
+        unless ``points`` is given.
+    points : int, optional
+        Point budget instead (fp32): reproducible for a fixed seed on any
+        machine and worker count.  Not together with ``seconds``.
+    seed : int, optional
+        Seed of the streams (stream i uses ``default_rng([seed, i])``).  Default 0.
+    workers : int, optional
+        Worker processes (default: every core; 1 runs in this process).
+    top : int, optional
+        Finite points reported in :attr:`HuntResult.top` (default 10).
+
+    Returns
+    -------
+    HuntResult
+
+    Raises
+    ------
+    ParameterError
+        An unknown variant or machine, a format other than fp16/fp32, a
+        variant that does not take the format, non-finite attributes, a
+        budget that is not positive, or both budgets.
+
+    Notes
+    -----
+    The errors are ulps of the exact value's binade in the output format
+    (:func:`precision.analysis.scoring.ulp_error`); NaN/inf where the exact value is
+    finite rank above every finite error.  See the module docstring for the
+    search, the tile context of guard G4 and what is reproducible.
+
+    Examples
+    --------
+    >>> r = hunt("candidate", gammas=[2.0], points=2048, workers=1, top=1)  # doctest: +SKIP
+    >>> r.kind, r.witness["pred"]  # doctest: +SKIP
+    ('hunted', '0x1.9a1d4e0000000p-3')
+    """
+    started = time.monotonic()
+    if fmt not in ("fp16", "fp32"):
+        raise ParameterError(f"format={fmt!r}; expected fp32 (hunted) or fp16 (exhausted)")
+    name = variant if isinstance(variant, str) else getattr(variant, "name", variant)
+    get_variant(variant)
+    get_machine(machine)
+    gammas = _float32_list(gammas, "gamma")
+    alphas = _float32_list(alphas, "alpha")
+    targets = _int_list(targets, "target")
+    if seconds is not None and points is not None:
+        raise ParameterError("give seconds or points, not both (points makes the hunt reproducible)")
+    if seconds is not None and not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+        raise ParameterError(f"seconds={seconds!r}; expected a positive number of seconds")
+    if points is not None and (isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 1):
+        raise ParameterError(f"points={points!r}; expected a positive integer")
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
+        raise ParameterError(f"top={top!r}; expected a positive integer")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParameterError(f"seed={seed!r}; expected a non-negative integer")
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ParameterError(f"workers={workers!r}; expected a positive integer")
+    if fmt == "fp32" and seconds is None and points is None:
+        seconds = DEFAULT_SECONDS
+    combos = tuple((g, a, t) for g in gammas for a in alphas for t in targets)
+    space = _Space(name if isinstance(variant, str) else variant, machine, fmt, combos, bool(outside_neighbourhood))
+    dtype = get_format(fmt).dtype
+    try:  # the variant takes this format (e.g. naive-fp16 takes fp16 pred only)
+        _evaluate(space, np.zeros((1, 1), dtype=dtype), np.array([[targets[0]]], np.int32), alphas[0], gammas[0])
+    except PrecisionError as exc:
+        raise ParameterError(f"variant={name!r} cannot be hunted in {fmt}: {exc}") from None
+
+    executor = make_executor(workers=workers)
+    try:
+        if fmt == "fp16":
+            kind, streams, budget_seconds, budget_points = "exhaustive", 0, None, None
+            worst, specials, n_points, unresolved, n_special = _exhaust(space, executor, top)
+        else:
+            kind, budget_seconds, budget_points = "hunted", seconds, points
+            if points is not None:
+                streams = POINT_STREAMS
+                shares = [points // streams + (i < points % streams) for i in range(streams)]
+                jobs = [_StreamJob(space, int(seed), i, shares[i], None) for i in range(streams)]
+            else:
+                streams = workers
+                deadline = started + seconds - min(_FINISH_RESERVE, 0.1 * seconds)
+                jobs = [_StreamJob(space, int(seed), i, None, deadline) for i in range(streams)]
+            results = [None] * len(jobs)
+            for i, res in executor.map_unordered(_run_stream, jobs):
+                results[i] = res
+            worst = _worst_finite(_concat([r["kept"] for r in results]), top)
+            specials = _first_specials(_concat([r["specials"] for r in results]), SPECIALS_SHOWN)
+            n_points = sum(r["evaluated"] for r in results)
+            unresolved = sum(r["unresolved"] for r in results)
+            n_special = sum(r["special"] for r in results)
+    finally:
+        executor.close()
+    rows = _concat([specials, worst])
+    frame = _frame(space, rows)
+    max_finite = float(worst["err"][0]) if worst["err"].size else float("nan")
+    max_ulp = math.inf if specials["err"].size else max_finite
+    witness = {}
+    if len(frame):
+        r = frame.iloc[0]
+        witness = {"pred": r["pred_hex"], "target": int(r["target"]), "alpha": r["alpha_hex"],
+                   "gamma": r["gamma_hex"], "weight": "none", "dout": (1.0).hex()}
+    return HuntResult(
+        variant=str(name), machine=machine, fmt=fmt, kind=kind, max_ulp=max_ulp, max_finite_ulp=max_finite,
+        witness=witness, top=frame, points=int(n_points), specials=int(n_special), unresolved=int(unresolved),
+        seconds=time.monotonic() - started, budget_seconds=budget_seconds, budget_points=budget_points,
+        seed=int(seed), workers=int(workers), streams=int(streams), gammas=gammas, alphas=alphas, targets=targets,
+        outside_neighbourhood=bool(outside_neighbourhood))
+
+
+def rescore(variant, pred, target, alpha, gamma, *, machine: str = "npu", fmt: str = "fp32") -> pd.DataFrame:
+    """Score given points with the current code, as a hunt scores its own (dout 1, no weight, reduction none).
+
+    For known witnesses (a hunt file's, a corpus's) whose stored errors may
+    come from older code.  ``pred`` are exact ``fmt`` values; ``target``,
+    ``alpha``, ``gamma`` one per point (alpha and gamma float32 values).  Each
+    (gamma, alpha) group is evaluated as one [n, 1] tensor.
+
+    Returns one row per point, in order: ``pred``, ``target``, ``alpha``,
+    ``gamma``, ``err_ulp`` (ulps of the exact value's binade; inf for a
+    special output, NaN where the oracle is undecided), ``class``,
+    ``computed``, ``rounded``, ``c_factor`` and ``inside`` (in the root
+    neighbourhood: gamma < -1 and C >= :data:`precision.sigmoid_focal_loss_grad.bracket.ROOT_NEIGHBOURHOOD_C`).
+    """
+    pred = np.asarray(pred, dtype=np.float64)
+    cols = [np.asarray(v, dtype=np.float64).ravel() * np.ones(pred.size) for v in (gamma, alpha, target)]
+    triples = np.stack(cols, axis=1)
+    combos, combo = np.unique(triples, axis=0, return_inverse=True)
+    space = _Space(variant, machine, fmt, tuple((float(g), float(a), int(t)) for g, a, t in combos), False)
+    if pred.size == 0:
+        return pd.DataFrame(columns=["pred", "target", "alpha", "gamma", "err_ulp", "class", "computed", "rounded",
+                                     "c_factor", "inside"])
+    rows = _score_points(space, to_ordinal(pred.astype(get_format(fmt).dtype), fmt), combo.ravel().astype(np.int64))
+    return pd.DataFrame({"pred": pred, "target": cols[2].astype(np.int64), "alpha": cols[1], "gamma": cols[0],
+                         "err_ulp": rows["err"], "class": [CLASS_NAMES[int(c)] for c in rows["cls"]],
+                         "computed": rows["computed"], "rounded": rows["rounded"], "c_factor": rows["c_factor"],
+                         "inside": _inside(space, pred, combo.ravel().astype(np.int64))})

@@ -1,0 +1,147 @@
+"""Reading a run folder (the output of ``precision run``) for a report.
+
+A report only reads what :mod:`precision.engine.sweep` wrote (its module docstring
+documents every file) and aggregates it with :mod:`precision.analysis.scoring`; it never
+reruns the oracle or a variant.  The one exception is the direct q = 1 - p
+table of :mod:`precision.products.report.sections.q`, which evaluates a handful of
+scalars by design.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from precision.errors import ParameterError
+from precision.analysis.scoring import GroupStats, PairedStats
+from precision.engine.sweep import load_paired, load_stats
+
+__all__ = ["RunData", "load_run", "REQUIRED_FILES"]
+
+#: Files a run folder must hold for a report (see :mod:`precision.engine.sweep`).
+REQUIRED_FILES = ("run.json", "summary.csv", "by_region.csv", "by_gamma.csv", "groups_raw.parquet", "hist.npz",
+                  "comparisons.csv", "paired_raw.parquet", "paired_hist.npz", "predbins.npz", "points.parquet")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, keep_default_na=True, dtype={"region": str, "bracket": str})
+
+
+@dataclass
+class RunData:
+    """The tables of one run folder, loaded once.
+
+    Attributes
+    ----------
+    folder : Path
+        The run folder.
+    run : dict
+        ``run.json``: study name, study file and its SHA-256, seed, versions,
+        variants, machines, region and bracket edges with their labels.
+    summary, by_region, by_gamma, comparisons : pandas.DataFrame
+        The CSV tables of the run (columns: :mod:`precision.engine.sweep`).
+    stats : precision.analysis.scoring.GroupStats
+        The fine groups, for merging by any key.
+    paired : precision.analysis.scoring.PairedStats
+        The fine paired comparisons.
+    predbins : dict of numpy.ndarray
+        ``predbins.npz``: ``edges``, ``variant``, ``machine``, ``profile``, ``gamma``, ``max_ulp``.
+    """
+
+    folder: Path
+    run: dict
+    summary: pd.DataFrame
+    by_region: pd.DataFrame
+    by_gamma: pd.DataFrame
+    comparisons: pd.DataFrame
+    stats: GroupStats
+    paired: PairedStats
+    predbins: dict
+
+    def points(self, columns=None) -> pd.DataFrame:
+        """Per-point rows of ``points.parquet`` (empty, with the columns asked for, when the study kept none)."""
+        path = self.folder / "points.parquet"
+        names = set(pq.read_schema(path).names)
+        if columns and not set(columns) <= names:  # per_point = "none": an empty file without columns
+            return pd.DataFrame(columns=columns)
+        frame = pd.read_parquet(path, columns=columns) if columns else pd.read_parquet(path)
+        for col in ("variant", "class"):
+            if col in frame.columns:
+                frame[col] = frame[col].astype(str)
+        return frame
+
+    @property
+    def variants(self) -> list:
+        """Variants in run order."""
+        return list(self.run.get("variants") or dict.fromkeys(self.summary["variant"]))
+
+    @property
+    def machines(self) -> list:
+        """Machines in study order."""
+        return list(self.run.get("machines", dict.fromkeys(self.summary["machine"])))
+
+    @property
+    def regions(self) -> list:
+        """Region labels in order of x (the run's edges)."""
+        return list(self.run.get("regions") or dict.fromkeys(self.by_region["region"]))
+
+    @property
+    def separate(self) -> list:
+        """Regions the study keeps out of the pooled comparisons (its labelled subsets)."""
+        return list(self.run.get("separate", []))
+
+    @property
+    def region_edges(self) -> list:
+        """The region edges (numbers) that cut the labels of :attr:`regions`."""
+        return list(self.run.get("region_edges", []))
+
+    @property
+    def brackets(self) -> list:
+        """Bracket band labels in order of C (``["all"]`` without bands)."""
+        return list(self.run.get("brackets") or ["all"])
+
+    @property
+    def bracket_edges(self) -> list:
+        return list(self.run.get("bracket_edges", []))
+
+    @property
+    def pred_kinds(self) -> list:
+        """The kinds of the run's pred sets (``exhaustive``, ``stratified``, ...)."""
+        return [p.get("kind") for p in self.run.get("pred_sets", [])]
+
+
+def load_run(folder) -> RunData:
+    """Load a run folder.
+
+    Parameters
+    ----------
+    folder : str or Path
+        A folder written by ``precision run``.
+
+    Returns
+    -------
+    RunData
+
+    Raises
+    ------
+    ParameterError
+        The folder or one of :data:`REQUIRED_FILES` is missing (run the study first).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ParameterError(f"--runs: run folder {folder} does not exist; run `precision run "
+                             f"studies/<study>.toml` first (or pass --runs)")
+    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    if missing:
+        raise ParameterError(f"run folder {folder} lacks {', '.join(missing)}; rerun `precision run` into it")
+    run = json.loads((folder / "run.json").read_text())
+    with np.load(folder / "predbins.npz", allow_pickle=False) as p:
+        predbins = {k: p[k] for k in ("edges", "variant", "machine", "profile", "gamma", "max_ulp")}
+    return RunData(folder, run, _read_csv(folder / "summary.csv"), _read_csv(folder / "by_region.csv"),
+                   _read_csv(folder / "by_gamma.csv"), _read_csv(folder / "comparisons.csv"), load_stats(folder),
+                   load_paired(folder), predbins)

@@ -1,0 +1,191 @@
+"""Mechanism and place of a verdict: where its better and worse outputs lie, and why, from its witnesses.
+
+For a verdict row of ``verdicts.csv`` (one comparison, machine, format and profile, pooled regions):
+
+``where``
+    the regions holding most of its better and of its worse outputs (from the per-region rows);
+``gain`` / ``loss``
+    the witness of the largest gain and of the largest loss in bits (the sweep's ``gain_witness_*`` /
+    ``loss_witness_*``), attributed (:func:`precision.sigmoid_focal_loss_grad.attribution.attribute`) on the variant whose error
+    it is: at the largest gain the ``without`` variant (what goes wrong without the subject), at the
+    largest loss the ``with`` variant (what the subject does wrong); each with its top step and cause
+    and the ready ``precision explain`` command line that shows it step by step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from precision.sigmoid_focal_loss_grad.attribution import attribute
+from precision.products.report.answers import (effect_short, magnitude, magnitude_cites, magnitude_sentence,
+                                               region_shares)
+from precision.products.report.findings import cite
+from precision.products.report.tables import region_text
+
+__all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_counts", "mechanism_of", "witness_at",
+           "effect_of", "Effect"]
+
+
+@dataclass(frozen=True)
+class Witness:
+    """One point of a run: the variant to explain and its inputs (hex strings, ``weight`` None when absent)."""
+
+    variant: str
+    machine: str
+    format: str
+    pred: str
+    target: int
+    alpha: str
+    gamma: str
+    weight: str | None
+    dout: str
+    count: int
+
+
+def _hex(v) -> str | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, str):
+        if v == "none":
+            return None
+        v = float.fromhex(v) if "0x" in v else float(v)
+    v = float(v)
+    mant, exp = v.hex().split("p")
+    return f"{mant.rstrip('0').rstrip('.')}p{exp}"
+
+
+_COUNTS: dict = {}
+
+
+def task_counts(run) -> pd.DataFrame:
+    """The mean reduction's count of each task of the run (machine, profile, alpha, gamma, weight, dout), from
+    points.parquet (read once per run folder)."""
+    path = run.folder / "points.parquet"
+    key = (str(path), path.stat().st_mtime_ns)
+    if key not in _COUNTS:
+        cols = ["machine", "profile", "alpha", "gamma", "weight", "dout", "count"]
+        _COUNTS[key] = run.points(cols).drop_duplicates().reset_index(drop=True)
+    return _COUNTS[key]
+
+
+def _same(col: pd.Series, value) -> np.ndarray:
+    h = _hex(value)
+    return col.map(_hex).eq(h).to_numpy() if h is not None else col.map(_hex).isna().to_numpy()
+
+
+def witness_at(run, variant: str, row, prefix: str, profile: str | None = None) -> Witness | None:
+    """The point named by ``row``'s ``<prefix>pred``, ``<prefix>target`` .. ``<prefix>dout`` columns (and its
+    ``machine``, ``format``, ``profile``), as a :class:`Witness` of ``variant`` with its task's count."""
+    pred = row.get(f"{prefix}pred")
+    if pred is None or (isinstance(pred, float) and math.isnan(pred)):
+        return None
+    profile = profile or row.get("profile") or row["format"]
+    counts = task_counts(run)
+    sel = counts[(counts["machine"] == row["machine"]) & (counts["profile"] == profile)]
+    for k in ("alpha", "gamma", "weight", "dout"):
+        sel = sel[_same(sel[k], row.get(f"{prefix}{k}"))]
+    count = int(sel["count"].iloc[0]) if len(sel) else 1
+    return Witness(variant, row["machine"], row["format"], _hex(pred), int(float(row[f"{prefix}target"])),
+                   _hex(row[f"{prefix}alpha"]), _hex(row[f"{prefix}gamma"]), _hex(row.get(f"{prefix}weight")),
+                   _hex(row[f"{prefix}dout"]), count)
+
+
+def witness_of(run, row, side: str) -> Witness | None:
+    """The witness of the largest ``gain`` or ``loss`` of a verdict row, on the variant whose error it is."""
+    variant = row["without_variant"] if side == "gain" else row["with_variant"]
+    return witness_at(run, variant, row, f"{side}_witness_")
+
+
+def explain_line(w: Witness) -> str:
+    """The ``precision explain`` command line that shows the witness step by step."""
+    weight = f" --weight {w.weight}" if w.weight is not None else ""
+    return (f"precision explain {w.variant} --pred {w.pred} --target {w.target} --alpha {w.alpha} --gamma {w.gamma}"
+            f"{weight} --dout {w.dout} --count {w.count} --machine {w.machine} --format {w.format}")
+
+
+_MEMO: dict = {}
+
+
+def attribute_witness(w: Witness) -> tuple[str, str]:
+    """(top step, top cause) of the witness, as ``precision explain`` shows them (``none`` when no step loses
+    bits)."""
+    if w in _MEMO:
+        return _MEMO[w]
+    dtype = np.dtype(np.float16 if w.format == "fp16" else np.float32)
+    with np.errstate(over="ignore"):
+        alpha = float(np.float32(float.fromhex(w.alpha)))
+        gamma = float(np.float32(float.fromhex(w.gamma)))
+        weight = None if w.weight is None else dtype.type(float.fromhex(w.weight))
+        att = attribute(w.variant, np.array([float.fromhex(w.pred)], dtype), [w.target],
+                        dout=dtype.type(float.fromhex(w.dout)), weight=weight, alpha=alpha, gamma=gamma,
+                        reduction="mean", count=w.count, machine=w.machine)
+    point = att.points.loc[0]
+    step = point["top_step"] if isinstance(point["top_step"], str) else "none"
+    _MEMO[w] = (step, str(point["top_cause"]))
+    return _MEMO[w]
+
+
+def mechanism_of(run, t: pd.DataFrame, row, table: str = "verdicts.csv") -> tuple[dict, str, list]:
+    """(the mechanism fields of an answer, its clause, the numbers the clause cites from ``table``, ``t``'s CSV)
+    of a verdict row at region ``all``: the regions holding most of the better and worse outputs, and the top
+    step and cause at the largest gain (on the ``without`` variant) and at the largest loss (on the ``with``
+    variant), each with its ``precision explain`` line."""
+    per = t[(t["comparison"] == row["comparison"]) & (t["machine"] == row["machine"])
+            & (t["profile"] == row["profile"]) & (t["region"] != "all")
+            & ~t["region"].isin(list(run.separate))]
+    where, clauses, nums = {}, [], []
+    tag = f"{row['comparison']}_{row['machine']}_{row['profile']}"
+    for side, column in (("better", "better"), ("worse", "worse")):
+        shares = region_shares(per, column)
+        where[side] = [{"region": r, "outputs": n, "share": round(sh, 4)} for r, n, sh in shares]
+        if shares:
+            key = {"comparison": row["comparison"], "machine": row["machine"], "profile": row["profile"]}
+            total = cite(f"{tag}_{side}_all", table, t, {**key, "region": "all"}, column)
+            held = [cite(f"{tag}_{side}_{r}", table, t, {**key, "region": r}, column) for r, _, _ in shares]
+            nums += [total, *held]
+            clauses.append(f"{side} outputs by region: " + " and ".join(
+                f"{region_text(r)} ({c.text} of {total.text})" for (r, _, _), c in zip(shares, held)))
+    mech = {"where": where}
+    for side, label in (("gain", "largest gain"), ("loss", "largest loss")):
+        w = witness_of(run, row, side)
+        if w is None:
+            continue
+        step, cause = attribute_witness(w)
+        mech[side] = {"step": step, "cause": cause, "witness": {k: v for k, v in w.__dict__.items()},
+                      "explain": explain_line(w)}
+        clauses.append(f"{label} at pred={w.pred} t={w.target} gamma={w.gamma}: {w.variant} loses it at step "
+                       f"{step} ({cause}); `{explain_line(w)}`")
+    top = mech.get("loss" if row["verdict"] == "hurts" else "gain") or mech.get("loss") or {}
+    mech.update({"step": top.get("step"), "cause": top.get("cause"), "witness": top.get("witness"),
+                 "explain": top.get("explain")})
+    return mech, "; ".join(clauses), nums
+
+
+@dataclass(frozen=True)
+class Effect:
+    """The size, place and cause of one verdict row's effect, for an answer (:func:`effect_of`).
+
+    ``size`` and ``place`` are sentences for the full answer, ``short`` the one clause of the first screen
+    (:func:`precision.products.report.answers.effect_short`); ``numbers`` are what they cite; ``magnitude`` and
+    ``mechanism`` the answer's fields.
+    """
+
+    size: str
+    place: str
+    short: str
+    numbers: list
+    magnitude: dict
+    mechanism: dict
+
+
+def effect_of(run, t: pd.DataFrame, row, prefix: str, table: str = "verdicts.csv") -> Effect:
+    """The :class:`Effect` of one verdict row (region ``all``); ``prefix`` keeps the citation ids apart."""
+    w = {"comparison": row["comparison"], "machine": row["machine"], "profile": row["profile"], "region": "all"}
+    size = magnitude_cites(prefix, table, t, w)
+    mech, clause, where = mechanism_of(run, t, row, table)
+    return Effect(magnitude_sentence(size), f"{clause[0].upper()}{clause[1:]}" if clause else "",
+                  effect_short(size, mech, row["verdict"]), [*size.values(), *where], magnitude(row), mech)

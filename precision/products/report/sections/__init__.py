@@ -1,0 +1,47 @@
+"""The report's sections: one module each, chosen and ordered by the study file's ``[report] sections``.
+
+This package's top level only *names* the sections; their options are part of
+the study file format (:data:`precision.engine.study.SECTION_OPTIONS`, re-exported
+here); each section
+lives in its own module with a ``build(context) -> Section`` function
+(:mod:`precision.products.report.context`).
+
+==============  ===============================================================
+section         what it shows
+==============  ===============================================================
+``verdicts``    the paired verdict of every comparison (guards, thresholds,
+                declared variant pairs) per machine x format: first screen
+``targets``     a candidate against its accuracy targets: first screen
+``dominant``    what dominates the error: the largest errors per region and
+                selector, each with its cause (from the attribution when the
+                run has one)
+``attribution`` where the error is born: the kept points attributed to the
+                steps of their recipe, the causes checked against the errors
+                (a confusion matrix), where each guard acts
+``summary``     accuracy per variant, format and machine, headline maxima
+                labelled exhaustive or sampled and set against the known
+                witnesses (hunts, corpora) re-evaluated, plots
+``ablation``    each guard's comparisons per region and gamma
+``threshold``   the G5 threshold against never and against 1/64
+``recovery``    G7 by band of raw*weight: outputs rescued and zeroed
+``q``           q = 1 - p, ln p and the powers as x grows; where errors start
+``bracket``     errors by band of the bracket's cancellation factor C
+``selector``    statistics per selector and region
+``standards``   the acceptance standards (MERE / MARE / RMSE threshold and
+                ratio levels, allclose) beside the ULP verdict, and what they
+                cannot see (blind spots, false alarms)
+==============  ===============================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from precision.engine.study import DEFAULT_SECTIONS, SECTION_OPTIONS  # the study file format defines them
+
+__all__ = ["SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_module"]
+
+
+def section_module(name: str):
+    """The module implementing a section (imported on first use)."""
+    return importlib.import_module(f"precision.products.report.sections.{name}")

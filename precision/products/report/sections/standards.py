@@ -1,0 +1,211 @@
+"""Acceptance standards: the verdicts of the standards kernel teams use, beside the ULP verdict, and their blind spots.
+
+Per variant, machine and output format over all the run's points
+(:func:`precision.analysis.standards.standards_table`, region ``all``): MERE, MARE,
+RMSE, the threshold standard's pass, the highest ratio level against the
+third party, the allclose share, beside the ULP verdict (max ulp error <=
+the option ``max_ulp``, no special output).  ``standards.csv`` holds every
+row, per region too; ``standards_summary.csv`` counts the cells per format
+(the answer sentence cites it); ``standards_blind.csv`` lists what the
+standards cannot see: outputs they accept element-wise while over 2^10 ulps
+wrong or special (``blind``), and correctly rounded outputs they reject
+(``false_alarm``), each with its worst witness in hex and a ``precision
+explain`` line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from precision.products.report.answers import Answer
+from precision.products.report.document import Details, Heading, Para, Section, Table
+from precision.products.report.findings import Finding, cite, fmt_num
+from precision.products.report.tables import maximum_label
+from precision.analysis.scoring import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, THRESHOLD_T, SPECIAL_CLASSES
+from precision.analysis.standards import RATIO_LEVELS, standards_table, settings_from_options
+
+__all__ = ["build", "verdict_table", "summary_table", "blind_table", "explain_line"]
+
+T, S, B = "standards.csv", "standards_summary.csv", "standards_blind.csv"
+_KEYS = ["variant", "machine", "format"]
+
+
+def explain_line(variant: str, machine: str, fmt: str, w: dict) -> str:
+    """The ``precision explain`` command for a witness (its inputs as exact hex floats)."""
+    parts = [f"precision explain {variant} --pred {float(w['pred']).hex()} --target {int(w['target'])}",
+             f"--alpha {float(w['alpha']).hex()} --gamma {float(w['gamma']).hex()}"]
+    if not np.isnan(float(w["weight"])):
+        parts.append(f"--weight {float(w['weight']).hex()}")
+    parts.append(f"--dout {float(w['dout']).hex()} --machine {machine} --format {fmt}")
+    return " ".join(parts)
+
+
+def verdict_table(standards: pd.DataFrame, summary: pd.DataFrame, max_ulp: float) -> pd.DataFrame:
+    """Region ``all`` of ``standards.csv`` beside the ULP verdict (max ulp <= ``max_ulp``, no special output)."""
+    s = standards[standards["region"] == "all"]
+    ulp = summary.groupby(_KEYS, sort=False).agg(max_ulp=("max_ulp", "max")).reset_index()
+    ulp["specials"] = summary.groupby(_KEYS, sort=False)[list(SPECIAL_CLASSES)].sum().sum(axis=1).to_numpy()
+    t = s.merge(ulp, on=_KEYS, how="left")
+    t["ulp_pass"] = (t["max_ulp"] <= max_ulp) & (t["specials"] == 0)
+    return t[_KEYS + ["count", "max_ulp", "specials", "ulp_pass", "mere", "mare", "rmse", "threshold_pass",
+                      "mare_ratio", "mere_ratio", "rmse_ratio", "level", "allclose_share", "blind",
+                      "false_alarm"]].reset_index(drop=True)
+
+
+def summary_table(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """Per output format: how many (variant, machine) cells each standard passes, and what they let through."""
+    rows = []
+    for fmt, v in verdicts.groupby("format", sort=False):
+        rows.append({"format": fmt, "cells": len(v), "ulp_pass": int(v["ulp_pass"].sum()),
+                     "threshold_pass": int(v["threshold_pass"].sum()),
+                     **{f"level_{name}": int((v["level"] == name).sum()) for name in (*RATIO_LEVELS, "none")},
+                     "ratio_ties": int(((v["mare_ratio"] == 1) & (v["mere_ratio"] == 1)
+                                        & (v["rmse_ratio"] == 1)).sum()),
+                     "allclose_all": int((v["allclose_share"] == 1.0).sum()),
+                     "threshold_pass_ulp_fail": int((v["threshold_pass"] & ~v["ulp_pass"]).sum()),
+                     "ulp_pass_threshold_fail": int((~v["threshold_pass"] & v["ulp_pass"]).sum()),
+                     "cells_blind": int((v["blind"] > 0).sum()), "blind": int(v["blind"].sum()),
+                     "cells_false_alarm": int((v["false_alarm"] > 0).sum()),
+                     "false_alarm": int(v["false_alarm"].sum())})
+    return pd.DataFrame(rows)
+
+
+def blind_table(stats, variants) -> pd.DataFrame:
+    """One row per (kind, machine, format, witness), numbered (``row``): the variants sharing it, their count, the
+    worst witness (hex inputs, output, exact value, its ulp error or r) and its ``precision explain`` line."""
+    merged = stats.merge(_KEYS).frame
+    rows = []
+    for kind, count_col, top_col in (("blind", "acc_blind", "blind_ulp"),
+                                     ("false_alarm", "acc_false_alarm", "false_alarm_r")):
+        prefix = ACCEPTANCE_MAXIMA[top_col]
+        for r in merged[merged[count_col] > 0].to_dict("records"):
+            w = {k: r[f"{prefix}{k}"] for k in ("pred", "target", "alpha", "gamma", "weight", "dout", "computed",
+                                                "exact")}
+            rows.append({"kind": kind, "variant": r["variant"], "machine": r["machine"], "format": r["format"],
+                         "count": int(r[count_col]), "worst": float(r[top_col]),
+                         "worst_unit": "ulp" if kind == "blind" else "r",
+                         "pred": float(w["pred"]).hex(), "target": int(w["target"]),
+                         "computed": float(w["computed"]).hex(), "exact": float(w["exact"]).hex(),
+                         "explain": explain_line(r["variant"], r["machine"], r["format"], w)})
+    cols = ["row", "kind", "variants", "machine", "format", "count", "worst", "worst_unit", "pred", "target",
+            "computed", "exact", "explain"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    t = pd.DataFrame(rows)
+    rank = {v: i for i, v in enumerate(variants)}
+    t = t.assign(_v=t["variant"].map(rank)).sort_values(["kind", "format", "machine", "_v"], kind="stable")
+    same = ["kind", "machine", "format", "count", "worst", "worst_unit", "pred", "target", "computed", "exact"]
+    out = t.groupby(same, sort=False).agg(variants=("variant", " ".join), explain=("explain", "first")).reset_index()
+    out = out.sort_values(["kind", "format", "count"], ascending=[True, True, False], kind="stable")
+    return out.assign(row=np.arange(1, len(out) + 1))[cols].reset_index(drop=True)
+
+
+def _passing(verdicts: pd.DataFrame, fmt: str, mask) -> str:
+    """The variants whose every machine passes (``mask`` per row of ``verdicts``), in run order; ``none``."""
+    v = verdicts.assign(_ok=np.asarray(mask, dtype=bool))
+    v = v[v["format"] == fmt]
+    names = [name for name, rows in v.groupby("variant", sort=False) if rows["_ok"].all()]
+    return ", ".join(names) if names else "none"
+
+
+def _answer(summary: pd.DataFrame, blind: pd.DataFrame, verdicts: pd.DataFrame, settings, fmt: str,
+            label: str) -> tuple[Finding, str]:
+    """One sentence per output format: which cells and variants pass each standard and what they let through;
+    and its short form for the first screen."""
+    w = {"format": fmt}
+    applies = not (verdicts.loc[verdicts["format"] == fmt, "level"] == "no_third_party").all()
+    n = {c: cite(c, S, summary, w, c) for c in ("cells", "ulp_pass", "threshold_pass", "allclose_all",
+                                                "threshold_pass_ulp_fail", "blind", "cells_blind", "false_alarm",
+                                                "cells_false_alarm")
+         + (("level_L2", "level_none", "ratio_ties") if applies else ())}
+    nums = list(n.values())
+    text = (f"{fmt} outputs ({label}): of {n['cells'].text} (variant, machine) cells, the ULP verdict passes "
+            f"{n['ulp_pass'].text}; the threshold standard (T = {fmt_num(THRESHOLD_T[fmt])}) passes "
+            f"{n['threshold_pass'].text}, of which {n['threshold_pass_ulp_fail'].text} fail the ULP verdict "
+            f"(variants passing it on every machine: {_passing(verdicts, fmt, verdicts['threshold_pass'])}); "
+            + (f"the ratio standard against {settings.label} reaches L2 in {n['level_L2'].text} "
+               f"({n['ratio_ties'].text} of them tie it on all three metrics) and no level in "
+               f"{n['level_none'].text}; " if applies else
+               f"the ratio standard does not apply ({settings.label} is not in the run); ")
+            + f"allclose ({settings.allclose}) passes every output in "
+            f"{n['allclose_all'].text}. The standards accept {n['blind'].text} outputs over "
+            f"{fmt_num(BLIND_ULP)} ulps wrong or special, in {n['cells_blind'].text} cells")
+    b = blind[(blind["kind"] == "blind") & (blind["format"] == fmt)]
+    if len(b):
+        top = b.sort_values("worst", ascending=False, kind="stable").iloc[0]
+        where = {"row": int(top["row"])}
+        worst = cite("worst_blind_ulp", B, blind, where, "worst")
+        nums.append(worst)
+        text += (f" (worst {worst.text} ulp: {top['variants'].split()[0]} on {top['machine']} gives "
+                 f"{top['computed']} for {top['exact']} at pred={top['pred']})")
+    text += (f", and reject {n['false_alarm'].text} correctly rounded outputs in {n['cells_false_alarm'].text} "
+             "cells.")
+    short = (f"{fmt} ({label.split(':')[0]}): of {n['cells'].text} cells the ULP verdict passes {n['ulp_pass'].text}, "
+             f"the threshold standard {n['threshold_pass'].text}"
+             + (f", the ratio standard reaches L2 in {n['level_L2'].text}" if applies else "")
+             + f", allclose ({settings.allclose}) {n['allclose_all'].text}; they accept {n['blind'].text} outputs "
+             f"over {fmt_num(BLIND_ULP)} ulps wrong or special and reject {n['false_alarm'].text} correctly rounded "
+             "ones.")
+    return Finding(f"standards/answer/{fmt}", "standards", text, nums, 12), short
+
+
+#: The question the section answers.
+QUESTION = "Would the team's acceptance standards pass these variants, and what do they let through?"
+
+
+def _blind_count(summary: pd.DataFrame, fmt: str) -> int:
+    """Outputs the standards accept while over the blind threshold, in one output format."""
+    return int(summary.loc[summary["format"] == fmt, "blind"].sum())
+
+
+def build(ctx) -> Section:
+    run = ctx.run
+    section = Section("standards", "Acceptance standards")
+    if "acc_sum_r" not in run.stats.frame.columns:
+        return section
+    settings = settings_from_options({k: ctx.option("standards", k) for k in ("third_party", "third_party_machine",
+                                                                            "allclose", "ratio_floor", "golden")})
+    max_ulp = float(ctx.option("standards", "max_ulp"))
+    standards = standards_table(run.stats, settings, run.variants, run.regions)
+    verdicts = verdict_table(standards, run.summary, max_ulp)
+    summary = summary_table(verdicts)
+    blind = blind_table(run.stats, run.variants)
+    section.tables.update({T: standards, S: summary, B: blind})
+    answered = [_answer(summary, blind, verdicts, settings, fmt, maximum_label(run, fmt)) for fmt in summary["format"]]
+    findings = [f for f, _ in answered]
+    section.findings = findings
+    tol = "; ".join(f"{fmt} atol {fmt_num(a)} rtol {fmt_num(r)}"
+                    for fmt, (a, r) in ALLCLOSE_PRESETS[settings.allclose].items() if fmt in set(summary["format"]))
+    levels = "; ".join(f"{name}: MARE <= {fmt_num(v['mare'])}, MERE <= {fmt_num(v['mere'])}, RMSE <= "
+                       f"{fmt_num(v['rmse'])}, at least {fmt_num(v['min_count'])} cases"
+                       for name, v in RATIO_LEVELS.items())
+    # the sentences open the page with the other answers (render: the answers block), not a second time here
+    section.answers = [Answer(QUESTION, f.text, f.numbers, subject="acceptance standards",
+                              comparison=f"threshold, ratio vs {settings.label}, allclose ({settings.allclose})",
+                              format=fmt, verdict="blind" if _blind_count(summary, fmt) else "sees every error",
+                              short=short)
+                       for (f, short), fmt in zip(answered, summary["format"])]
+    for f in findings:
+        f.shown = True
+    section.body = [
+        Para("Per element r = |actual - golden| / (|golden| + 1e-7), golden = "
+             + ("the oracle's exact value" if settings.golden == "exact" else
+                "the exact value correctly rounded to the output format") + "; MERE = mean "
+             "r, MARE = max r, RMSE = sqrt(mean((actual - golden)^2)); a NaN or inf output gives r = inf. Threshold "
+             "standard: MERE < T and MARE < 10 T (T = "
+             + ", ".join(f"{k} {fmt_num(v)}" for k, v in THRESHOLD_T.items())
+             + f"). Ratio standard: MARE, MERE, RMSE over those of {settings.label} on the same points ({levels}; "
+             "0/0 counts as 1, x/0 as inf). allclose: |a - g| <= atol + rtol |g| "
+             f"(preset {settings.allclose}: {tol}). ULP verdict: max ulp error <= {fmt_num(max_ulp)} and no special "
+             "output."),
+        Table(verdicts, T, note="region all; standards.csv has every region; maxima (max_ulp, MARE): "
+              + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in summary["format"])),
+        Heading("What the standards cannot see", 3),
+        Para(f"blind: outputs accepted element-wise (r <= 10 T) while special or over {fmt_num(BLIND_ULP)} ulps "
+             "wrong (worst in ulps); false_alarm: correctly rounded outputs (<= 0.5 ulp) with r > 10 T (worst r). "
+             "Variants sharing the same worst witness share a row; the explain line replays it step by step."),
+        Table(blind, B) if len(blind) else Para("None: no output was blind or a false alarm."),
+        Details("Cells per format (standards_summary.csv)", [Table(summary, S)]),
+    ]
+    return section

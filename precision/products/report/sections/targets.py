@@ -1,0 +1,385 @@
+"""A candidate against its accuracy targets, on the first screen.
+
+The targets are the section's options (the study file's ``[report.targets]``):
+fp32 max error outside the root neighbourhood (gamma < -1 and C >= 4,
+:mod:`precision.sigmoid_focal_loss_grad.bracket`), no special output anywhere, fp16 share correctly
+rounded and fp16 max error everywhere, primitive ops per element relative to
+the production kernel (:mod:`precision.sigmoid_focal_loss_grad.opcount`).  ``targets.csv`` has the
+figures of every variant of the run (the others for comparison), each
+maximum with its witness; ``opcount.csv`` the op counts.  Each maximum is
+labelled exhaustive or sampled (:func:`precision.products.report.tables.maximum_label`).
+
+The fp32 figure outside the root neighbourhood is the largest over every
+witness the study knows of, each labelled with its source
+(``witnesses.csv``, one row per machine and source): the run (sampled), the
+hunts named by the option ``hunts`` (JSON files of ``precision hunt ...
+--json``: their witness and top points) and the corpora named by the option
+``corpus`` (pred files like ``studies/worst_cases.txt``, one hex float a line:
+each fp32 pred at every (selector, alpha, gamma) of the run).  Hunt and corpus
+points are re-evaluated with the current code (:func:`precision.products.hunt.rescore`),
+never taken from the stored numbers, which may come from older code; paths
+are relative to the study file.  ``hunts.csv`` keeps what each hunt covered
+and its budget (CPU seconds = seconds x workers).  The target is met only if
+the largest figure is within it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from precision.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, band_ranges
+from precision.products.hunt import rescore
+from precision.sigmoid_focal_loss_grad.opcount import count_ops
+from precision.products.report.answers import Answer
+from precision.products.report.document import Heading, Para, Section, Table
+from precision.products.report.findings import Finding, cite, fmt_num, fmt_share
+from precision.products.report.tables import inputs_text, maximum_label, ordered, short_hex
+from precision.analysis.scoring import SPECIAL_CLASSES
+from precision.engine.sweep import hex_witnesses
+
+__all__ = ["build", "targets_table", "opcount_table", "assess_targets", "hunt_table", "corpus_preds",
+           "known_sources", "rescored_maxima", "witness_table"]
+
+T = "targets.csv"
+TW = "witnesses.csv"
+
+
+def targets_table(run, c_threshold: float) -> pd.DataFrame:
+    """Per (variant, machine, format): errors outside and inside the root neighbourhood, specials, correct share.
+
+    Empty without bracket bands, or when no band edge is ``c_threshold``
+    (the points of a band straddling it could not be placed).
+    """
+    if "bracket" not in run.stats.frame.columns or c_threshold not in run.bracket_edges:
+        return pd.DataFrame()
+    lo = {label: a for label, (a, _) in zip(run.brackets, band_ranges(run.bracket_edges))}
+    f = run.stats.frame
+    zone = np.where((f["bracket"].map(lo) >= c_threshold) & (f["gamma"] < -1), "inside", "outside")
+    stats = run.stats.with_columns(zone=zone)
+    keys = ["variant", "machine", "format"]
+    allz = stats.merge(keys).table(keys).set_index(keys)
+    zoned = hex_witnesses(stats.merge(keys + ["zone"]).table(keys + ["zone"]))
+    out = zoned[zoned["zone"] == "outside"].set_index(keys)
+    ins = zoned[zoned["zone"] == "inside"].set_index(keys)
+    t = pd.DataFrame(index=allz.index)
+    t["count"] = allz["count"]
+    t["outside"] = out["count"]
+    t["max_ulp_outside"] = out["max_ulp"]
+    t["max_finite_ulp_outside"] = out["max_finite_ulp"]
+    for col in (c for c in out.columns if c.startswith("witness_")):
+        t[f"{col}_outside"] = out[col]
+    t["inside"] = ins["count"].reindex(t.index).fillna(0).astype(np.int64)
+    t["max_ulp_inside"] = ins["max_ulp"].reindex(t.index)
+    t["special"] = allz[list(SPECIAL_CLASSES)].sum(axis=1).astype(np.int64)
+    for c in SPECIAL_CLASSES:
+        t[c] = allz[c]
+    t["share_correct"] = allz["share_correct"]
+    t["not_correct"] = (allz["count"] - stats.merge(keys).frame.set_index(keys)["n_correct"]).astype(np.int64)
+    t["over_1ulp"] = allz["over_1ulp"]
+    t["max_ulp"] = allz["max_ulp"]
+    return ordered(t.reset_index(), run)
+
+
+def opcount_table(variants, reference: str = "kernel") -> pd.DataFrame:
+    """Primitive ops per element on the npu machine (:func:`precision.sigmoid_focal_loss_grad.opcount.count_ops`) and the ratio to ``reference``."""
+    names = list(dict.fromkeys([reference, *variants]))
+    counts = {v: count_ops(v) for v in names}
+    rows = [(v, counts[v][0], counts[v][0] / counts[reference][0],
+             " ".join(f"{k}={n:.2f}" for k, n in counts[v][1].items())) for v in names]
+    return pd.DataFrame(rows, columns=["variant", "ops", "ratio_to_kernel", "per_op"])
+
+
+def hunt_table(paths, base: Path) -> tuple[pd.DataFrame, list]:
+    """(one row per hunt file, the files that could not be read); paths relative to ``base``."""
+    rows, missing = [], []
+    for rel in paths:
+        path = base / rel
+        try:
+            h = json.loads(path.read_text())
+        except (OSError, ValueError):
+            missing.append(str(rel))
+            continue
+        w = h.get("witness") or {}
+        rows.append({"variant": h["variant"], "machine": h["machine"], "format": h["format"], "kind": h["kind"],
+                     "max_ulp": float(h["max_ulp"]), "max_finite_ulp": float(h["max_finite_ulp"]),
+                     **{f"witness_{k}": w.get(k) for k in ("pred", "target", "alpha", "gamma")},
+                     "seconds": float(h["seconds"]), "workers": int(h["workers"]),
+                     "points": int(h["points"]),
+                     "seed": int(h["seed"]), "outside_neighbourhood": bool(h["outside_neighbourhood"]),
+                     "gammas": " ".join(short_hex(g) for g in h["gammas"]),
+                     "alphas": " ".join(short_hex(a) for a in h["alphas"]),
+                     "targets": " ".join(str(t) for t in h["targets"]), "specials": int(h["specials"]),
+                     "file": str(rel)})
+    return pd.DataFrame(rows), missing
+
+
+def _hunt_points(path: Path) -> pd.DataFrame:
+    """A hunt file's witness and top points: pred, target, alpha, gamma (floats)."""
+    h = json.loads(path.read_text())
+    pts = [h.get("witness") or {}] + list(h.get("top") or [])
+    rows = [(float.fromhex(str(p["pred"])), int(p["target"]), float.fromhex(str(p["alpha"])),
+             float.fromhex(str(p["gamma"]))) for p in pts if p.get("pred") is not None]
+    return pd.DataFrame(rows, columns=["pred", "target", "alpha", "gamma"]).drop_duplicates()
+
+
+def corpus_preds(path: Path) -> np.ndarray:
+    """The fp32 preds of a corpus file (one hex or decimal float a line, ``#`` comments; others skipped)."""
+    out = []
+    for line in path.read_text().splitlines():
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            v = float.fromhex(text) if "0x" in text.lower() else float(text)
+        except ValueError:
+            continue
+        if np.isfinite(v) and float(np.float32(v)) == v:
+            out.append(v)
+    return np.unique(np.array(out, dtype=np.float64))
+
+
+def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -> tuple[list, list]:
+    """The witness points a study knows of for ``variant``'s fp32 output: ([(source, kind, how, points,
+    {machine: stored max}), ...], unread files).
+
+    ``hunt FILE``: the hunt's witness and top points (:func:`hunt_table`
+    rows of ``variant``, fp32); ``corpus FILE``: each fp32 pred of the file at
+    every (selector, alpha, gamma) of the run's fp32 rows of ``variant``.
+    ``points`` has columns pred, target, alpha, gamma.
+    """
+    known, missing = [], []
+    for _, h in hunts.iterrows():
+        if h["variant"] != variant or h["format"] != "fp32":
+            continue
+        known.append((f"hunt {h['file']}", "hunted", f"hunted {int(h['points']):,} points in {h['seconds']:,.0f} s on {int(h['workers'])} "
+                      f"workers on {h['machine']}, "
+                      f"seed {int(h['seed'])}", _hunt_points(base / h["file"]),
+                      {h["machine"]: float(h["max_ulp"])}))
+    f = run.stats.frame
+    grid = f[(f["variant"] == variant) & (f["format"] == "fp32")][["target", "alpha", "gamma"]].drop_duplicates()
+    for rel in corpora:
+        try:
+            preds = corpus_preds(base / rel)
+        except OSError:
+            missing.append(str(rel))
+            continue
+        pts = pd.DataFrame({"pred": np.repeat(preds, len(grid))}).assign(
+            **{c: np.tile(grid[c].to_numpy(), preds.size) for c in ("target", "alpha", "gamma")})
+        known.append((f"corpus {rel}", "corpus", f"{preds.size:,} fp32 preds x {len(grid):,} (selector, alpha, "
+                      "gamma)", pts, {}))
+    return known, missing
+
+
+def rescored_maxima(variant: str, machine: str, known, outside_only: bool, finite_only: bool = False) -> list:
+    """Per known source (:func:`known_sources`): one row with the largest error of ``variant`` on ``machine``
+    re-evaluated now (:func:`precision.products.hunt.rescore`), over the points outside the root neighbourhood when
+    ``outside_only``, over the finite errors when ``finite_only``; witness in hex."""
+    rows = []
+    for source, kind, how, pts, stored in known:
+        s = rescore(variant, pts["pred"], pts["target"], pts["alpha"], pts["gamma"], machine=machine) \
+            if len(pts) else pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
+        keep = s["err_ulp"].notna()
+        if outside_only:
+            keep &= ~s["inside"].astype(bool)
+        if finite_only:
+            keep &= np.isfinite(s["err_ulp"].astype(float))
+        s = s[keep]
+        top = s.loc[s["err_ulp"].astype(float).idxmax()] if len(s) else None
+        rows.append({"machine": machine, "source": source, "kind": kind, "how": how, "points": len(s),
+                     "max_ulp": float(top["err_ulp"]) if top is not None else np.nan,
+                     "stored_max_ulp": stored.get(machine, np.nan),
+                     **({f"witness_{k}": (int(top[k]) if k == "target" else float(top[k]).hex())
+                         for k in ("pred", "target", "alpha", "gamma")} if top is not None else {}),
+                     "c_factor": float(top["c_factor"]) if top is not None else np.nan})
+    return rows
+
+
+def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, corpora, base: Path,
+                  label: str) -> tuple[pd.DataFrame, list]:
+    """The candidate's fp32 maximum outside the root neighbourhood per machine and source: (table, unread files).
+
+    Sources: ``run`` (the run's maximum, labelled ``label``) and every
+    :func:`known_sources` source re-scored on every machine of the run
+    (:func:`rescored_maxima`).  Columns: machine, source, kind
+    (``sampled``/``exhaustive``, ``hunted``, ``corpus``), how (the label),
+    points (scored outside the neighbourhood), max_ulp, stored_max_ulp (the
+    hunt file's own figure on its machine), the witness (hex) and its C.
+    """
+    known, missing = known_sources(run, candidate, hunts, corpora, base)
+    rows = []
+    for machine in run.machines:
+        r = t[(t["variant"] == candidate) & (t["machine"] == machine) & (t["format"] == "fp32")]
+        if r.empty:
+            continue
+        r = r.iloc[0]
+        rows.append({"machine": machine, "source": "run", "kind": label.split(":")[0], "how": label,
+                     "points": int(r["outside"]), "max_ulp": float(r["max_ulp_outside"]), "stored_max_ulp": np.nan,
+                     **{f"witness_{k}": r.get(f"witness_{k}_outside") for k in ("pred", "target", "alpha", "gamma")},
+                     "c_factor": np.nan})
+        rows += rescored_maxima(candidate, machine, known, outside_only=True)
+    return pd.DataFrame(rows), missing
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, labels,
+                   known: pd.DataFrame | None = None) -> tuple[dict, list]:
+    """The candidate's verdict on every target: (grid cells {(target, column): (text, css)}, findings).
+
+    ``t``: :func:`targets_table`; ``ops``: :func:`opcount_table`; ``K``: the
+    targets (the section's options); ``labels``: how the maxima were found,
+    per format (a dict, or one string for every format); ``known``:
+    :func:`witness_table` (the fp32 maximum outside the neighbourhood is then
+    the largest over the run and every known witness, named with its source).
+    """
+    known = known if known is not None else pd.DataFrame()
+    def label(fmt):
+        return labels.get(fmt, "") if isinstance(labels, dict) else labels
+    cells, findings = {}, []
+    for _, r in t[t["variant"] == candidate].iterrows():
+        w = {"variant": candidate, "machine": r["machine"], "format": r["format"]}
+        col = f"{r['machine']} {r['format']}"
+        special, count = cite("special", T, t, w, "special"), cite("count", T, t, w, "count")
+        ok_special = special.value <= K["nan_inf"]
+        cells[("no special output (NaN, inf, wrong sign, lost inf)", col)] = (
+            f"{_verdict(ok_special)} {special.text}", "met" if ok_special else "missed")
+        if r["format"] == "fp32":
+            mx = cite("max_outside", T, t, w, "max_ulp_outside")
+            sampled = f"{mx.text} ulp ({label('fp32')}) at {inputs_text(r, 'witness_', '_outside')}"
+            nums = [mx, special, count]
+            k = known[(known["machine"] == r["machine"]) & (known["source"] != "run")
+                      & known["max_ulp"].notna()] if not known.empty else known
+            target_row = f"fp32 max error <= {fmt_num(K['fp32_max_ulp'])} ulp outside the root neighbourhood"
+            if len(k):
+                cited = [(kr, cite(f"max_{i}", TW, known, {"machine": r["machine"], "source": kr["source"]},
+                                   "max_ulp")) for i, (_, kr) in enumerate(k.iterrows())]
+                nums += [c for _, c in cited]
+                top_row, top = max(cited, key=lambda rc: float(rc[1].value))
+                figure = max(float(mx.value), float(top.value))
+                ok = figure <= K["fp32_max_ulp"]
+                if float(top.value) > float(mx.value):
+                    shown, source = top.text, f"{top_row['source']}, re-evaluated"
+                    at = inputs_text(top_row)
+                else:
+                    shown, source, at = mx.text, f"run, {label('fp32').split(':')[0]}", \
+                        inputs_text(r, "witness_", "_outside")
+                cells[(target_row, col)] = (f"{_verdict(ok)} {shown} ({source})", "met" if ok else "missed")
+                others = "; ".join(f"{kr['source']} {c.text} ulp ({kr['how']}, {kr['points']:,} points)"
+                                   for kr, c in cited)
+                text = (f"On {r['machine']}, fp32 output, outside the root neighbourhood: {candidate} max error "
+                        f"{shown} ulp at {at} ({source}), the largest over every known witness re-evaluated with "
+                        f"the current code: run {sampled}; {others}. Target <= {fmt_num(K['fp32_max_ulp'])}: "
+                        f"{_verdict(ok)}; {special.text} special outputs of {count.text}.")
+            else:
+                ok = mx.value <= K["fp32_max_ulp"]
+                cells[(target_row, col)] = (f"{_verdict(ok)} {mx.text}", "met" if ok else "missed")
+                text = (f"On {r['machine']}, fp32 output, outside the root neighbourhood: {candidate} max error "
+                        f"{sampled} (target <= {fmt_num(K['fp32_max_ulp'])}: {_verdict(ok)}; no hunt or corpus); "
+                        f"{special.text} special outputs of {count.text}.")
+            findings.append(Finding(f"targets/{r['machine']}/fp32", "targets", text, nums, 3))
+        else:
+            wrong = cite("not_correct", T, t, w, "not_correct")
+            mx = cite("max_ulp", T, t, w, "max_ulp")
+            ok_share = wrong.value <= (1.0 - K["fp16_share_correct"]) * count.value
+            ok_max = mx.value <= K["fp16_max_ulp"]
+            cells[(f"{r['format']} correctly rounded on a share >= {fmt_num(K['fp16_share_correct'])}", col)] = (
+                f"{_verdict(ok_share)} {fmt_share(1 - wrong.value / count.value, wrong.value)}",
+                "met" if ok_share else "missed")
+            cells[(f"{r['format']} max error <= {fmt_num(K['fp16_max_ulp'])} ulp", col)] = (
+                f"{_verdict(ok_max)} {mx.text}", "met" if ok_max else "missed")
+            text = (f"On {r['machine']}, {r['format']} output ({count.text} outputs, the neighbourhood included): "
+                    f"{candidate} is not correctly rounded on {wrong.text} (target share >= "
+                    f"{fmt_num(K['fp16_share_correct'])}: {_verdict(ok_share)}), max error {mx.text} ulp ({label(r['format'])}; "
+                    f"target <= {fmt_num(K['fp16_max_ulp'])}: {_verdict(ok_max)}).")
+            findings.append(Finding(f"targets/{r['machine']}/{r['format']}", "targets", text, [wrong, count, mx], 3))
+    if "kernel" in set(ops["variant"]) and candidate in set(ops["variant"]):
+        ratio = cite("ratio", "opcount.csv", ops, {"variant": candidate}, "ratio_to_kernel")
+        ok = ratio.value <= K["ops_ratio"]
+        cells[(f"primitive ops <= {fmt_num(K['ops_ratio'])}x the kernel's", "npu (op count)")] = (
+            f"{_verdict(ok)} {ratio.text}", "met" if ok else "missed")
+        findings.append(Finding("targets/ops", "targets", f"Cost: {candidate} takes {ratio.text} times the "
+                                f"production kernel's primitive ops per element (npu; target <= "
+                                f"{fmt_num(K['ops_ratio'])}: {_verdict(ok)}).", [ratio], 4))
+    return cells, findings
+
+
+def build(ctx) -> Section:
+    run = ctx.run
+    section = Section("targets", "The candidate against its targets")
+    candidate = ctx.option("targets", "variant")
+    t = targets_table(run, ROOT_NEIGHBOURHOOD_C)
+    if t.empty or candidate not in set(t["variant"]):
+        return section
+    K = {k: ctx.option("targets", k) for k in ("fp32_max_ulp", "nan_inf", "fp16_share_correct", "fp16_max_ulp",
+                                              "ops_ratio")}
+    ops = opcount_table([v for v in run.variants if v == candidate])
+    section.tables.update({T: t, "opcount.csv": ops})
+    labels = {f: maximum_label(run, f) for f in dict.fromkeys(t["format"])}
+    base = Path(run.run.get("study_file", ".")).parent
+    hunts, missing = hunt_table(ctx.option("targets", "hunts"), base)
+    if not hunts.empty:
+        section.tables["hunts.csv"] = hunts
+    sources = []
+    known, unread = witness_table(run, t, candidate, hunts, ctx.option("targets", "corpus"), base,
+                                  labels.get("fp32", ""))
+    missing += unread
+    if not known.empty:
+        section.tables[TW] = known
+        sources = [s for s in dict.fromkeys(known["source"]) if s != "run"]
+    cells, findings = assess_targets(t, ops, K, candidate, labels, known)
+    if missing:
+        findings.append(Finding("targets/hunts-missing", "targets", "Hunt or corpus files named by the study but "
+                                "not found: " + ", ".join(missing) + "; their witnesses are not counted.", [], 2))
+    rows = list(dict.fromkeys(k[0] for k in cells))
+    cols = list(dict.fromkeys(k[1] for k in cells))
+    grid = pd.DataFrame("", index=range(len(rows)), columns=["target"] + cols)
+    style = pd.DataFrame("", index=grid.index, columns=grid.columns)
+    for (row, col), (text, css) in cells.items():
+        i = rows.index(row)
+        grid.loc[i, "target"], grid.loc[i, col], style.loc[i, col] = row, text, css
+    style = style.where(grid != "", "na")
+    style["target"] = ""
+    section.first = [Heading(f"{candidate} against its targets", 2, "targets-grid"), Table(grid, T, "", style),
+                     Para("Maxima: " + "; ".join(f"{f} {lab}" for f, lab in labels.items())
+                          + ("; fp32 outside the neighbourhood: the largest over the run and the known witnesses, "
+                             "re-evaluated with the current code (" + ", ".join(sources) + ", witnesses.csv)"
+                             if sources else "")
+                          + f". Root neighbourhood: gamma < -1 and the bracket's cancellation factor "
+                          f"C >= {ROOT_NEIGHBOURHOOD_C:g}.", "note")]
+    shown = t.assign(inputs=[inputs_text(r, "witness_", "_outside") for _, r in t.iterrows()])
+    section.body = [Table(shown[["variant", "machine", "format", "count", "outside", "max_ulp_outside", "inputs",
+                                 "inside", "max_ulp_inside", "special", "share_correct", "not_correct"]], T),
+                    *([Para("The fp32 maximum outside the root neighbourhood per machine and source: the run's, "
+                            "and each hunt's and corpus's witnesses re-evaluated with the current code (points: "
+                            "those scored outside the neighbourhood; stored_max_ulp: the hunt file's own figure)."),
+                       Table(known, TW)] if not known.empty and (known["source"] != "run").any() else []),
+                    Para("Primitive ops per element (precision.opcount: every finite fp16 pred, both selectors, "
+                         "weight present, reduction mean, gamma 2, npu machine; a library exp/ln/pow/div counts "
+                         "as one op):"),
+                    Table(ops, "opcount.csv")]
+    section.findings = findings
+    section.answers = _target_answers(cells, findings, candidate)
+    return section
+
+
+def _target_answers(cells: dict, findings: list, candidate: str) -> list:
+    """Which targets the candidate meets: one headline sentence from the grid's cells (met on every column, or
+    missed where), then each target finding as an answer of its own (its numbers cited)."""
+    question = f"Which of its targets does {candidate} meet?"
+    by_target: dict = {}
+    for (target, col), (_, css) in cells.items():
+        by_target.setdefault(target, []).append((col, css))
+    met = [t for t, cs in by_target.items() if all(c == "met" for _, c in cs)]
+    missed = [f"{t} (missed on {', '.join(col for col, c in cs if c != 'met')})" for t, cs in by_target.items()
+              if t not in met]
+    text = (f"{candidate} meets {len(met)} of its {len(by_target)} targets"
+            + (f": {'; '.join(met)}" if met else "") + (f". It misses: {'; '.join(missed)}" if missed else "") + ".")
+    out = [Answer(question, text, [], subject=candidate, verdict="met" if not missed else "missed")]
+    out += [Answer(question, f.text, f.numbers, subject=candidate, headline=False) for f in findings]
+    return out

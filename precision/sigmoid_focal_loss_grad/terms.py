@@ -1,0 +1,309 @@
+"""Oracle reuse: focal terms A(x, gamma) as arrays, and gradients derived from them.
+
+The exact gradient depends on (x, gamma) only through A(x, gamma) and
+A(-x, gamma) (spec section 2)::
+
+    grad = (c0 A(x, g) + c1 A(-x, g)) * weight * dout / count,
+    c0 = alpha (1 - t),   c1 = -(1 - alpha) t.
+
+A sweep therefore evaluates each A once per distinct (x, gamma) (the only
+mpmath work, see :func:`focal_term_table`), keeps it (the cache), and
+*derives* every (alpha, t, weight, dout, count, format) from it in vectorized
+float64 double-double arithmetic (:func:`derive_gradient`), with a certified
+rounding decision: the derived value is a ball whose radius covers the
+focal term's own bound plus every double-double rounding, and the decision
+is taken only when the whole ball lies strictly inside one rounding cell of the
+output format.  The few points that the ball does not decide (near a rounding
+boundary, near a root of A, or with both c0 and c1 nonzero) go back to the
+scalar oracle (:func:`precision.sigmoid_focal_loss_grad.oracle.round_gradient`), so every returned
+value is the certified correct rounding.
+
+Term table columns (:class:`TermTable`, one row per (x, gamma)):
+
+``hi``, ``lo`` (float64)
+    The midpoint's significand as a double-double, ``|hi|`` in [1, 2), sign
+    included; 0 when unresolved.
+``exp`` (int64)
+    Binary exponent: A = (hi + lo) * 2**exp; clamped to +-2**40 (any value
+    that far out is decided as 0 or inf for every format).
+``rel`` (float64)
+    Relative error bound of ``(hi + lo) * 2**exp`` against the exact A; inf
+    when unresolved.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from mpmath import libmp
+
+from precision.sigmoid_focal_loss_grad import oracle
+from precision.errors import OracleUndecidedError
+from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
+
+__all__ = ["TermTable", "focal_term_table", "focal_term_tables", "DerivedGradient", "derive_gradient", "EXP_CLAMP"]
+
+#: Exponents beyond +-EXP_CLAMP are stored clamped: 2**(2**40) is out of every format.
+EXP_CLAMP = 1 << 40
+
+#: Every stored term is tightened to this relative bound (or the oracle's
+#: precision cap), so derived exact values carry over 60 good bits.
+TERM_REL = 2.0**-62
+
+#: Bits the focal terms start with beyond the oracle's :func:`precision.sigmoid_focal_loss_grad.oracle._initial_prec`: at 64 bits
+#: a ball's bound is about 2**-62.8, so two rows in three missed TERM_REL and were recomputed at twice the
+#: precision; eight more bits bring every bound below it at no measurable cost per operation.
+TERM_EXTRA_BITS = 8
+
+#: Relative bound of one double-double operation (products, quotients), with margin.
+DD_UNIT = 2.0**-100
+
+#: Binade exponents beyond which a derived value is decided as inf / 0 for
+#: every sweep format (fp16, bf16, fp32; their ranges end at 2**128 and 2**-149).
+_DECIDED_ABOVE = 1000
+_DECIDED_BELOW = -1000
+
+_SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitting constant for float64
+
+
+@dataclass(frozen=True)
+class TermTable:
+    """Focal terms A(x, gamma) for parallel arrays of x and gamma (see module docstring)."""
+
+    hi: np.ndarray
+    lo: np.ndarray
+    exp: np.ndarray
+    rel: np.ndarray
+
+    def __len__(self) -> int:
+        return self.hi.size
+
+    def take(self, index) -> "TermTable":
+        return TermTable(self.hi[index], self.lo[index], self.exp[index], self.rel[index])
+
+    @staticmethod
+    def concatenate(tables) -> "TermTable":
+        tables = list(tables)
+        return TermTable(*(np.concatenate([getattr(t, f) for t in tables]) for f in ("hi", "lo", "exp", "rel")))
+
+    def as_arrays(self) -> dict:
+        return {"hi": self.hi, "lo": self.lo, "exp": self.exp, "rel": self.rel}
+
+
+def _ball_to_row(ball: oracle.Ball):
+    """(hi, lo, exp, rel) of a ball; the double-double truncation adds 2**-104."""
+    sign, man, e, bc = ball.mid
+    if not man or not math.isfinite(ball.rel):
+        return 0.0, 0.0, 0, math.inf
+    k = e + bc - 1
+    normalized = (sign, man, -(bc - 1), bc)  # value in [1, 2)
+    hi = libmp.to_float(normalized, rnd=libmp.round_nearest)
+    lo = libmp.to_float(libmp.mpf_sub(normalized, libmp.from_float(hi), 64, libmp.round_nearest))
+    k = max(-EXP_CLAMP, min(EXP_CLAMP, k))
+    return hi, lo, k, ball.true_rel * (1 + 2.0**-50) + 2.0**-104
+
+
+def focal_term_table(x, gamma) -> TermTable:
+    """A(x, gamma) for each pair (broadcast), to relative accuracy TERM_REL (2**-62)."""
+    xs, gs = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(gamma, dtype=np.float64))
+    rows = [_tight_row(xi, gi, None) for xi, gi in zip(xs.ravel().tolist(), gs.ravel().tolist())]
+    return _table_from_rows(rows)
+
+
+def focal_term_tables(x, gammas) -> dict:
+    """``{gamma: TermTable}`` of A(x, gamma) for every x and every gamma.
+
+    Values of x sharing |x| share one exp and one log1p (and so do the gammas
+    with the same starting precision): per (x, gamma) only exp(gamma ln q)
+    and a few products remain.  Every row is tightened to TERM_REL; its bits
+    depend on (x, gamma) only, never on the other values of the batch.  This
+    is the oracle's one loop over points; sweeps run it in worker processes.
+    """
+    xs = np.asarray(x, dtype=np.float64).ravel()
+    gammas = [float(g) for g in gammas]
+    rows = {g: [None] * xs.size for g in gammas}
+    by_magnitude: dict = {}
+    for i, xi in enumerate(xs.tolist()):
+        by_magnitude.setdefault(abs(xi), []).append(i)
+    for ax, members in by_magnitude.items():
+        signs = sorted({1 if xs[i] >= 0 else -1 for i in members}, reverse=True)
+        # each at its own precision (a function of (x, g)): batch-independent bits
+        balls = oracle.focal_terms(ax, gammas, signs, extra_bits=TERM_EXTRA_BITS)
+        for i in members:
+            s = 1 if xs[i] >= 0 else -1
+            for g in gammas:
+                rows[g][i] = _tight_row(float(xs[i]), g, balls[(s, g)])
+    return {g: _table_from_rows(r) for g, r in rows.items()}
+
+
+def _tight_row(x: float, g: float, ball):
+    """The row of A(x, g), recomputed at doubled precision until rel <= TERM_REL (or the cap)."""
+    prec = oracle._initial_prec(x, g) + TERM_EXTRA_BITS
+    if ball is None:
+        ball = oracle.focal_term(x, g, prec)
+    while not ball.true_rel <= TERM_REL and prec < oracle.MAX_PREC:
+        prec *= 2  # cancellation in the bracket (near the roots of A for g < -1)
+        ball = oracle.focal_term(x, g, prec)
+    return _ball_to_row(ball)
+
+
+def _table_from_rows(rows) -> TermTable:
+    if not rows:
+        return TermTable(np.empty(0), np.empty(0), np.empty(0, np.int64), np.empty(0))
+    hi, lo, ex, rel = zip(*rows)
+    return TermTable(np.array(hi, dtype=np.float64), np.array(lo, dtype=np.float64),
+                     np.array(ex, dtype=np.int64), np.array(rel, dtype=np.float64))
+
+
+# ---------------------------------------------------------------------------
+# Double-double helpers (Dekker, Veltkamp), vectorized
+# ---------------------------------------------------------------------------
+
+def _split(a):
+    c = _SPLITTER * a
+    big = c - (c - a)
+    return big, a - big
+
+
+def _two_prod(a, b):
+    """p + e == a * b exactly (no overflow or underflow assumed)."""
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def _dd_mul(ahi, alo, bhi, blo):
+    """Double-double product, relative error below 2**-102."""
+    p, e = _two_prod(ahi, bhi)
+    e = e + (ahi * blo + alo * bhi)
+    s = p + e
+    return s, e - (s - p)
+
+
+def _dd_div_int(hi, lo, n):
+    """Double-double divided by positive integers n (float64 exact), error below 2**-102."""
+    q1 = hi / n
+    p, e = _two_prod(q1, n)
+    q2 = (((hi - p) - e) + lo) / n
+    s = q1 + q2
+    return s, q2 - (s - q1)
+
+
+@dataclass(frozen=True)
+class DerivedGradient:
+    """Gradients derived for one output format.
+
+    ``rounded`` holds correctly rounded values in the format's dtype;
+    ``exact_hi``/``exact_lo`` the exact value as a double-double (float64;
+    +-inf above float64's range, +-0 far below every format's range);
+    ``fallback`` counts the points sent back to the scalar oracle.
+    """
+
+    rounded: np.ndarray
+    exact_hi: np.ndarray
+    exact_lo: np.ndarray
+    fallback: int
+
+
+def _cell_bounds(cand, fmt):
+    """Float64 bounds (lower, upper) of the RNE rounding cell of each format value."""
+    o = to_ordinal(cand, fmt)
+    with np.errstate(invalid="ignore", over="ignore"):
+        prev = from_ordinal(o - 1, fmt).astype(np.float64)
+        nxt = from_ordinal(o + 1, fmt).astype(np.float64)
+        c = cand.astype(np.float64)
+        top = np.abs(c) == np.inf
+        half_gap = (fmt.max_finite + math.ldexp(1.0, fmt.emax - fmt.prec)) * np.sign(c)
+        lower = np.where(top & (c > 0), half_gap, (prev + c) / 2)
+        upper = np.where(top & (c < 0), half_gap, (c + nxt) / 2)
+        lower = np.where(top & (c < 0), -np.inf, lower)
+        upper = np.where(top & (c > 0), np.inf, upper)
+    return lower, upper
+
+
+def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable, neg: TermTable) -> DerivedGradient:
+    """Certified-rounded gradients from precomputed focal terms.
+
+    Parameters
+    ----------
+    x, t, alpha, gamma, weight, dout, count : numpy.ndarray
+        Equal-length 1-D arrays of exact inputs (alpha, gamma float32 values;
+        t and count integers); x and gamma only serve the scalar fallback.
+    fmt : str or Format
+        Output format (fp16, bf16 or fp32; fp64 output always uses the
+        scalar oracle).
+    pos, neg : TermTable
+        A(x, gamma) and A(-x, gamma) for each point.
+
+    Returns
+    -------
+    DerivedGradient
+    """
+    f = get_format(fmt)
+    x = np.asarray(x, dtype=np.float64)
+    t = np.asarray(t, dtype=np.int64)
+    a = np.asarray(alpha, dtype=np.float64)
+    w = np.asarray(weight, dtype=np.float64)
+    d = np.asarray(dout, dtype=np.float64)
+    n = np.asarray(count, dtype=np.int64)
+    g = np.asarray(gamma, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        c0 = a * (1 - t)
+        one_minus_a = 1.0 - a
+        c1 = -(one_minus_a * t)
+        # exactness of the coefficients in float64 (else: scalar fallback)
+        exact_c = ((1.0 - one_minus_a) == a) & (np.abs(t) < 2**20)
+        wd = w * d
+        structural_zero = (wd == 0) | ((c0 == 0) & (c1 == 0))
+        use_pos = (c0 != 0) & (c1 == 0)
+        use_neg = (c1 != 0) & (c0 == 0)
+        c = np.where(use_pos, c0, c1)
+        hi = np.where(use_pos, pos.hi, neg.hi)
+        lo = np.where(use_pos, pos.lo, neg.lo)
+        ex = np.where(use_pos, pos.exp, neg.exp)
+        rel = np.where(use_pos, pos.rel, neg.rel)
+        # K = c * w * d exactly as a double-double, then times the term, over count
+        k_hi, k_lo = _two_prod(c, wd)
+        v_hi, v_lo = _dd_mul(hi, lo, k_hi, k_lo)
+        v_hi, v_lo = _dd_div_int(v_hi, v_lo, n.astype(np.float64))
+        r = rel * (1 + 2.0**-40) + 3 * DD_UNIT
+        _, e_v = np.frexp(v_hi)
+        binade = ex + e_v.astype(np.int64) - 1
+        above = binade > _DECIDED_ABOVE
+        below = binade < _DECIDED_BELOW
+        in_range = ~above & ~below
+        shift = np.where(in_range, ex, 0).astype(np.int64)
+        s_hi = np.ldexp(v_hi, shift.astype(np.int32))
+        s_lo = np.ldexp(v_lo, shift.astype(np.int32))
+        cand = round_to_format(s_hi, f)
+        lower, upper = _cell_bounds(cand, f)
+        rad = np.abs(s_hi) * r
+        slack = (np.abs(s_hi) + np.where(np.isfinite(lower), np.abs(lower), 0.0)) * 2.0**-50
+        below_ok = ((s_hi - lower) + s_lo) > rad + slack
+        slack = (np.abs(s_hi) + np.where(np.isfinite(upper), np.abs(upper), 0.0)) * 2.0**-50
+        above_ok = ((upper - s_hi) - s_lo) > rad + slack
+        decided = in_range & below_ok & above_ok & (r < 0.5)
+        sign = np.sign(v_hi)
+        far = (above | below) & (r < 0.5)
+        far_value = np.where(above, sign * np.inf, sign * 0.0)
+        ok = (use_pos | use_neg) & exact_c & (decided | far) & ~structural_zero & np.isfinite(v_hi) & (v_hi != 0)
+    rounded = np.where(far, round_to_format(far_value, f).astype(np.float64), cand.astype(np.float64))
+    exact_hi = np.where(far, far_value, s_hi)
+    exact_lo = np.where(far, 0.0, s_lo)
+    rounded = np.where(structural_zero, 0.0, rounded)
+    exact_hi = np.where(structural_zero, 0.0, exact_hi)
+    exact_lo = np.where(structural_zero, 0.0, exact_lo)
+    todo = np.flatnonzero(~ok & ~structural_zero)
+    for i in todo.tolist():
+        args = (float(x[i]), int(t[i]), float(a[i]), float(g[i]), float(w[i]), float(d[i]), int(n[i]))
+        try:
+            rounded[i] = oracle.round_gradient(*args, fmt=f)
+        except OracleUndecidedError:
+            rounded[i] = np.nan
+        h, l_, _ = oracle.exact_gradient(*args)
+        exact_hi[i], exact_lo[i] = float(h), float(l_)
+    return DerivedGradient(rounded.astype(f.dtype), exact_hi, exact_lo, int(todo.size))

@@ -1,0 +1,80 @@
+"""The oracle cache: hits, integrity check, concurrency, info/clear."""
+
+import multiprocessing
+import warnings
+
+import numpy as np
+import pytest
+
+from precision.engine.cache import CacheIntegrityWarning, TermCache
+from precision.sigmoid_focal_loss_grad.terms import focal_term_table
+
+
+def table_for(x, g):
+    return focal_term_table(x, g)
+
+
+class TestTermCache:
+    def test_roundtrip_and_partial_hits(self, tmp_path):
+        cache = TermCache(tmp_path)
+        x = np.array([-3.0, 0.5, 2.0])
+        cache.store(2.0, x, table_for(x, 2.0))
+        found, t = cache.lookup(2.0, np.array([2.0, 7.0, -3.0]))
+        assert list(found) == [True, False, True]
+        want = table_for(np.array([2.0, -3.0]), 2.0)
+        assert np.array_equal(t.hi, want.hi) and np.array_equal(t.exp, want.exp)
+        assert not cache.lookup(-2.0, x)[0].any()  # another gamma, another shard
+
+    def test_signed_zero_keys_are_distinct(self, tmp_path):
+        cache = TermCache(tmp_path)
+        cache.store(1.0, np.array([0.0]), table_for([0.0], 1.0))
+        assert list(cache.lookup(1.0, np.array([0.0, -0.0]))[0]) == [True, False]
+
+    @pytest.mark.parametrize("damage", ["truncate", "flip"])
+    def test_integrity_failure_warns_once_and_recomputes(self, tmp_path, damage):
+        cache = TermCache(tmp_path)
+        x = np.linspace(-5, 5, 50)
+        cache.store(2.0, x, table_for(x, 2.0))
+        shard = next(tmp_path.glob("terms-*.npz"))
+        data = bytearray(shard.read_bytes())
+        if damage == "truncate":
+            data = data[: len(data) // 2]
+        else:
+            data[len(data) // 2] ^= 0xFF
+        shard.write_bytes(bytes(data))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found, _ = cache.lookup(2.0, x)
+        assert not found.any()
+        assert len([w for w in caught if issubclass(w.category, CacheIntegrityWarning)]) == 1
+        assert not shard.exists()
+        cache.store(2.0, x, table_for(x, 2.0))
+        assert cache.lookup(2.0, x)[0].all()
+
+    def test_disabled_cache(self):
+        cache = TermCache(None)
+        cache.store(2.0, np.array([1.0]), table_for([1.0], 2.0))
+        assert not cache.lookup(2.0, np.array([1.0]))[0].any()
+        assert cache.info()["entries"] == 0
+
+    def test_info_and_clear(self, tmp_path):
+        cache = TermCache(tmp_path)
+        for g in (1.0, 2.0):
+            cache.store(g, np.array([1.0, 2.0]), table_for([1.0, 2.0], g))
+        info = cache.info()
+        assert info["shards"] == 2 and info["entries"] == 4 and info["bytes"] > 0
+        assert cache.clear() == 2 and cache.info()["shards"] == 0
+
+
+def _store_range(args):
+    folder, start = args
+    x = np.arange(start, start + 40, dtype=np.float64) / 8
+    TermCache(folder).store(2.0, x, focal_term_table(x, 2.0))
+
+
+def test_concurrent_stores_lose_nothing(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(4) as pool:
+        pool.map(_store_range, [(str(tmp_path), s) for s in range(0, 320, 40)])
+    x = np.arange(0, 320, dtype=np.float64) / 8
+    assert TermCache(tmp_path).lookup(2.0, x)[0].all()

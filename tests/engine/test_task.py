@@ -1,0 +1,210 @@
+"""Tasks: shared evaluation equals one-by-one, content-addressed results reused and invalidated exactly.
+
+Editing a source file is simulated by standing in edited bytes for it in
+:func:`precision.engine.task._source_bytes` (the one place digests read sources),
+so no file of the checkout changes; runs use one worker so the stand-in
+applies.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from precision.sigmoid_focal_loss_grad import guards
+
+from precision.engine import task
+from precision.engine.cache import CacheIntegrityWarning
+from precision.engine.study import parse_study
+from precision.engine.sweep import run_study
+
+STUDY = """
+name = "cached"
+seed = 0
+[pred]
+kind = "list"
+format = "fp16"
+values = ["-0x1.8p+3", "-1.0", "-0x1.cp-1", "0.0", "0x1.4p+0", "3.5", "0x1.1p+4", "0x1.4p+5"]
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [-1.0, 2.0]
+profiles = ["fp16", "fp32"]
+[run]
+variants = ["naive", "naive+G2", "kernel-G2", "kernel", "candidate", "golden"]
+machines = ["ieee", "npu"]
+per_point = "worst"
+compare = [["candidate", "golden"]]
+"""
+TABLES = ("summary.csv", "groups.csv", "comparisons.csv")
+#: 2 machines x 2 profiles x 2 gammas = 8 tasks; each 6 variants and 3 comparisons (2 guard pairs, 1 declared).
+TASKS, VARIANTS, PAIRS = 8, 6, 3
+
+
+def _run(tmp_path, folder, cache="cache", **kw):
+    out = tmp_path / folder
+    result = run_study(parse_study(STUDY, str(tmp_path / "cached.toml")), out, cache_dir=tmp_path / cache, workers=1,
+                       **kw)
+    return result, out
+
+
+def _same_tables(a: Path, b: Path):
+    for name in TABLES:
+        pd.testing.assert_frame_equal(pd.read_csv(a / name), pd.read_csv(b / name), check_exact=True, obj=name)
+    for name in ("groups_raw.parquet", "paired_raw.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(a / name), pd.read_parquet(b / name), check_exact=True, obj=name)
+
+
+@pytest.fixture
+def edited(monkeypatch):
+    """edited(path relative to the package): digests see that source file with a comment appended."""
+    original = task._source_bytes
+
+    def edit(rel):
+        target = (Path(task.__file__).parents[1] / rel).resolve()
+        monkeypatch.setattr(task, "_source_bytes",
+                            lambda p: original(p) + (b"\n# edited\n" if Path(p).resolve() == target else b""))
+        task.clear_digests()
+    yield edit
+    monkeypatch.undo()
+    task.clear_digests()
+
+
+class TestResultCache:
+    def test_a_new_folder_reuses_every_result(self, tmp_path):
+        first, a = _run(tmp_path, "a")
+        assert (first.results_computed, first.results_reused) == (TASKS * (VARIANTS + PAIRS), 0)
+        again, b = _run(tmp_path, "b")
+        assert (again.results_computed, again.results_reused) == (0, TASKS * (VARIANTS + PAIRS))
+        run = json.loads((b / "run.json").read_text())
+        assert run["results_reused"] == TASKS * (VARIANTS + PAIRS) and run["results_computed"] == 0
+        _same_tables(a, b)
+
+    def test_editing_one_variant_reruns_that_variant_and_its_comparisons(self, tmp_path, edited):
+        _, a = _run(tmp_path, "a")
+        edited("sigmoid_focal_loss_grad/implementations/candidate.py")
+        again, b = _run(tmp_path, "b")
+        # candidate's piece and the candidate vs golden pair, in every task; nothing else
+        assert again.results_computed == TASKS * 2
+        assert again.results_reused == TASKS * (VARIANTS + PAIRS - 2)
+        _same_tables(a, b)
+
+    def test_editing_the_machine_reruns_everything(self, tmp_path, edited):
+        _run(tmp_path, "a")
+        edited("machine/context.py")
+        again, _ = _run(tmp_path, "b")
+        assert (again.results_computed, again.results_reused) == (TASKS * (VARIANTS + PAIRS), 0)
+
+    def test_one_file_per_task_holds_every_piece(self, tmp_path):
+        _run(tmp_path, "a")
+        assert len(list((tmp_path / "cache").glob("results-v*/*/*.safetensors"))) == TASKS
+
+    def test_a_corrupt_result_is_reported_once_and_recomputed(self, tmp_path):
+        _, a = _run(tmp_path, "a")
+        victim = sorted((tmp_path / "cache").glob("results-v*/*/*.safetensors"))[1]
+        victim.write_bytes(victim.read_bytes()[:-40])  # truncated: that task's bundle, every piece of it
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            again, b = _run(tmp_path, "b")
+        assert sum(issubclass(w.category, CacheIntegrityWarning) for w in caught) == 1
+        assert (again.results_computed, again.results_reused) == (VARIANTS + PAIRS, (TASKS - 1) * (VARIANTS + PAIRS))
+        _same_tables(a, b)
+
+    def test_no_cache_neither_reads_nor_writes(self, tmp_path):
+        _run(tmp_path, "a")
+        result, _ = run_study(parse_study(STUDY, "cached.toml"), tmp_path / "b", use_cache=False, workers=1), None
+        assert (result.results_computed, result.results_reused) == (TASKS * (VARIANTS + PAIRS), 0)
+        _run(tmp_path, "c", cache="other", use_cache=False)
+        assert not (tmp_path / "other").exists()
+
+
+def test_shared_evaluation_gives_the_tables_of_one_by_one(tmp_path, monkeypatch):
+    """The sweep's tables with variants evaluated together equal those with each evaluated alone."""
+    _, shared = _run(tmp_path, "shared", use_cache=False)
+
+    def one_by_one(names, *args, keep_steps=(), **kwargs):
+        outputs, kept = {}, {}
+        for name in names:
+            out, steps = guards.evaluate_variants([name], *args, keep_steps=keep_steps, **kwargs)
+            outputs[name], kept[name] = out[name], steps[name]
+        return outputs, kept
+    monkeypatch.setattr(task, "evaluate_variants", one_by_one)
+    _, alone = _run(tmp_path, "alone", use_cache=False)
+    _same_tables(shared, alone)
+    pts = [pd.read_parquet(p / "points.parquet") for p in (shared, alone)]
+    pd.testing.assert_frame_equal(*pts, check_exact=True)
+
+
+def test_decisions_are_counted_per_group(tmp_path):
+    """fired_g5 counts the outputs where G5's condition held (the recipe's g5_use step), per fine group."""
+    _, out = _run(tmp_path, "a", use_cache=False)
+    g = pd.read_parquet(out / "groups_raw.parquet")
+    assert {"fired_g4", "fired_g5", "fired_g7"} <= set(g.columns)
+    kernel = g[(g["variant"] == "kernel") & (g["gamma"] == -1.0)]
+    assert kernel["fired_g5"].sum() > 0 and (kernel["fired_g5"] <= kernel["count"]).all()
+    assert (g.loc[g["variant"].isin(["golden", "candidate", "kernel-G2"]) & (g["gamma"] == 2.0), "fired_g5"] == 0).all()
+    # a direct count: the kernel's g5_use over the same tensor
+    x = np.array([-12.0, -1.0, -0.875, 0.0, 1.25, 3.5, 17.0, 40.0], np.float16)  # the study's pred values
+    pred = np.repeat(x[:, None], 2, axis=1)
+    tgt = np.tile(np.int32([0, 1]), (x.size, 1))
+    _, kept = guards.evaluate_variants(["kernel"], pred, tgt, np.ones_like(pred), alpha=0.25, gamma=-1.0,
+                                       reduction="none", machine="npu", keep_steps=("g5_use",))
+    direct = int(np.asarray(kept["kernel"]["g5_use"]).sum())
+    counted = g[(g["variant"] == "kernel") & (g["gamma"] == -1.0) & (g["machine"] == "npu") & (g["format"] == "fp16")]
+    assert int(counted["fired_g5"].sum()) == direct
+
+
+def _fired_counts(variant, pred, tgt, **kwargs):
+    from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_STEPS, guard_fired
+    outs, kept = guards.evaluate_variants([variant], pred, tgt, np.ones_like(pred), reduction="none",
+                                          keep_steps=FIRED_STEPS, **kwargs)
+    row = guards.get_variant(variant)
+    fired = guard_fired(kept[variant], row.guards, kwargs.get("machine", "ieee"), kwargs.get("alpha", 0.25),
+                        pred.size)
+    return outs[variant].ravel(), {k: m.reshape(pred.shape) for k, m in fired.items()}
+
+
+def test_every_guard_gets_a_fired_count_where_its_condition_holds():
+    """fired_g1..g8 mark exactly where each guard acts: x < 0 (G1), the clamped q of x >= 17 (G2), a base in
+    (0, 1) (G3), the store that rounds differently from truncation (G8: where kernel and kernel-G8 differ),
+    1 - alpha == 1 (G6), a weight with raw*weight subnormal (G7); nothing for a guard that is off."""
+    x = np.array([-12.0, -1.0, -0.875, 0.0, 1.25, 3.5, 17.0, 40.0], np.float16)
+    pred = np.repeat(x[:, None], 2, axis=1)
+    tgt = np.tile(np.int32([0, 1]), (x.size, 1))
+    out, f = _fired_counts("kernel", pred, tgt, gamma=2.0, machine="npu")
+    assert f["fired_g1"].sum() == 6 and (f["fired_g1"] == (pred < 0)).all()
+    assert (f["fired_g2"] == (pred >= 17)).all()  # p rounds to 1 there, q = 0 is clamped to MIN_NORMAL
+    assert f["fired_g3"].all()  # every point has a base in (0, 1) (qF = MIN_NORMAL where q = 0)
+    assert f["fired_g6"].sum() == 0 and f["fired_g7"].sum() == 0 and f["fired_g5"].sum() == 0
+    off, _ = _fired_counts("kernel-G8", pred, tgt, gamma=2.0, machine="npu")
+    assert f["fired_g8"].sum() > 0 and (f["fired_g8"].ravel() == (out.view(np.uint16) != off.view(np.uint16))).all()
+    _, naive = _fired_counts("naive", pred, tgt, gamma=2.0, machine="npu")
+    assert all(m.sum() == 0 for m in naive.values())
+    _, g6 = _fired_counts("kernel", pred, tgt, alpha=0.0, gamma=2.0)
+    assert g6["fired_g6"].all()
+    # G7: a weight that makes raw*weight subnormal at every point whose raw is nonzero
+    w = np.full(pred.shape, 2.0**-120, np.float32)
+    p32 = pred.astype(np.float32)
+    from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_STEPS, guard_fired
+    _, kept = guards.evaluate_variants(["kernel"], p32, tgt, np.ones_like(p32), w, gamma=2.0, reduction="none",
+                                       keep_steps=FIRED_STEPS + ("g7_use",))
+    fired = guard_fired(kept["kernel"], guards.get_variant("kernel").guards, "ieee", 0.25, p32.size)
+    assert fired["fired_g7"].sum() > 0
+    assert (fired["fired_g7"] == (np.asarray(kept["kernel"]["g7_use"]).ravel() == 1)).all()
+
+
+def test_every_fired_count_reaches_the_group_table(tmp_path):
+    """groups_raw.parquet carries fired_g1..fired_g8; naive fires nothing, naive+G1 fires on the x < 0 points."""
+    _, out = _run(tmp_path, "f", use_cache=False)
+    g = pd.read_parquet(out / "groups_raw.parquet")
+    cols = [f"fired_g{i}" for i in range(1, 9)]
+    assert set(cols) <= set(g.columns)
+    assert (g.loc[g["variant"] == "naive", cols] == 0).all().all()
+    kernel = g[(g["variant"] == "kernel") & (g["machine"] == "npu") & (g["format"] == "fp16")]
+    assert int(kernel["fired_g1"].sum()) == 3 * 2 * 2  # 3 negative preds x 2 targets x 2 gammas
+    assert int(kernel["fired_g2"].sum()) == 2 * 2 * 2  # x = 17 and 40: q = 0 clamped

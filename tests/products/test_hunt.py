@@ -1,0 +1,272 @@
+"""Tests of precision.products.hunt and the ``precision hunt`` command.
+
+Hunts here are short (a few seconds at most) and seeded; the corpus is
+always a temporary file.
+"""
+
+import json
+import math
+import re
+import time
+
+import numpy as np
+import pytest
+
+from precision.sigmoid_focal_loss_grad import oracle
+from precision.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, cancellation_factor
+from precision.errors import ParameterError
+from precision.exact.formats import FP16, from_ordinal, get_format, to_ordinal
+from precision.sigmoid_focal_loss_grad.guards import VARIANTS, evaluate, register_variant
+from precision.products.hunt import KINDS, HuntResult, hunt
+
+from cli_support import run
+
+#: The planted fp32 worst case, and the half-width (ordinals) of its basin.
+PLANT32 = float.fromhex("0x1.6a09e6p+0")
+BASIN = 1 << 20
+#: The planted fp16 worst case.
+PLANT16 = float.fromhex("-0x1.5p+3")
+
+
+def _correct(pred, target, dout, weight, alpha, gamma):
+    """Correctly rounded gradients in pred's format (reduction none)."""
+    fmt = get_format(pred.dtype)
+    w = 1.0 if weight is None else weight
+    return fmt, oracle.gradient(pred, target, alpha, gamma, w, dout, fmt=fmt.name)
+
+
+def _shift(values, fmt, k):
+    """values moved k ordinals away from zero (k ulps of error inside one binade)."""
+    o = to_ordinal(values, fmt)
+    return from_ordinal(o + np.where(o < 0, -k, k), fmt).astype(fmt.dtype)
+
+
+def planted_basin(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, reduction="none", *,
+                  count=None):
+    """Correctly rounded everywhere except within BASIN ordinals of PLANT32.
+
+    There it is 2 (BASIN - d) ordinals off at distance d, and 4 BASIN at
+    PLANT32 itself: one input is the worst, and its basin is wide enough to
+    be sampled (a lone wrong input among 4e9 cannot be found by any
+    black-box search in seconds).  Near PLANT32 the gradient (gamma 2,
+    alpha 0.25, target 0) stays within one binade with room for the shift,
+    so errors are exactly those ordinal counts, up to 0.5 ulp.
+    """
+    fmt, rounded = _correct(pred, target, dout, weight, alpha, gamma)
+    d = np.abs(to_ordinal(pred, fmt) - to_ordinal(np.array(PLANT32, fmt.dtype), fmt))
+    k = np.where(d == 0, 4 * BASIN, np.where(d < BASIN, 2 * (BASIN - d), 0))
+    return _shift(rounded, fmt, k)
+
+
+def planted_single(machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, reduction="none", *,
+                   count=None):
+    """Correctly rounded everywhere except at pred == PLANT16 (1000 ulps off there)."""
+    fmt, rounded = _correct(pred, target, dout, weight, alpha, gamma)
+    return _shift(rounded, fmt, np.where(pred.astype(np.float64) == PLANT16, 1000, 0))
+
+
+@pytest.fixture
+def planted():
+    register_variant("test-planted-basin", planted_basin, "exact except around one fp32 input", replace=True)
+    register_variant("test-planted-single", planted_single, "exact except at one fp16 input", replace=True)
+    yield
+    VARIANTS.pop("test-planted-basin", None)
+    VARIANTS.pop("test-planted-single", None)
+
+
+class TestPlanted:
+    def test_basin_is_what_the_docstring_says(self, planted):
+        x = np.array([[PLANT32], [np.nextafter(np.float32(PLANT32), np.float32(2))], [3.0]], np.float32)
+        t = np.zeros((3, 1), np.int32)
+        got = evaluate("test-planted-basin", x, t, np.ones_like(x), reduction="none")
+        exact = oracle.gradient(x, t, 0.25, 2.0, fmt="fp32")
+        d = np.abs(to_ordinal(got, "fp32") - to_ordinal(exact, "fp32")).ravel().tolist()
+        assert d == [4 * BASIN, 2 * (BASIN - 1), 0]
+
+    def test_fp32_hunt_finds_the_planted_input(self, planted):
+        r = hunt("test-planted-basin", fmt="fp32", gammas=[2.0], alphas=[0.25], targets=[0], points=40_000,
+                 seed=0, workers=2, top=3)
+        assert r.kind == "hunted" and r.points == 40_000
+        assert r.witness["pred"] == PLANT32.hex() and r.witness["target"] == 0
+        assert 4 * BASIN - 0.5 <= r.max_ulp <= 4 * BASIN + 0.5
+        assert r.top["err_ulp"].iloc[0] == r.max_ulp == r.top["err_ulp_alone"].iloc[0]
+        assert r.top["err_ulp"].iloc[1] < 2 * BASIN + 0.5  # everything else is far below
+
+    def test_fp16_exhaustive_finds_the_planted_input(self, planted):
+        r = hunt("test-planted-single", fmt="fp16", gammas=[2.0], targets=[0], workers=2, top=3)
+        assert r.kind == "exhaustive" and r.points == FP16.finite_count
+        assert r.witness["pred"] == PLANT16.hex()
+        assert 999.5 <= r.max_ulp <= 1000.5
+        assert r.top["err_ulp"].iloc[1] <= 0.5  # every other pred is correctly rounded
+        assert r.label == f"exhaustive ({FP16.finite_count:,} points)"
+
+
+class TestReproducible:
+    def test_point_budget_same_result_for_any_worker_count(self):
+        a = hunt("candidate", gammas=[-3.0], points=3000, seed=5, workers=1, top=5)
+        b = hunt("candidate", gammas=[-3.0], points=3000, seed=5, workers=2, top=5)
+        cols = ["err_ulp", "pred_hex", "target", "gamma_hex", "computed_hex"]
+        assert a.top[cols].equals(b.top[cols]) and a.points == b.points == 3000
+        c = hunt("candidate", gammas=[-3.0], points=3000, seed=6, workers=1, top=5)
+        assert not a.top["pred_hex"].equals(c.top["pred_hex"])
+
+    def test_seconds_respected_within_10_percent(self):
+        # 6 s: long enough that starting the worker processes on a loaded machine stays inside the 10 %
+        started = time.monotonic()
+        r = hunt("candidate", seconds=6, seed=1, workers=2, top=3)
+        wall = time.monotonic() - started
+        assert 5.4 <= wall <= 6.6 and 5.4 <= r.seconds <= 6.6
+        assert r.budget_seconds == 6 and r.budget_points is None and r.points > 0
+        assert r.label.startswith(f"hunted ({r.points:,} points in ")
+
+
+class TestSearchSpace:
+    def test_outside_neighbourhood_only_scores_outside(self):
+        r = hunt("kernel", gammas=[-3.0], outside_neighbourhood=True, points=2000, seed=2, workers=1, top=10)
+        assert len(r.top) and (r.top["c_factor"] < ROOT_NEIGHBOURHOOD_C).all()
+
+    def test_specials_rank_above_finite_errors(self):
+        # the kernel returns NaN for huge negative pred at gamma -3 (q^g overflows)
+        r = hunt("kernel", gammas=[-3.0], targets=[0], points=4000, seed=0, workers=1, top=2)
+        assert r.max_ulp == math.inf and r.specials > 0
+        assert r.top["class"].iloc[0] in ("nan", "inf") and r.top["err_ulp"].iloc[0] == math.inf
+        finite = r.top[np.isfinite(r.top["err_ulp"])]
+        assert len(finite) == 2 and finite["err_ulp"].iloc[0] == r.max_finite_ulp and math.isfinite(r.max_finite_ulp)
+
+    def test_rescore_gives_the_hunts_own_errors(self):
+        """precision.products.hunt.rescore (the reports' re-evaluation of known witnesses) scores as the hunt does."""
+        from precision.products.hunt import rescore
+        r = hunt("candidate", gammas=[-3.0, 2.0], alphas=[0.25, 0.75], outside_neighbourhood=True, points=3000,
+                 seed=1, workers=1, top=6)
+        top = r.top
+        again = rescore("candidate", top["pred"], top["target"], top["alpha"], top["gamma"], machine="npu")
+        assert again["err_ulp"].tolist() == top["err_ulp"].tolist()
+        assert again["c_factor"].tolist() == top["c_factor"].tolist() and not again["inside"].any()
+        inside = rescore("candidate", [0.5, 0.5], [0, 0], [0.25, 0.25], [-3.0, 2.0], machine="ieee")["inside"]
+        assert inside.tolist() == [bool(cancellation_factor(np.array([0.5]), -3.0)[0] >= ROOT_NEIGHBOURHOOD_C), False]
+
+    def test_witness_reproduces_with_the_oracle(self):
+        r = hunt("candidate", gammas=[2.0], points=1500, seed=3, workers=1, top=1)
+        w = r.witness
+        x = np.array([[float.fromhex(w["pred"])]], np.float32)
+        t = np.array([[w["target"]]], np.int32)
+        got = evaluate("candidate", x, t, np.ones_like(x), alpha=float.fromhex(w["alpha"]),
+                       gamma=float.fromhex(w["gamma"]), reduction="none", machine="npu")
+        assert float(got[0, 0]).hex() == r.top["computed_hex"].iloc[0]
+        want = oracle.round_gradient(float(x[0, 0]), int(t[0, 0]), 0.25, 2.0, fmt="fp32")
+        assert want.hex() == r.top["rounded_hex"].iloc[0]
+
+    @pytest.mark.parametrize("kwargs,word", [
+        (dict(variant="nosuch"), "variant"),
+        (dict(fmt="bf16"), "format"),
+        (dict(seconds=-1.0, points=None), "seconds"),
+        (dict(seconds=math.nan, points=None), "seconds"),
+        (dict(points=0), "points"),
+        (dict(points=10, seconds=1.0), "not both"),
+        (dict(gammas=[1e39]), "gamma"),
+        (dict(alphas=[]), "alpha"),
+        (dict(targets=[0.5]), "target"),
+        (dict(machine="tpu"), "tpu"),
+        (dict(variant="naive-fp16"), "fp32"),
+        (dict(workers=0), "workers"),
+    ])
+    def test_bad_parameters(self, kwargs, word):
+        kwargs = {"variant": "candidate", "points": 10, "workers": 1, **kwargs}
+        with pytest.raises(ParameterError, match=word):
+            hunt(kwargs.pop("variant"), **kwargs)
+
+    def test_ladder_then_random_octaves(self):
+        from precision.products import hunt as hunt_module
+        space = hunt_module._Space("candidate", "npu", "fp32", ((2.0, 0.25, 0),), False)
+        kept = hunt_module._empty()
+        kept.update(ordinal=np.array([1 << 30]), combo=np.array([0]), err=np.array([1.0]),
+                    expansions=np.array([0]))
+        kept = {k: np.asarray(v) for k, v in kept.items()}
+        rng = np.random.default_rng(0)
+        o, c = hunt_module._neighbours(rng, space, kept, 1000)
+        steps = o - (1 << 30)
+        ladder = [1 << j for j in range(hunt_module.LADDER_BITS + 1)]
+        assert sorted(steps.tolist()) == sorted(ladder + [-d for d in ladder]) and (c == 0).all()
+        assert kept["expansions"].tolist() == [1]
+        o, _ = hunt_module._neighbours(rng, space, kept, 1000)
+        dist = np.abs(o - (1 << 30))
+        octave = np.floor(np.log2(dist)).astype(int)
+        assert sorted(octave.tolist()) == sorted(2 * list(range(1, hunt_module.LADDER_BITS + 1)))
+
+    def test_all_names_exist(self):
+        from precision.products import hunt as hunt_module
+        assert all(hasattr(hunt_module, name) for name in hunt_module.__all__)
+
+    def test_kinds(self):
+        assert KINDS == ("exhaustive", "sampled", "hunted")
+        assert "max_ulp" in HuntResult.__dataclass_fields__
+
+
+
+class TestCommand:
+    def test_json_schema(self, capsys, tmp_path):
+        corpus = tmp_path / "corpus.txt"
+        code, out, err = run(capsys, "hunt", "candidate", "--gamma", "-3", "2", "--points", "1200", "--workers", "1",
+                             "--json", "--top", "4", "--corpus", str(corpus))
+        assert code == 0 and err == ""
+        doc = json.loads(out)
+        assert {"max_ulp", "witness", "kind", "seconds", "points", "top", "label", "max_finite_ulp",
+                "budget"} <= doc.keys()
+        assert doc["kind"] == "hunted" and doc["points"] == 1200 and doc["budget"] == {"seconds": None, "points": 1200}
+        assert set(doc["witness"]) == {"pred", "target", "alpha", "gamma", "weight", "dout"}
+        assert float.fromhex(doc["witness"]["pred"]) == float.fromhex(doc["top"][0]["pred"])
+        assert doc["gammas"] == [(-3.0).hex(), (2.0).hex()]
+        assert len(doc["top"]) == 4 and doc["top"][0]["err_ulp"] == doc["max_ulp"]
+        assert {"rank", "err_ulp", "err_ulp_alone", "class", "pred", "target", "alpha", "gamma", "weight", "dout",
+                "computed", "rounded", "exact", "c_factor", "pred_decimal"} == doc["top"][0].keys()
+        # the preds not correctly rounded went to the corpus, once
+        lines = [ln for ln in corpus.read_text().splitlines() if not ln.startswith("#")]
+        assert lines and lines[0].split()[0] == doc["witness"]["pred"] and "hunt witness, candidate" in lines[0]
+
+    def test_text_output_and_corpus(self, capsys, tmp_path):
+        corpus = tmp_path / "c.txt"
+        argv = ["hunt", "candidate", "--points", "800", "--workers", "1", "--top", "3", "--corpus", str(corpus)]
+        code, out, err = run(capsys, *argv)
+        lines = out.splitlines()
+        assert code == 0 and err == "" and len(lines) == 5
+        assert re.match(r"  1 err=\S+ ulp alone=\S+ class=\w+ pred=-?0x\S+ \(\S+\) target=\d+ alpha=0x\S+ "
+                        r"gamma=-?0x\S+ weight=none dout=0x1\.0+p\+0 got=-?0x\S+ want=-?0x\S+ C=\S+$", lines[0])
+        assert lines[3].startswith("hunt candidate fp32 npu: max_ulp=") and "hunted (800 points" in lines[3]
+        assert lines[4].startswith("corpus: ") and corpus.exists()
+        again = corpus.read_text()
+        code, out, _ = run(capsys, *argv)
+        assert out.splitlines()[-1].startswith("corpus: 0 new") and corpus.read_text() == again
+
+    def test_no_corpus_given_writes_nothing(self, capsys, tmp_path, monkeypatch):
+        """A hunt writes only where it is told: without --corpus, nothing in the working folder (no
+        studies/worst_cases.txt, no lock file) and no corpus line."""
+        monkeypatch.chdir(tmp_path)
+        code, out, err = run(capsys, "hunt", "candidate", "--points", "800", "--workers", "1", "--top", "3")
+        assert code == 0 and err == "" and len(out.splitlines()) == 4
+        assert not out.splitlines()[-1].startswith("corpus") and list(tmp_path.iterdir()) == []
+
+    def test_corpus_leaves_no_lock_file(self, capsys, tmp_path):
+        folder = tmp_path / "c"
+        folder.mkdir()
+        code, _, _ = run(capsys, "hunt", "candidate", "--points", "800", "--workers", "1",
+                         "--corpus", str(folder / "c.txt"))
+        assert code == 0 and [p.name for p in folder.iterdir()] == ["c.txt"]
+
+    @pytest.mark.parametrize("argv,word", [
+        (["hunt", "nosuch"], "nosuch"),
+        (["hunt", "candidate", "--format", "bf16"], "--format"),
+        (["hunt", "candidate", "--seconds", "-2"], "--seconds"),
+        (["hunt", "candidate", "--seconds", "abc"], "--seconds"),
+        (["hunt", "candidate", "--points", "0"], "--points"),
+        (["hunt", "candidate", "--points", "10", "--seconds", "1"], "not both"),
+        (["hunt", "candidate", "--gamma", "1e39"], "gamma"),
+        (["hunt", "candidate", "--target", "x"], "--target"),
+        (["hunt", "candidate", "--machine", "tpu"], "tpu"),
+        (["hunt", "candidate", "--seed", "-1"], "--seed"),
+        (["hunt", "candidate", "--workers", "0"], "--workers"),
+    ])
+    def test_bad_input_one_line_exit_2(self, capsys, tmp_path, argv, word):
+        code, out, err = run(capsys, *argv, "--corpus", str(tmp_path / "c.txt"))
+        assert code == 2 and out == ""
+        assert err.count("\n") == 1 and word in err and "Traceback" not in err
+        assert not (tmp_path / "c.txt").exists()
