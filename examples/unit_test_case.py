@@ -7,7 +7,7 @@ i mod 2) in two cases: 257 elements whose first six logits are -80, 80, -20,
 reduction mean over the elements.  It compares the kernel with a float32
 scalar golden (std::pow powers) by allclose: atol 2e-2, rtol 2e-2 for float16
 outputs, atol 8e-4, rtol 2e-3 for float32 (the ``unit_test`` preset of
-:data:`precision.analysis.scoring.ALLCLOSE_PRESETS`).  The golden is modelled here as
+:data:`precision.analysis.acceptance.ALLCLOSE_PRESETS`).  The golden is modelled here as
 the textbook formula with the log clamp (``naive+G2``) on the ``numpy``
 machine: float32 library calls, as a C++ scalar loop runs them.
 
@@ -29,7 +29,7 @@ import pandas as pd
 
 from precision import evaluate
 from precision.sigmoid_focal_loss_grad.implementations.common import validate_inputs
-from precision.analysis.scoring import allclose_tolerances
+from precision.analysis.acceptance import allclose_tolerances
 from precision.products.score_outputs import DEVICE_MACHINE, score_outputs
 
 #: (case, elements, alpha, gamma, logits replacing the first elements)

@@ -16,7 +16,8 @@ _API = {
                                                  "trace_variant"),
     "precision.machine": ("Machine", "MachineModel", "get_machine"),
     "precision.sigmoid_focal_loss_grad.oracle": ("exact_gradient", "gradient"),
-    "precision.analysis.scoring": ("bits_error", "classify", "summarize", "ulp_error"),
+    "precision.analysis.scoring": ("bits_error", "classify", "ulp_error"),
+    "precision.analysis.groups": ("summarize",),
 }
 _HOME = {name: module for module, names in _API.items() for name in names}
 

@@ -1,20 +1,20 @@
 """The acceptance standards kernel teams use, judged on a run's group statistics: ``standards.csv``.
 
 Ascend's operator precision standards and allclose, computed from the
-acceptance columns of :class:`precision.analysis.scoring.GroupStats` (per-point
-definitions in :func:`precision.analysis.scoring.acceptance_columns`):
+acceptance columns of :class:`precision.analysis.groups.GroupStats` (per-point
+definitions in :func:`precision.analysis.acceptance.acceptance_columns`):
 
 * per element ``r = |actual - golden| / (|golden| + 1e-7)``, golden = the
   oracle's exact value (float64; setting ``golden = "rounded"``: its
   correct rounding to the output format); **MERE** = mean r, **MARE** = max r,
   **RMSE** = sqrt(mean((actual - golden)^2)), in the output's units;
 * the **threshold standard**: pass when MERE < T and MARE < 10 T
-  (:data:`precision.analysis.scoring.THRESHOLD_T`);
+  (:data:`precision.analysis.acceptance.THRESHOLD_T`);
 * the **ratio standard**: MARE, MERE, RMSE of a variant over those of a
   third party on the same points, within the limits of a level
   (:data:`RATIO_LEVELS`) with at least its case count;
 * **allclose**: the share of outputs with ``|a - g| <= atol + rtol |g|``
-  for a preset (:data:`precision.analysis.scoring.ALLCLOSE_PRESETS`);
+  for a preset (:data:`precision.analysis.acceptance.ALLCLOSE_PRESETS`);
 * what they cannot see: ``blind`` (accepted element-wise, r <= 10 T, yet
   special or over 2^10 ulps wrong) and ``false_alarm`` (correctly rounded,
   yet r > 10 T).
@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from precision.analysis.scoring import ACCEPTANCE_MAXIMA, THRESHOLD_T, GroupStats, allclose_tolerances
+from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, THRESHOLD_T, allclose_tolerances
+from precision.analysis.groups import GroupStats
 
 __all__ = ["RATIO_LEVELS", "LEVEL_RANK", "StandardsSettings", "STANDARDS_COLUMNS", "standards_table",
            "ratio", "ratio_level", "settings_from_options"]

@@ -42,7 +42,7 @@ per point), and two tables written beside the run's others (:func:`write_attribu
     ``points``, ``changed`` (output bits differ, NaN payloads aside), ``acts`` (the guard acts on the
     step that dominates the error: some step differs, and the top step's value is among the values
     that differ, or the other variant replaces the step), ``better``
-    and ``worse`` (the ``with`` variant's error smaller / larger, :func:`precision.analysis.scoring.compare_points`).
+    and ``worse`` (the ``with`` variant's error smaller / larger, :func:`precision.analysis.paired.compare_points`).
 
 The points (:class:`~precision.engine.study.AttributionSpec` ``points``): every kept row of each attributed
 variant, or at most N per fine group (the largest errors, special outputs first).  They are attributed
@@ -83,7 +83,8 @@ from precision.errors import ParameterError
 from precision.engine.executor import InlineExecutor
 from precision.exact.formats import get_format, round_to_format
 from precision.sigmoid_focal_loss_grad.guards import bind_recipe, recipe_call, variant_names
-from precision.analysis.scoring import CLASS_NAMES, classify, compare_points, ulp_error
+from precision.analysis.paired import compare_points
+from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
 from precision.engine.study import Study, study_preds_by_gamma
 from precision.io.frames import write_csv
 from precision.engine.plugins import ensure_loaded

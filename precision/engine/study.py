@@ -677,7 +677,7 @@ def _parse_report(top: _Reader, data: dict) -> ReportSpec:
 
 def _check_standards_options(reader: _Reader, values: dict) -> None:
     """``[report.standards]``: a known allclose preset and third party, a machine, a floor >= 0."""
-    from precision.analysis.scoring import ALLCLOSE_PRESETS
+    from precision.analysis.acceptance import ALLCLOSE_PRESETS
     if values.get("allclose", "unit_test") not in ALLCLOSE_PRESETS:
         raise reader.error("allclose", f"{values['allclose']!r} is not an allclose preset; expected one of "
                                        f"{', '.join(ALLCLOSE_PRESETS)}")

@@ -38,7 +38,7 @@ statistic is :mod:`precision.analysis.scoring`'s:
     With ``bracket_bands`` only: per (variant, machine, format, profile, gamma, bracket).
 ``groups_raw.parquet``, ``hist.npz``
     The fine groups' mergeable sums, maxima and witnesses, and their sparse
-    ulp histograms (``row``, ``bin``, ``count``): :class:`precision.analysis.scoring.GroupStats`
+    ulp histograms (``row``, ``bin``, ``count``): :class:`precision.analysis.groups.GroupStats`
     (:func:`load_stats`).
 ``comparisons.csv``
     Every paired comparison of the run (:mod:`precision.sigmoid_focal_loss_grad.comparisons`: guard
@@ -50,10 +50,10 @@ statistic is :mod:`precision.analysis.scoring`'s:
     ``finite_better``, ``finite_worse``, ``p_value``, ``p_specials``,
     ``p_finite`` (exact sign tests), ``median_change_bits``,
     ``max_gain_bits``, ``max_loss_bits`` with witnesses, and ``verdict``
-    (rule: :data:`precision.analysis.scoring.VERDICT_RULE`).
+    (rule: :data:`precision.analysis.paired.VERDICT_RULE`).
 ``paired_raw.parquet``, ``paired_hist.npz``
     The fine comparisons (:data:`PAIR_KEYS`), mergeable
-    (:class:`precision.analysis.scoring.PairedStats`, :func:`load_paired`).
+    (:class:`precision.analysis.paired.PairedStats`, :func:`load_paired`).
 ``predbins.npz``
     Max ulp per symmetric-log pred bin, per (variant, machine, profile, gamma).
 ``points.parquet``
@@ -103,7 +103,10 @@ from precision.sigmoid_focal_loss_grad.comparisons import find_comparisons
 from precision.sigmoid_focal_loss_grad.guards import variant_names
 from precision.engine.plugins import plugin_digest
 from precision.analysis.standards import settings_from_options, standards_table
-from precision.analysis.scoring import ACCEPTANCE_MAXIMA, CLASS_NAMES, GroupStats, PairedStats
+from precision.analysis.acceptance import ACCEPTANCE_MAXIMA
+from precision.analysis.groups import GroupStats
+from precision.analysis.paired import PairedStats
+from precision.analysis.scoring import CLASS_NAMES
 from precision.engine.study import Study, region_labels, study_preds_by_gamma
 from precision.engine import threshold_search
 from precision.io.frames import frame_from_arrays, frame_to_arrays

@@ -12,12 +12,12 @@ The result is assembled from pieces, all of a task's pieces in one bundle of
 the :class:`~precision.engine.cache.ResultCache` (one read and at most one write per
 task), each piece under a key made of what determines it:
 
-* a **variant piece** (its :class:`~precision.analysis.scoring.GroupStats` rows, the
+* a **variant piece** (its :class:`~precision.analysis.groups.GroupStats` rows, the
   kept per-point rows, its max error per pred bin): the task's inputs
   (:func:`task_digest`), the machine, the variant's name and the digest of
   its implementation's source and every module of the package it imports
   (:func:`variant_digest`);
-* a **pair piece** (the :class:`~precision.analysis.scoring.PairedStats` rows of one
+* a **pair piece** (the :class:`~precision.analysis.paired.PairedStats` rows of one
   comparison): the task's inputs, the machine and both variants' names and
   digests.
 
@@ -51,7 +51,9 @@ from precision.sigmoid_focal_loss_grad.guards import evaluate_variants, get_vari
 from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS, FIRED_STEPS, guard_fired
 from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION
 from precision.engine.plugins import ensure_loaded
-from precision.analysis.scoring import GroupStats, Grouping, PairedStats, Scorer
+from precision.analysis.groups import GroupStats, Grouping
+from precision.analysis.paired import PairedStats
+from precision.analysis.scoring import Scorer
 from precision.engine.study import WORST_PER_GROUP, Profile
 from precision.sigmoid_focal_loss_grad.terms import TermTable, derive_gradient
 
@@ -68,7 +70,8 @@ DECISIONS = tuple(FIRED_COLUMNS.values())
 _PACKAGE = Path(__file__).resolve().parents[1]  # precision/
 #: Modules every result depends on beyond a variant's own: the scoring, the exact values, the recipe machinery
 #: and the registry that binds variants to it, and this module.
-SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "sigmoid_focal_loss_grad/terms.py",
+SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "analysis/histograms.py", "analysis/acceptance.py",
+                  "analysis/groups.py", "analysis/paired.py", "sigmoid_focal_loss_grad/terms.py",
                   "sigmoid_focal_loss_grad/oracle.py", "exact/formats.py", "sigmoid_focal_loss_grad/bracket.py",
                   "sigmoid_focal_loss_grad/guards.py", "recipes/steps.py", "errors.py", "exact/certify.py",
                   "engine/cache.py")

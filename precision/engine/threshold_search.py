@@ -9,7 +9,7 @@ after S5 depends on tau, so at every point, bit for bit (tested),
 
 and the two evaluations of :func:`collect` (always and never, their S5 steps kept) give the outputs, errors
 and classes of every threshold.  The paired comparison of two thresholds is then
-:meth:`precision.analysis.scoring.PairedStats.compare` over the points where their tests differ (one definition of
+:meth:`precision.analysis.paired.PairedStats.compare` over the points where their tests differ (one definition of
 better, worse and the verdict, as the sweep's).
 
 :func:`search`, per machine, format and profile, over the points a study pools (its separate regions, such
@@ -46,7 +46,8 @@ from precision.exact.formats import from_ordinal, to_ordinal
 from precision.sigmoid_focal_loss_grad.guards import evaluate_variants
 from precision.sigmoid_focal_loss_grad.implementations.common import resolve_machine
 from precision.sigmoid_focal_loss_grad.implementations.kernel import g5_big, g5_cancels
-from precision.analysis.scoring import Grouping, PairedStats, compare_points, outputs_changed
+from precision.analysis.groups import Grouping
+from precision.analysis.paired import PairedStats, compare_points, outputs_changed
 
 __all__ = ["ALWAYS", "NEVER", "Evidence", "task_evidence", "collect", "search", "thresholds_of", "SEARCH_COLUMNS",
            "OCTAVE_COLUMNS"]

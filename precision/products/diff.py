@@ -5,11 +5,11 @@
 ``points.parquet`` (the study must keep every point: ``[run] per_point =
 "all"``) are joined on the exact inputs (pred's float64 bits, so -0.0 and
 0.0 are two points; target, alpha, gamma, weight, dout, count) and the machine,
-format and profile, and compared with :func:`precision.analysis.scoring.compare_points`
-("with" = B, "without" = A) into :class:`precision.analysis.scoring.PairedStats` per
+format and profile, and compared with :func:`precision.analysis.paired.compare_points`
+("with" = B, "without" = A) into :class:`precision.analysis.paired.PairedStats` per
 (variant, machine, format, profile, region), overall (region ``all``) and per
-region, each with its verdict (:func:`precision.analysis.scoring.verdicts`, the rule
-:data:`precision.analysis.scoring.VERDICT_RULE`, the same as the reports').
+region, each with its verdict (:func:`precision.analysis.paired.verdicts`, the rule
+:data:`precision.analysis.paired.VERDICT_RULE`, the same as the reports').
 
 Per variant, one word from its verdicts on each (machine, format, profile)
 over every region:
@@ -62,7 +62,7 @@ Outputs (``OUT``, default ``out/diff``), written atomically:
     ``loss_bits``, ``err_ulp_a``, ``err_ulp_b``, ``class_a``, ``class_b``,
     ``computed_a``, ``computed_b``, ``rounded`` (hex).
 ``tables/maxima.csv``
-    :class:`precision.analysis.scoring.GroupStats` of both runs per (variant, machine,
+    :class:`precision.analysis.groups.GroupStats` of both runs per (variant, machine,
     format, profile): ``max_ulp``, ``max_finite_ulp``, ``p99_ulp``,
     ``mean_bits``, ``share_correct``, ``over_1ulp`` and the special counts,
     suffixed ``_a`` and ``_b``, with the witness of each ``max_ulp``.
@@ -84,14 +84,15 @@ from precision.errors import ParameterError
 from precision.products.report.document import Code, Details, Heading, Para, Table
 from precision.products.report.page import write_folder, write_page
 from precision.products.report.sections.verdicts import verdict_grid
-from precision.analysis.scoring import (CLASS_NAMES, SPECIAL_CLASSES, VERDICT_RULE, Grouping, PairedStats,
-                                        compare_points, outputs_changed)
+from precision.analysis.groups import Grouping
+from precision.analysis.paired import VERDICT_RULE, PairedStats, compare_points, outputs_changed
+from precision.analysis.scoring import CLASS_NAMES, SPECIAL_CLASSES
 from precision.engine.sweep import comparison_table, hex_witnesses, load_stats
 from precision.io.frames import write_csv
 
 __all__ = ["diff_runs", "write_diff", "DiffResult", "WORDS", "WORST_POINTS", "POINT_KEYS"]
 
-#: The word of a variant for each verdict of :func:`precision.analysis.scoring.verdicts`.
+#: The word of a variant for each verdict of :func:`precision.analysis.paired.verdicts`.
 WORDS = {"helps": "BETTER", "hurts": "WORSE", "mixed": "MIXED", "no_effect": "SAME", "inconclusive": "SAME"}
 #: Points listed per variant in ``worst_points.csv`` (the report shows the first of them).
 WORST_POINTS = 20

@@ -233,7 +233,7 @@ def load_budgets(path) -> tuple[GateSettings, list]:
 def measure(run_dir) -> pd.DataFrame:
     """Observed metrics per (variant, format, machine, region), "all" included, from a run folder.
 
-    The statistics are :class:`precision.analysis.scoring.GroupStats` merged from the
+    The statistics are :class:`precision.analysis.groups.GroupStats` merged from the
     run's fine groups (:func:`precision.engine.sweep.load_stats`); the special-class
     counts are floats, like every other metric.
     """

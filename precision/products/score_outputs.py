@@ -7,7 +7,7 @@ operator contract (:func:`precision.sigmoid_focal_loss_grad.implementations.comm
 the output must have pred's dtype and shape), then every element is scored
 against the certified oracle exactly as a run scores a variant
 (:func:`precision.analysis.scoring.ulp_error`, :func:`~precision.analysis.scoring.bits_error`,
-:func:`~precision.analysis.scoring.classify`, :class:`~precision.analysis.scoring.GroupStats`).
+:func:`~precision.analysis.scoring.classify`, :class:`~precision.analysis.groups.GroupStats`).
 The exact values come from the oracle's focal terms
 (:func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables`, one evaluation per distinct
 (x, gamma)) and :func:`precision.sigmoid_focal_loss_grad.terms.derive_gradient`, as in a sweep.
@@ -15,7 +15,7 @@ The exact values come from the oracle's focal terms
 With ``compare_with`` (a variant) and ``machine`` (default ``npu``), that
 variant is evaluated on the same inputs on the emulated machine, and the
 device outputs are compared with it point by point
-(:func:`precision.analysis.scoring.compare_points`, "with" = the device, "without" =
+(:func:`precision.analysis.paired.compare_points`, "with" = the device, "without" =
 the emulation: ``helps`` means the device is more accurate than the
 emulation): how many outputs agree bit for bit, and where they disagree.
 That is how a machine model is validated against hardware.
@@ -81,8 +81,9 @@ from precision.products.report.document import Code, Details, Heading, Para, Tab
 from precision.products.report.findings import fmt_num, fmt_share
 from precision.products.report.page import write_folder, write_page
 from precision.products.report.sections.verdicts import verdict_grid
-from precision.analysis.scoring import (CLASS_NAMES, OUTCOME_NAMES, VERDICT_RULE, GroupStats, Grouping, PairedStats,
-                                        bits_error, classify, compare_points, outputs_changed, ulp_error)
+from precision.analysis.groups import GroupStats, Grouping
+from precision.analysis.paired import OUTCOME_NAMES, VERDICT_RULE, PairedStats, compare_points, outputs_changed
+from precision.analysis.scoring import CLASS_NAMES, bits_error, classify, ulp_error
 from precision.analysis.standards import StandardsSettings, standards_table
 from precision.engine.study import DEFAULT_REGION_EDGES
 from precision.engine.sweep import comparison_table, hex_witnesses, region_labels

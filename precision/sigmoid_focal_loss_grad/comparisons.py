@@ -20,7 +20,7 @@ A :class:`Comparison` names a *subject* (a guard ``G8``, a G5 threshold
     Pairs a study file asks for (``[run] compare = [["candidate",
     "kernel"]]``): the subject is the first variant.
 
-The paired statistics of each comparison (:class:`precision.analysis.scoring.PairedStats`)
+The paired statistics of each comparison (:class:`precision.analysis.paired.PairedStats`)
 are computed by the sweep on the points both variants share.
 """
 

@@ -8,8 +8,9 @@ import pytest
 
 from precision.sigmoid_focal_loss_grad.guards import evaluate
 from precision.sigmoid_focal_loss_grad.oracle import exact_gradient, gradient
-from precision.analysis.scoring import (BLIND_ULP, THRESHOLD_T, GroupStats, Grouping, acceptance_columns, bits_error,
-                                        classify, relative_error, ulp_error)
+from precision.analysis.acceptance import BLIND_ULP, THRESHOLD_T, acceptance_columns, relative_error
+from precision.analysis.groups import GroupStats, Grouping
+from precision.analysis.scoring import bits_error, classify, ulp_error
 from precision.analysis.standards import (RATIO_LEVELS, STANDARDS_COLUMNS, StandardsSettings, ratio, ratio_level,
                                           standards_table)
 from precision.engine.study import parse_study

@@ -130,7 +130,7 @@ class TestBuildReport:
                              "Per selector and region"]
 
     def test_verdicts_table_follows_the_rule(self, tiny_report):
-        from precision.analysis.scoring import verdicts
+        from precision.analysis.paired import verdicts
         t = pd.read_csv(tiny_report / "tables" / "verdicts.csv", dtype={"region": str})
         for col in ("subject", "comparison", "machine", "format", "region", "changed", "better", "worse", "tied",
                     "specials_fixed", "specials_caused", "both_garbage", "p_value", "verdict"):

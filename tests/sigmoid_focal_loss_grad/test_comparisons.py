@@ -143,7 +143,8 @@ class TestOneVerdictRule:
         # (millions of ulps off), 1/64 stores -2^-25 (wrong sign). Neither is evidence for the other.
         from precision import evaluate
         from precision.sigmoid_focal_loss_grad.oracle import exact_gradient, gradient
-        from precision.analysis.scoring import CLASS_WRONG_SIGN, OUTCOME_NAMES, Scorer, compare_points, outputs_changed
+        from precision.analysis.paired import OUTCOME_NAMES, compare_points, outputs_changed
+        from precision.analysis.scoring import CLASS_WRONG_SIGN, Scorer
 
         x = np.array([[float.fromhex("0x1.269fe8p+2")]], np.float32)
         t, d = np.zeros((1, 1), np.int32), np.ones((1, 1), np.float32)

@@ -18,7 +18,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from precision.errors import ParameterError
-from precision.analysis.scoring import GroupStats, PairedStats
+from precision.analysis.groups import GroupStats
+from precision.analysis.paired import PairedStats
 from precision.engine.sweep import load_paired, load_stats
 
 __all__ = ["RunData", "load_run", "REQUIRED_FILES"]
@@ -45,9 +46,9 @@ class RunData:
         variants, machines, region and bracket edges with their labels.
     summary, by_region, by_gamma, comparisons : pandas.DataFrame
         The CSV tables of the run (columns: :mod:`precision.engine.sweep`).
-    stats : precision.analysis.scoring.GroupStats
+    stats : precision.analysis.groups.GroupStats
         The fine groups, for merging by any key.
-    paired : precision.analysis.scoring.PairedStats
+    paired : precision.analysis.paired.PairedStats
         The fine paired comparisons.
     predbins : dict of numpy.ndarray
         ``predbins.npz``: ``edges``, ``variant``, ``machine``, ``profile``, ``gamma``, ``max_ulp``.

@@ -26,7 +26,7 @@ def ordered(frame: pd.DataFrame, run) -> pd.DataFrame:
 
 
 def group_table(merged, by) -> pd.DataFrame:
-    """``merged.table(by)`` (a merged :class:`~precision.analysis.scoring.GroupStats`) with ``not_correct`` beside
+    """``merged.table(by)`` (a merged :class:`~precision.analysis.groups.GroupStats`) with ``not_correct`` beside
     ``share_correct``: the outputs not correctly rounded, the count every printed share carries."""
     t = merged.table(list(by))
     f = merged.frame
@@ -36,7 +36,7 @@ def group_table(merged, by) -> pd.DataFrame:
 
 
 def stat_table(run, by) -> pd.DataFrame:
-    """:class:`~precision.analysis.scoring.GroupStats` of the run merged by the columns ``by``, in run order (witness
+    """:class:`~precision.analysis.groups.GroupStats` of the run merged by the columns ``by``, in run order (witness
     inputs in hex; ``not_correct`` beside ``share_correct``, :func:`group_table`)."""
     by = list(by)
     return hex_witnesses(ordered(group_table(run.stats.merge(by), by), run))

@@ -9,7 +9,7 @@ gives 0).  Its subsets of (weight, dout): ``powers of two`` (both are; every
 reciprocal is exact) and ``random mantissas`` (either is not).  The
 comparisons (``kernel`` vs ``kernel-G7``, ``naive+G7`` vs ``naive``) are
 paired on the run's per-point rows and scored by
-:func:`precision.analysis.scoring.compare_points`, grouped by (machine, subset, band)
+:func:`precision.analysis.paired.compare_points`, grouped by (machine, subset, band)
 and by (machine, weight); ``rescued`` counts outputs that are 0 without G7
 and not with it where the correctly rounded value is not 0, ``zeroed`` the
 reverse.  The first screen answers "does G7 earn its place, and on which
@@ -27,7 +27,9 @@ from precision.products.report.document import Details, Heading, Image, Para, Se
 from precision.products.report.mechanism import effect_of
 from precision.products.report.findings import Finding, cite, fmt_num
 from precision.products.report.plots import draw_curves, error_axis, save, special_level
-from precision.analysis.scoring import CLASS_NAMES, GroupStats, Grouping, PairedStats, compare_points, outputs_changed
+from precision.analysis.groups import GroupStats, Grouping
+from precision.analysis.paired import PairedStats, compare_points, outputs_changed
+from precision.analysis.scoring import CLASS_NAMES
 
 __all__ = ["build", "G7_PAIRS", "G7_BANDS", "SUBSETS", "recovery_points", "paired_by", "plot_recovery",
            "answer_grid"]

@@ -22,7 +22,8 @@ from precision.products.report.answers import Answer
 from precision.products.report.document import Details, Heading, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num
 from precision.products.report.tables import maximum_label
-from precision.analysis.scoring import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, THRESHOLD_T, SPECIAL_CLASSES
+from precision.analysis.acceptance import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, THRESHOLD_T
+from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import RATIO_LEVELS, standards_table, settings_from_options
 
 __all__ = ["build", "verdict_table", "summary_table", "blind_table", "explain_line"]

@@ -25,7 +25,8 @@ from precision.products.report.findings import Finding, cite, fmt_num, fmt_share
 from precision.products.report.plots import (FLOOR, clip_errors, draw_curves, error_axis, legend_outside, save,
                                              special_level)
 from precision.products.report.tables import describe_error, inputs_text, maximum_label, stat_table
-from precision.analysis.scoring import SPECIAL_CLASSES, bin_upper_edge
+from precision.analysis.histograms import bin_upper_edge
+from precision.analysis.scoring import SPECIAL_CLASSES
 
 __all__ = ["build", "headline_variants", "plotted_variants", "plot_ulp_vs_pred", "plot_pred_gamma_heatmap",
            "plot_histograms"]

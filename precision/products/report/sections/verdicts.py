@@ -3,7 +3,7 @@
 Rows are comparisons (a guard added to naive or removed from the kernel, a G5
 threshold against no correction, a declared variant pair); columns are
 (machine, profile); each cell is the verdict word of
-:func:`precision.analysis.scoring.verdicts` and its evidence, ``better/worse`` among
+:func:`precision.analysis.paired.verdicts` and its evidence, ``better/worse`` among
 the changed outputs.  ``verdicts.csv`` holds every comparison overall
 (region ``all``) and per region, with the counts and tests behind each
 verdict.  The comparisons of G5 thresholds against 1/64 belong to the
@@ -22,7 +22,7 @@ from precision.products.report.answers import (NOT_EXERCISED, Answer, cells_text
 from precision.products.report.document import Bullets, Details, Heading, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, p_text
 from precision.products.report.mechanism import mechanism_of
-from precision.analysis.scoring import VERDICT_RULE
+from precision.analysis.paired import VERDICT_RULE
 
 __all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS", "cell_answer",
            "GUARD_QUESTION"]

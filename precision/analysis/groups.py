@@ -1,0 +1,455 @@
+"""Mergeable statistics of groups of points: sums, maxima with witnesses, histograms.
+
+:class:`Grouping` maps points to groups; :class:`GroupStats` reduces per-point
+scores into one row per group and merges rows by key columns (maxima exact,
+the first row attaining one gives the witness; quantiles from
+:mod:`precision.analysis.histograms`); :func:`summarize` does it for one set of
+points.  Conventions in :mod:`precision.analysis.scoring`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, acceptance_columns
+from precision.analysis.histograms import HIST_BINS, histogram_bins, histogram_quantiles
+from precision.analysis.scoring import CLASS_NAMES, CLASS_OK, SPECIAL_CLASSES, blank_missing
+from precision.io.frames import frame_from_arrays, frame_to_arrays
+
+__all__ = [
+    "Grouping", "Mergeable", "GroupStats", "STAT_SUMS", "STAT_COLUMNS", "Summary", "summarize",
+]
+
+# ---------------------------------------------------------------------------
+# Groups of points
+# ---------------------------------------------------------------------------
+
+class Grouping:
+    """Points sorted by group id once, shared by every reduction over the same points.
+
+    Parameters
+    ----------
+    group : array_like of int
+        Group id (0 .. n_groups - 1) of each point.
+    n_groups : int
+
+    Attributes
+    ----------
+    ids : numpy.ndarray of int64
+        The ids of the nonempty groups, ascending (the rows of a reduction).
+    counts : numpy.ndarray of int64
+        Points per nonempty group.
+    perm : numpy.ndarray
+        Stable sort of the points by group (element order within a group).
+    starts : numpy.ndarray
+        Offset of each nonempty group in ``perm``.
+    """
+
+    def __init__(self, group, n_groups: int):
+        self.group = np.asarray(group, dtype=np.int64).ravel()
+        self.n_groups = int(n_groups)
+        counts = np.bincount(self.group, minlength=self.n_groups)
+        self.ids = np.flatnonzero(counts)
+        self.counts = counts[self.ids]
+        self.perm = np.argsort(self.group, kind="stable")
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
+
+    def sum(self, values) -> np.ndarray:
+        """Per nonempty group: the sum of ``values`` (float64)."""
+        return np.bincount(self.group, np.asarray(values, dtype=np.float64).ravel(), self.n_groups)[self.ids]
+
+    def count(self, mask) -> np.ndarray:
+        """Per nonempty group: how many points have ``mask`` true (int64)."""
+        return np.bincount(self.group, np.asarray(mask).ravel(), self.n_groups)[self.ids].astype(np.int64)
+
+    def tally(self, masks: dict, codes: dict | None = None) -> dict:
+        """Several counts per nonempty group in few passes over the points.
+
+        ``masks``: name -> boolean array (count where true); ``codes``: name
+        -> (small int array, {value: count name}) (count each value).  The
+        masks and codes are packed into integers per point, as many fields
+        per pass as keep the :func:`numpy.bincount` table (groups x bit
+        patterns) within a few times the number of points; equal to
+        :meth:`count` of each.
+        """
+        fields = [(name, np.asarray(mask).ravel(), 1, {1: name}) for name, mask in masks.items()]
+        fields += [(name, np.asarray(values).ravel(), max(1, int(max(names)).bit_length()), names)
+                   for name, (values, names) in (codes or {}).items()]
+        limit = max(4 * self.group.size, 1 << 12)
+        out, batch, shift = {}, [], 0
+        for field in fields:
+            width = field[2]
+            if batch and (self.n_groups << (shift + width)) > limit:
+                out.update(self._tally_packed(batch, shift))
+                batch, shift = [], 0
+            batch.append(field)
+            shift += width
+        if batch:
+            out.update(self._tally_packed(batch, shift))
+        return out
+
+    def _tally_packed(self, fields: list, shift: int) -> dict:
+        """The counts of ``fields`` (name, values, bit width, {value: count name}) in one bincount."""
+        packed = np.zeros(self.group.size, dtype=np.int64)
+        starts, start = [], 0
+        for _, values, width, _ in fields:
+            packed |= values.astype(np.int64) << start
+            starts.append(start)
+            start += width
+        table = np.bincount(self.group << shift | packed, minlength=self.n_groups << shift)
+        table = table.reshape(self.n_groups, 1 << shift)[self.ids]
+        patterns = np.arange(1 << shift)
+        out = {}
+        for (_, _, width, names), start in zip(fields, starts):
+            field = (patterns >> start) & ((1 << width) - 1)
+            for value, name in names.items():
+                out[name] = table[:, field == value].sum(axis=1).astype(np.int64)
+        return out
+
+    def top_k(self, values, k: int) -> np.ndarray:
+        """Indices of the ``k`` largest ``values`` (NaN largest) of each group, ties to the first, ascending."""
+        v = np.asarray(values, dtype=np.float64).ravel()
+        v = np.where(np.isnan(v), np.inf, v)
+        keep = []
+        for start, n in zip(self.starts, self.counts):
+            members = self.perm[start:start + n]  # element order within the group
+            if n <= k:
+                keep.append(members)
+                continue
+            kth = -np.partition(-v[members], k - 1)[k - 1]  # the k-th largest value
+            above = members[v[members] > kth]
+            at = members[v[members] == kth][:k - above.size]  # ties: the first in element order
+            keep.append(np.concatenate([above, at]))
+        return np.sort(np.concatenate(keep)) if keep else np.empty(0, dtype=np.int64)
+
+    def argmax(self, values) -> tuple[np.ndarray, np.ndarray]:
+        """Per nonempty group: the max of ``values`` (NaN = -inf) and the index of its first point."""
+        v = np.asarray(values, dtype=np.float64).ravel()
+        if v.size == 0:
+            return np.empty(0), np.empty(0, dtype=np.int64)
+        grouped = np.where(np.isnan(v), -np.inf, v)[self.perm]
+        top = np.maximum.reduceat(grouped, self.starts)
+        at = np.where(grouped == np.repeat(top, self.counts), np.arange(grouped.size), grouped.size)
+        return top, self.perm[np.minimum.reduceat(at, self.starts)]
+
+    def histogram(self, bins, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sparse histogram per group: (row of the nonempty group, bin, count), sorted."""
+        row_of = np.full(self.n_groups, -1, dtype=np.int64)
+        row_of[self.ids] = np.arange(self.ids.size)
+        keys = row_of[self.group] * n_bins + np.asarray(bins, dtype=np.int64).ravel()
+        if keys.size * 8 < self.ids.size * n_bins:  # few points per bin range: sort them
+            keys, counts = np.unique(keys, return_counts=True)
+        else:  # many points: count densely
+            dense = np.bincount(keys, minlength=self.ids.size * n_bins)
+            keys = np.flatnonzero(dense)
+            counts = dense[keys]
+        return keys // n_bins, keys % n_bins, counts.astype(np.int64)
+
+
+#: Up to this many (coarse group, bin) cells a merged histogram is counted densely, else by sorting; and only
+#: while the cells are at most _DENSE_PER_ENTRY times its entries (a table of mostly empty cells costs more
+#: to clear and scan than sorting the entries).
+_DENSE_CELLS = 1 << 24
+_DENSE_PER_ENTRY = 4
+
+
+def _reorder_sparse(key, rows, bins, counts):
+    """A sparse histogram sorted by (row, bin) with its rows renamed by the permutation ``key``: the blocks of
+    rows move, their bins stay in order."""
+    key = np.asarray(key, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    new = key[rows]
+    order = np.argsort(new, kind="stable")  # stable: each block keeps its bins' order
+    return new[order], np.asarray(bins)[order], np.asarray(counts, dtype=np.int64)[order]
+
+
+def _merge_sparse(key, rows, bins, counts, n_bins: int):
+    """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed, sorted."""
+    key = np.asarray(key, dtype=np.int64)
+    codes = key[np.asarray(rows, dtype=np.int64)] * n_bins + np.asarray(bins)
+    weights = np.asarray(counts, dtype=np.int64)
+    cells = (int(key.max()) + 1 if key.size else 0) * n_bins
+    if cells <= min(_DENSE_CELLS, _DENSE_PER_ENTRY * codes.size):
+        dense = np.bincount(codes, weights, minlength=cells)
+        merged = np.flatnonzero(dense)
+        total = dense[merged]
+    else:
+        merged, inverse = np.unique(codes, return_inverse=True)
+        total = np.bincount(inverse.ravel(), weights=weights, minlength=merged.size)
+    return merged // n_bins, merged % n_bins, total.astype(np.int64)
+
+
+class Mergeable:
+    """Statistics of groups as a frame of sums and maxima plus a sparse histogram, merged by key columns.
+
+    Subclasses name their summed columns (``SUMS``), their maxima and the
+    column prefix of each maximum's witness (``MAXIMA``: a witness column is
+    copied from the first row attaining the maximum), and their histogram's
+    bin count (``BINS``).  ``frame`` has one row per group; ``hist`` has
+    columns ``row`` (index of the frame row), ``bin`` and ``count``.
+    """
+
+    SUMS: tuple = ()
+    SUM_PREFIXES: tuple = ()  # further summed columns, by name prefix
+    MAXIMA: dict = {}
+    BINS: int = 0
+
+    def _sums(self) -> list:
+        """The summed columns present: :attr:`SUMS` and the columns named with a :attr:`SUM_PREFIXES` prefix."""
+        return [c for c in self.frame.columns if c in self.SUMS or c.startswith(self.SUM_PREFIXES or ("\0",))]
+
+    def _value_column(self, column: str) -> bool:
+        """A statistic's column (a sum, a maximum or a witness), not a key."""
+        witnesses = tuple(self.MAXIMA.values())
+        return column in self._sums() or column in self.MAXIMA or column.startswith(witnesses)
+
+    def __init__(self, frame: pd.DataFrame, hist: pd.DataFrame):
+        self.frame = frame.reset_index(drop=True)
+        self.hist = hist.reset_index(drop=True)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @classmethod
+    def concat(cls, parts) -> "Mergeable":
+        """One set of groups from several (their frames stacked, histogram rows re-indexed)."""
+        parts = list(parts)
+        frames, hists, offset = [], [], 0
+        for p in parts:
+            frames.append(p.frame)
+            hists.append(p.hist.assign(row=p.hist["row"].to_numpy() + offset))
+            offset += len(p.frame)
+        if not parts:
+            return cls(pd.DataFrame(), pd.DataFrame({"row": [], "bin": [], "count": []}))
+        return cls(pd.concat(frames, ignore_index=True), pd.concat(hists, ignore_index=True))
+
+    def select(self, mask) -> "Mergeable":
+        """The groups where ``mask`` (one bool per row) holds, with their histograms."""
+        mask = np.asarray(mask, dtype=bool)
+        new_row = np.cumsum(mask) - 1
+        rows = self.hist["row"].to_numpy()
+        keep = mask[rows] if rows.size else np.zeros(0, dtype=bool)
+        hist = pd.DataFrame({"row": new_row[rows[keep]], "bin": self.hist["bin"].to_numpy()[keep],
+                             "count": self.hist["count"].to_numpy()[keep]})
+        return type(self)(self.frame[mask], hist)
+
+    def with_columns(self, **columns) -> "Mergeable":
+        """The same groups with key columns added (scalars or one value per group)."""
+        return type(self)(self.frame.assign(**columns), self.hist)
+
+    def merge(self, by) -> "Mergeable":
+        """Groups merged by the key columns ``by`` (sorted by them; NaN keys are keys).
+
+        Sums add, maxima take the max with the witness of their first row
+        attaining it (in row order), histograms add.
+        """
+        by = list(by)
+        f = self.frame
+        key = f.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
+        n = int(key.max()) + 1 if key.size else 0
+        order = np.argsort(key, kind="stable")
+        starts = np.searchsorted(key[order], np.arange(n))
+        out = f.iloc[order[starts]][by].reset_index(drop=True)
+        for col in self._sums():
+            out[col] = np.bincount(key, f[col].to_numpy(np.float64), n)
+            if np.issubdtype(f[col].dtype, np.integer):
+                out[col] = out[col].astype(np.int64)
+        for col, prefix in self.MAXIMA.items():
+            if col not in f.columns:  # optional maxima (the acceptance columns) absent from these groups
+                continue
+            v = f[col].to_numpy(np.float64)
+            v = np.where(np.isnan(v), -np.inf, v)
+            pick = np.lexsort((np.arange(v.size), -v, key))  # per key: largest first, then row order
+            first = pick[np.searchsorted(key[pick], np.arange(n))]
+            out[col] = f[col].to_numpy()[first]
+            none = np.isnan(out[col].to_numpy(np.float64))  # no point attained a maximum: no witness
+            for wcol in (c for c in f.columns if c.startswith(prefix)):
+                out[wcol] = blank_missing(f[wcol].to_numpy()[first], none)
+        if n == len(f):  # one row per key: the merge reorders rows, their histograms move with them
+            rows, bins, counts = _reorder_sparse(key, self.hist["row"], self.hist["bin"], self.hist["count"])
+        else:
+            rows, bins, counts = _merge_sparse(key, self.hist["row"], self.hist["bin"], self.hist["count"],
+                                               self.BINS)
+        return type(self)(out, pd.DataFrame({"row": rows, "bin": bins, "count": counts}))
+
+    def to_arrays(self, prefix: str) -> dict:
+        """npz-storable arrays under ``prefix`` (:func:`precision.io.frames.frame_to_arrays`; the histogram as
+        one int64 matrix)."""
+        out = frame_to_arrays(self.frame, prefix)
+        out[f"{prefix}.hist"] = np.stack([self.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")])
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix: str) -> "Mergeable":
+        """The inverse of :meth:`to_arrays`."""
+        row, bins, count = arrays[f"{prefix}.hist"]
+        return cls(frame_from_arrays(arrays, prefix), pd.DataFrame({"row": row, "bin": bins, "count": count}))
+
+
+#: Summed columns of :class:`GroupStats`: points, points with a finite error and the sum of
+#: their errors, Herbie bits, correctly rounded points, points over 1 ulp (specials included),
+#: and one count per special class.
+STAT_SUMS = ("count", "n_finite", "sum_ulp", "sum_bits", "n_correct", "over_1ulp") + SPECIAL_CLASSES
+#: Columns of :meth:`GroupStats.table` after the key columns (witness columns follow their maximum).
+STAT_COLUMNS = ("count", "max_ulp", "max_finite_ulp", "mean_ulp", "p50_ulp", "p99_ulp", "p999_ulp", "mean_bits",
+                "share_correct", "over_1ulp") + SPECIAL_CLASSES
+
+
+class GroupStats(Mergeable):
+    """Mergeable error statistics of groups of points (one row per group).
+
+    Columns of ``frame``: the key columns, then :data:`STAT_SUMS`,
+    ``max_ulp`` (over every point; inf when one is NaN/inf) with its witness
+    columns ``witness_*``, and ``max_finite_ulp`` (over points with a finite
+    error; NaN when none) with ``finite_witness_*``.  ``hist`` holds each
+    group's ulp-error histogram (:func:`histogram_bins`).  :meth:`table`
+    turns the sums into the reported statistics.
+    """
+
+    SUMS = STAT_SUMS
+    # counts of guard decisions (precision.engine.task.DECISIONS); the acceptance sums (acceptance_columns)
+    SUM_PREFIXES = ("fired_", "acc_")
+    MAXIMA = {"max_ulp": "witness_", "max_finite_ulp": "finite_witness_", **ACCEPTANCE_MAXIMA}
+    BINS = HIST_BINS
+
+    @classmethod
+    def reduce(cls, grouping: Grouping, err_ulp, err_bits, classes, witness=None, counts=None,
+               acceptance=None) -> "GroupStats":
+        """Statistics of each nonempty group of ``grouping`` from per-point scores.
+
+        Parameters
+        ----------
+        grouping : Grouping
+        err_ulp, err_bits, classes : array_like, one entry per point
+            From :func:`ulp_error`, :func:`bits_error`, :func:`classify`.
+        witness : dict of str to array_like, optional
+            Per-point values recorded for the witness of each maximum, as
+            ``witness_<name>`` and ``finite_witness_<name>``.
+        counts : dict of str to array_like of bool, optional
+            Further per-group counts, named with a :attr:`SUM_PREFIXES`
+            prefix (``fired_g5``: where a guard's decision held).
+        acceptance : tuple (computed, golden, fmt), optional
+            Adds the acceptance standards' columns (:func:`acceptance_columns`,
+            witnesses from ``witness``).
+
+        Returns
+        -------
+        GroupStats
+            Key column ``group`` (the group id).
+        """
+        columns, hist = cls._reduce_columns(grouping, err_ulp, err_bits, classes, witness, counts, acceptance)
+        return cls(pd.DataFrame(columns), pd.DataFrame(dict(zip(("row", "bin", "count"), hist))))
+
+    @classmethod
+    def reduce_to_arrays(cls, grouping: Grouping, err_ulp, err_bits, classes, prefix: str, witness=None,
+                         counts=None, acceptance=None) -> dict:
+        """:meth:`reduce` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built)."""
+        columns, hist = cls._reduce_columns(grouping, err_ulp, err_bits, classes, witness, counts, acceptance)
+        return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": np.stack(hist).astype(np.int64)}
+
+    @staticmethod
+    def _reduce_columns(grouping: Grouping, err_ulp, err_bits, classes, witness, counts,
+                        acceptance=None) -> tuple[dict, tuple]:
+        """The columns of :meth:`reduce` as a dict of arrays, and its sparse histogram (rows, bins, counts)."""
+        err = np.asarray(err_ulp, dtype=np.float64).ravel()
+        cls_ = np.asarray(classes).ravel()
+        finite = np.isfinite(err)
+        top, at = grouping.argmax(np.where(np.isnan(err), np.inf, err))
+        ftop, fat = grouping.argmax(np.where(finite, err, -np.inf))
+        tallied = grouping.tally({"n_finite": finite, "n_correct": np.asarray(err_bits).ravel() == 0,
+                                  "over_1ulp": ~(err <= 1.0), **(counts or {})},
+                                 {"class": (cls_, {c: n for c, n in CLASS_NAMES.items() if c != CLASS_OK})})
+        frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64), "n_finite": tallied["n_finite"],
+                 "sum_ulp": grouping.sum(np.where(finite, err, 0.0)), "sum_bits": grouping.sum(err_bits),
+                 "n_correct": tallied["n_correct"], "over_1ulp": tallied["over_1ulp"],
+                 **{name: tallied[name] for name in SPECIAL_CLASSES}}
+        frame["max_ulp"] = top
+        frame["max_finite_ulp"] = np.where(ftop == -np.inf, np.nan, ftop)
+        for name, values in (witness or {}).items():
+            v = np.asarray(values).ravel()
+            frame[f"witness_{name}"] = v[at]
+            frame[f"finite_witness_{name}"] = blank_missing(v[fat], ftop == -np.inf)
+        frame.update({name: tallied[name] for name in (counts or {})})
+        if acceptance is not None:
+            computed, golden, fmt = acceptance
+            frame.update(acceptance_columns(grouping, computed, golden, err, fmt, witness))
+        return frame, grouping.histogram(histogram_bins(err), HIST_BINS)
+
+    def table(self, keys=None) -> pd.DataFrame:
+        """The reported statistics per group: the key columns, :data:`STAT_COLUMNS`, the witnesses.
+
+        ``mean_ulp`` is over points with a finite error (a descriptive
+        figure: it never decides a comparison); ``p50_ulp``, ``p99_ulp``,
+        ``p999_ulp`` are histogram upper bounds (module Notes);
+        ``share_correct`` is the share correctly rounded.
+        """
+        f = self.frame
+        keys = [c for c in (keys if keys is not None else f.columns) if not self._value_column(c)]
+        out = f[keys].copy()
+        q = histogram_quantiles(self.hist["row"].to_numpy(), self.hist["bin"].to_numpy(),
+                                self.hist["count"].to_numpy(), (0.5, 0.99, 0.999))
+        q = np.vstack([q, np.full((len(f) - len(q), 3), np.nan)]) if len(q) < len(f) else q
+        with np.errstate(invalid="ignore", divide="ignore"):
+            derived = {"mean_ulp": f["sum_ulp"] / f["n_finite"], "mean_bits": f["sum_bits"] / f["count"],
+                       "share_correct": f["n_correct"] / f["count"], "p50_ulp": q[:, 0], "p99_ulp": q[:, 1],
+                       "p999_ulp": q[:, 2]}
+        for col in STAT_COLUMNS:
+            out[col] = derived[col] if col in derived else f[col].to_numpy()
+        for col in (c for c in f.columns if c.startswith("fired_")):
+            out[col] = f[col].to_numpy()
+        for col in (c for c in f.columns if c.startswith(("witness_", "finite_witness_"))):
+            out[col] = f[col].to_numpy()
+        return out
+
+
+# ---------------------------------------------------------------------------
+# One set of points
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Summary:
+    """Statistics of one set of scores (a :class:`GroupStats` of one group).
+
+    ``max_ulp`` is over every point (inf when any result is special) and
+    ``witness`` the index of its first point (-1 when empty);
+    ``max_finite_ulp`` and ``mean_ulp`` are over points with a finite error;
+    ``p50_ulp``, ``p99_ulp``, ``p999_ulp`` are histogram upper bounds;
+    ``mean_bits`` is Herbie's average bits of error; ``share_correct`` the
+    share correctly rounded; ``count_over_1ulp`` counts errors above 1 ulp
+    (specials included); ``classes`` the count of each special class.
+    """
+
+    count: int
+    max_ulp: float
+    witness: int
+    max_finite_ulp: float
+    mean_ulp: float
+    p50_ulp: float
+    p99_ulp: float
+    p999_ulp: float
+    mean_bits: float
+    share_correct: float
+    count_over_1ulp: int
+    classes: dict
+
+    @property
+    def count_nan(self) -> int:
+        return self.classes["nan"]
+
+
+def summarize(err_ulp, err_bits, classes) -> Summary:
+    """Summarize per-point scores (arrays of equal length) with :class:`GroupStats`."""
+    err = np.asarray(err_ulp, dtype=np.float64).ravel()
+    if err.size == 0:
+        nan = float("nan")
+        return Summary(0, nan, -1, nan, nan, nan, nan, nan, nan, nan, 0, {c: 0 for c in SPECIAL_CLASSES})
+    g = GroupStats.reduce(Grouping(np.zeros(err.size, dtype=np.int64), 1), err, err_bits, classes,
+                          witness={"index": np.arange(err.size)})
+    row = g.table().iloc[0]
+    return Summary(int(row["count"]), float(row["max_ulp"]), int(row["witness_index"]),
+                   float(row["max_finite_ulp"]), float(row["mean_ulp"]), float(row["p50_ulp"]),
+                   float(row["p99_ulp"]), float(row["p999_ulp"]), float(row["mean_bits"]),
+                   float(row["share_correct"]), int(row["over_1ulp"]), {c: int(row[c]) for c in SPECIAL_CLASSES})

@@ -1,0 +1,123 @@
+"""Tests of precision.analysis.groups: group statistics against a loop, merges, tallies, summaries."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import precision.analysis.groups as groups_module
+from precision.analysis.groups import GroupStats, Grouping, summarize
+from precision.analysis.scoring import CLASS_NAN, CLASS_OK
+
+
+def _reduce_loop(group, err, bits, cls):
+    """The group statistics by a plain loop: the definition GroupStats must match."""
+    rows = {}
+    for g in sorted(set(group)):
+        m = group == g
+        e = err[m]
+        fin = np.isfinite(e)
+        em = np.where(np.isnan(e), np.inf, e)
+        rows[g] = dict(count=int(m.sum()), n_finite=int(fin.sum()), sum_ulp=float(e[fin].sum()),
+                       sum_bits=float(bits[m].sum()), n_correct=int((bits[m] == 0).sum()),
+                       over_1ulp=int((~(e <= 1)).sum()), nan=int((cls[m] == CLASS_NAN).sum()),
+                       max_ulp=float(em.max()), witness=int(np.flatnonzero(m)[np.argmax(em)]),
+                       max_finite_ulp=float(e[fin].max()) if fin.any() else math.nan)
+    return rows
+
+
+class TestGroupStats:
+    @pytest.fixture
+    def scores(self):
+        rng = np.random.default_rng(3)
+        n = 4000
+        group = rng.integers(0, 9, n)
+        err = rng.exponential(3.0, n) * (rng.random(n) < 0.7)
+        err[rng.integers(0, n, 25)] = np.inf
+        bits = np.where(err == 0, 0.0, np.log2(1 + np.ceil(np.nan_to_num(err, posinf=99))))
+        cls = np.where(np.isinf(err), CLASS_NAN, CLASS_OK).astype(np.int8)
+        return group, err, bits, cls
+
+    def test_reduce_matches_the_loop_definition(self, scores):
+        group, err, bits, cls = scores
+        s = GroupStats.reduce(Grouping(group, 10), err, bits, cls, witness={"index": np.arange(err.size)})
+        f = s.frame.set_index("group")
+        for g, row in _reduce_loop(group, err, bits, cls).items():
+            for k, v in row.items():
+                got = f.loc[g, "witness_index" if k == "witness" else k]
+                assert got == pytest.approx(v, nan_ok=True, rel=1e-12), (g, k)
+
+    def test_merge_of_parts_equals_reduce_of_whole(self, scores):
+        group, err, bits, cls = scores
+        whole = GroupStats.reduce(Grouping(np.zeros(err.size, int), 1), err, bits, cls,
+                                  witness={"index": np.arange(err.size)}).table()
+        fine = GroupStats.reduce(Grouping(group, 10), err, bits, cls, witness={"index": np.arange(err.size)})
+        merged = fine.with_columns(all=0).merge(["all"]).table(["all"])
+        for col in ("count", "max_ulp", "max_finite_ulp", "mean_ulp", "mean_bits", "share_correct", "over_1ulp",
+                    "nan", "p50_ulp", "p99_ulp", "p999_ulp"):
+            assert merged[col].iloc[0] == pytest.approx(whole[col].iloc[0], rel=1e-12), col
+        # the witness of the max: the first point attaining it, in (fine group, element) order
+        assert whole["witness_index"].iloc[0] == int(np.argmax(np.isinf(err)))
+        at_max = np.flatnonzero(np.isinf(err))
+        assert merged["witness_index"].iloc[0] == at_max[np.lexsort((at_max, group[at_max]))[0]]
+
+    def test_merged_histogram_counted_densely_or_by_sorting_alike(self, scores, monkeypatch):
+        """The histogram of a merge, whichever way its cells are counted (a dense table when they are few
+        per entry, else sorted entries): the same rows, bins and counts."""
+        group, err, bits, cls = scores
+        fine = GroupStats.reduce(Grouping(group, 10), err, bits, cls)
+        fine = fine.with_columns(half=fine.frame["group"].to_numpy() // 5)
+        sorted_ = fine.merge(["half"]).hist
+        monkeypatch.setattr(groups_module, "_DENSE_PER_ENTRY", 1 << 40)
+        dense = fine.merge(["half"]).hist
+        pd.testing.assert_frame_equal(sorted_, dense)
+        assert sorted_["count"].sum() == err.size and set(sorted_["row"]) == {0, 1}
+
+    def test_quantiles_are_upper_bounds(self, scores):
+        group, err, bits, cls = scores
+        t = GroupStats.reduce(Grouping(np.zeros(err.size, int), 1), err, bits, cls).table()
+        srt = np.sort(err)
+        for col, q in (("p50_ulp", 0.5), ("p99_ulp", 0.99)):
+            exact = srt[int(np.ceil(q * err.size)) - 1]
+            assert exact <= t[col].iloc[0] <= exact * 2 ** (1 / 16)
+
+    def test_arrays_round_trip(self, scores):
+        group, err, bits, cls = scores
+        s = GroupStats.reduce(Grouping(group, 10), err, bits, cls)
+        back = GroupStats.from_arrays(s.to_arrays("x"), "x")
+        pd.testing.assert_frame_equal(back.table(), s.table())
+
+
+class TestSummarize:
+    def test_numbers(self):
+        err = np.array([0.0, 0.25, 0.5, 3.0, np.inf])
+        bits = np.array([0.0, 0.0, 0.0, 2.0, 32.0])
+        cls = np.array([0, 0, 0, 0, CLASS_NAN], dtype=np.int8)
+        s = summarize(err, bits, cls)
+        assert s.count == 5 and s.max_ulp == math.inf and s.witness == 4 and s.max_finite_ulp == 3.0
+        assert s.mean_ulp == pytest.approx(3.75 / 4)
+        assert s.share_correct == 0.6 and s.count_over_1ulp == 2 and s.count_nan == 1
+        assert s.mean_bits == pytest.approx(34 / 5)
+
+    def test_witness_is_first_max(self):
+        s = summarize(np.array([1.0, 7.0, 7.0]), np.zeros(3), np.zeros(3, np.int8))
+        assert s.witness == 1 and s.max_ulp == 7.0 and 7.0 <= s.p50_ulp <= 7.0 * 2 ** (1 / 16)
+
+    def test_empty(self):
+        assert summarize([], [], []).count == 0
+
+
+@pytest.mark.parametrize("n, n_groups", [(7, 3), (40, 12), (5000, 9)])
+def test_tally_equals_one_count_per_mask_and_code(n, n_groups):
+    """However the fields are packed into passes (few points and many groups force several), every tally
+    equals :meth:`Grouping.count` of its own mask."""
+    rng = np.random.default_rng(n)
+    grouping = Grouping(rng.integers(0, n_groups, n), n_groups)
+    masks = {f"m{i}": rng.random(n) < 0.3 for i in range(13)}
+    codes = rng.integers(0, 6, n)
+    out = grouping.tally(masks, {"code": (codes, {1: "one", 3: "three", 5: "five"})})
+    for name, mask in masks.items():
+        np.testing.assert_array_equal(out[name], grouping.count(mask))
+    for value, name in ((1, "one"), (3, "three"), (5, "five")):
+        np.testing.assert_array_equal(out[name], grouping.count(codes == value))
