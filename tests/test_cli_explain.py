@@ -1,4 +1,4 @@
-"""Tests of ``precision explain`` (precision/cli.py): text and JSON output, exit codes."""
+"""Tests of ``precision explain`` (precision/cli/point_commands.py): text and JSON output, exit codes."""
 
 import json
 

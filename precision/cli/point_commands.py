@@ -1,0 +1,212 @@
+"""``precision oracle`` (and ``--check``) and ``precision explain``: the commands about one point."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+from mpmath import libmp
+
+from precision.cli.options import UsageError, load_cli_plugins, parse_exact_float, parse_int
+from precision.errors import ParameterError, PrecisionError
+from precision.exact.formats import FORMATS, round_to_format
+from precision.sigmoid_focal_loss_grad import oracle
+from precision.sigmoid_focal_loss_grad.attribution import attribute, describe
+
+# ---------------------------------------------------------------------------
+# precision oracle, oracle --check, explain
+# ---------------------------------------------------------------------------
+
+#: The options that describe one point (``precision oracle`` without ``--check``).
+_POINT_OPTIONS = ("pred", "target", "alpha", "gamma", "weight", "dout", "count")
+#: The options of ``--check`` only.
+_CHECK_OPTIONS = ("points", "seed")
+
+
+def cmd_oracle(args) -> int:
+    given = getattr(args, "given", frozenset())
+    if args.check:
+        ignored = [f"--{name}" for name in _POINT_OPTIONS if name in given]
+        if ignored:
+            raise ParameterError(f"oracle --check takes no point ({', '.join(ignored)} given); it checks random "
+                                 "points and hard cases: drop --check to evaluate one point")
+        return cmd_oracle_check(args)
+    ignored = [f"--{name}" for name in _CHECK_OPTIONS if name in given]
+    if ignored:
+        raise ParameterError(f"oracle: {', '.join(ignored)} applies to --check only; add --check or drop it")
+    if args.pred is None or args.target is None:
+        raise UsageError("oracle: the following arguments are required: --pred, --target (or --check) "
+                          "(see 'precision oracle --help')")
+    x = parse_exact_float(args.pred, "pred")
+    t = parse_int(args.target, "target")
+    with np.errstate(over="ignore"):
+        alpha = float(np.float32(parse_exact_float(args.alpha, "alpha")))
+        gamma = float(np.float32(parse_exact_float(args.gamma, "gamma")))
+    if not (math.isfinite(alpha) and math.isfinite(gamma)):
+        raise ParameterError("--alpha/--gamma overflow float32; expected finite float32 attribute values")
+    weight = parse_exact_float(args.weight, "weight")
+    dout = parse_exact_float(args.dout, "dout")
+    count = parse_int(args.count, "count", positive=True)
+    exact = oracle.exact_decimal(x, t, alpha, gamma, weight, dout, count, digits=40)
+    lines = [
+        f"pred    {x.hex():<24} {x!r}",
+        f"target  {t}",
+        f"alpha   {alpha.hex():<24} {alpha!r} (float32)",
+        f"gamma   {gamma.hex():<24} {gamma!r} (float32)",
+        f"weight  {weight.hex():<24} {weight!r}",
+        f"dout    {dout.hex():<24} {dout!r}",
+        f"count   {count}",
+        f"exact   {exact}",
+    ]
+    for name in FORMATS:
+        try:
+            v = oracle.round_gradient(x, t, alpha, gamma, weight, dout, count, fmt=name)
+            lines.append(f"{name:<7} {v.hex():<24} {v!r}")
+        except PrecisionError as exc:  # undecided at the precision cap
+            lines.append(f"{name:<7} unresolved ({exc})")
+    lines += [_representability_note(name, value) for name, value in (("pred", x), ("weight", weight),
+                                                                        ("dout", dout))]
+    print("\n".join(line for line in lines if line))
+    return 0
+
+
+#: The tensor formats a kernel's pred/weight/dout can have.
+_INPUT_FORMATS = ("fp16", "bf16", "fp32")
+
+
+def _representability_note(name: str, value: float) -> str:
+    """A ``note:`` line when ``value`` is not exactly a value of every input format, else ''.
+
+    The oracle evaluates at the float64 value given; a kernel whose tensors
+    are fp16, bf16 or fp32 receives that value rounded (or inf), so the rounded
+    lines above are not what such a kernel should return for it.
+    """
+    inexact, overflow = [], []
+    for fmt in _INPUT_FORMATS:
+        rounded = float(round_to_format(np.float64(value), FORMATS[fmt]))
+        if rounded != value:
+            (overflow if math.isinf(rounded) else inexact).append(fmt)
+    if not inexact and not overflow:
+        return ""
+    parts = ([f"overflows {', '.join(overflow)}"] if overflow else []) + \
+            ([f"is not exact in {', '.join(inexact)}"] if inexact else [])
+    return (f"note: {name}={value!r} {' and '.join(parts)}; the values above are for this float64 {name}, "
+            f"which an {'/'.join(overflow + inexact)} tensor cannot hold")
+
+
+def cmd_oracle_check(args) -> int:
+    """``precision oracle --check``: the mpmath and Arb oracles, bit for bit."""
+    try:  # python-flint is an optional extra: imported only when asked for
+        from precision.sigmoid_focal_loss_grad import oracle_arb
+    except ImportError:
+        raise ParameterError("--check needs python-flint for the Arb oracle; "
+                             "install it with pip install 'precision[arb]'") from None
+    points = parse_int(args.points, "points")
+    seed = parse_int(args.seed, "seed")
+    if points < 0:
+        raise ParameterError(f"--points={args.points!r}; expected a count >= 0")
+    report = oracle_arb.crosscheck(points=points, seed=seed)
+    print("\n".join(report.lines()))
+    return 0 if report.passed else 1
+
+
+def _json_number(v):
+    """A float for JSON: None for NaN, "inf"/"-inf" for infinities (JSON has neither)."""
+    v = float(v)
+    if math.isnan(v):
+        return None
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def cmd_explain(args) -> int:
+    """``precision explain``: one point's error, step by step (precision.sigmoid_focal_loss_grad.attribution)."""
+    load_cli_plugins(args)
+    dtype = np.dtype(np.float16 if args.format == "fp16" else np.float32)
+    raw = {name: parse_exact_float(getattr(args, name), name) for name in ("pred", "dout")}
+    raw["weight"] = None if args.weight is None else parse_exact_float(args.weight, "weight")
+    t = parse_int(args.target, "target")
+    count = parse_int(args.count, "count", positive=True)
+    with np.errstate(over="ignore"):
+        alpha = float(np.float32(parse_exact_float(args.alpha, "alpha")))
+        gamma = float(np.float32(parse_exact_float(args.gamma, "gamma")))
+        values = {k: (None if v is None else dtype.type(v)) for k, v in raw.items()}
+    if not (math.isfinite(alpha) and math.isfinite(gamma)):
+        raise ParameterError("--alpha/--gamma overflow float32; expected finite float32 attribute values")
+    for name, v in values.items():
+        if v is not None and not np.isfinite(v):
+            raise ParameterError(f"--{name}={getattr(args, name)!r} overflows {args.format}; expected a finite value")
+    att = attribute(args.variant, np.array([values["pred"]], dtype), [t], dout=values["dout"],
+                    weight=values["weight"], alpha=alpha, gamma=gamma, reduction="mean", count=count,
+                    machine=args.machine)
+    point = att.points.loc[0]
+    x, d = float(values["pred"]), float(values["dout"])
+    w = None if values["weight"] is None else float(values["weight"])
+    exact = oracle.exact_decimal(x, t, alpha, gamma, 1.0 if w is None else w, d, count, digits=20)
+    rows = att.steps
+    exact_text = att.exact_values[0]
+
+    def hex_of(v, kind):
+        if kind == "bool":
+            return None if np.isnan(v) else bool(v)
+        return None if np.isnan(v) and kind == "skip" else float(v).hex()
+
+    steps = []
+    for r in rows.itertuples(index=False):
+        is_bool = r.format == "bool"
+        mpf = exact_text.get(r.step)
+        steps.append({
+            "step": r.step, "formula": att.formulas[r.step], "kind": r.kind, "format": r.format,
+            "evaluated": bool(r.evaluated),
+            "computed": (None if np.isnan(r.computed) else bool(r.computed)) if is_bool else
+            (float(r.computed).hex() if r.evaluated else None),
+            "exact": (None if np.isnan(r.exact) else bool(r.exact)) if is_bool else
+            (None if mpf is None else libmp.to_str(mpf._mpf_, 17)),
+            "exact_rounded": None if is_bool or np.isnan(r.exact_rounded) else float(r.exact_rounded).hex(),
+            "local": None if is_bool or np.isnan(r.local) else float(r.local).hex(),
+            "local_ulp": _json_number(r.local_ulp), "cause": r.cause, "cond": _json_number(r.cond),
+            "reaches_output": bool(r.reaches_output),
+        })
+    sentence = describe(att, 0)
+    top = {"step": point["top_step"] if isinstance(point["top_step"], str) else None, "cause": point["top_cause"], "local_ulp": _json_number(point["top_local_ulp"]),
+           "cond": _json_number(point["top_cond"]), "sentence": sentence}
+    inputs = {"pred": x.hex(), "target": t, "alpha": alpha.hex(), "gamma": gamma.hex(),
+              "weight": None if w is None else w.hex(), "dout": d.hex(), "count": count}
+    if args.json:
+        print(json.dumps({"variant": args.variant, "machine": args.machine, "format": args.format, "inputs": inputs,
+                          "exact": exact, "exact_rounded": float(point["exact_rounded"]).hex(),
+                          "computed": float(point["computed"]).hex(), "err_ulp": _json_number(point["err_ulp"]),
+                          "steps": steps, "top_cause": top}, indent=1, allow_nan=False))
+        return 0
+    lines = [
+        f"variant  {args.variant} on {args.machine}, {args.format} pred/dout/weight, reduction mean, count {count}",
+        f"pred     {x.hex():<24} {x!r}",
+        f"target   {t}",
+        f"alpha    {alpha.hex():<24} {alpha!r} (float32)",
+        f"gamma    {gamma.hex():<24} {gamma!r} (float32)",
+        f"weight   {'absent' if w is None else f'{w.hex():<24} {w!r}'}",
+        f"dout     {d.hex():<24} {d!r}",
+        f"exact    {exact}",
+        f"{args.format:<8} {float(point['exact_rounded']).hex():<24} {float(point['exact_rounded'])!r} (correctly rounded)",
+        f"computed {float(point['computed']).hex():<24} {float(point['computed'])!r} "
+        f"({_fmt_ulp(point['err_ulp'])} ulp)",
+        "",
+        f"{'step':<11} {'computed':<24} {'exact':<24} {'local_ulp':>9}  {'cause':<15} {'cond':>8}  reaches",
+    ]
+    for st in steps:
+        comp = "-" if st["computed"] is None else str(st["computed"]).lower()
+        ex = "-" if st["exact"] is None else str(st["exact"]).lower()
+        lu = "-" if st["local_ulp"] is None else _fmt_ulp(st["local_ulp"])
+        cond = "-" if st["cond"] is None else f"{float(st['cond']):.3g}"
+        lines.append(f"{st['step']:<11} {comp:<24} {ex:<24} {lu:>9}  {st['cause']:<15} {cond:>8}  "
+                     f"{'yes' if st['reaches_output'] else 'no'}")
+    lines += ["", f"top cause: {sentence}"]
+    print("\n".join(lines))
+    return 0
+
+
+def _fmt_ulp(v) -> str:
+    v = float(v) if not isinstance(v, str) else float(v)
+    return f"{v:.3g}" if math.isfinite(v) else str(v)

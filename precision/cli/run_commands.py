@@ -1,0 +1,263 @@
+"""``precision variants``, ``run``, ``gate``, ``report``, ``hunt``, ``diff``, ``score`` and ``cache``: the commands
+about studies and runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, load_cli_plugins, load_run_plugins,
+                                   parse_exact_float, parse_int, require_cache_dir, require_dir, require_file,
+                                   require_output_file)
+from precision.engine.cache import ResultCache, TermCache
+from precision.engine.plugins import variant_source
+from precision.engine.study import load_study
+from precision.engine.sweep import run_study
+from precision.errors import ParameterError
+from precision.machine import get_machine
+from precision.products.diff import diff_runs, write_diff
+from precision.products.gate import append_to_corpus, run_gate
+from precision.products.hunt import hunt
+from precision.products.report import build_report, report_all
+from precision.products.report.page import require_replaceable
+from precision.products.score_outputs import (load_inputs, load_outputs, parse_shape, score_outputs,
+                                              validate_score_inputs, write_score)
+from precision.sigmoid_focal_loss_grad.guards import get_variant, list_variants
+
+# ---------------------------------------------------------------------------
+# precision variants, run, gate, report, hunt, diff, score, cache
+# ---------------------------------------------------------------------------
+
+def cmd_variants(args) -> int:
+    load_cli_plugins(args)
+    rows = []
+    for name, text in list_variants():
+        source = variant_source(name)
+        rows.append((name, text if source is None else f"{text} [plugin {_shown_path(source)}]"))
+    width = max(len(name) for name, _ in rows)
+    print("\n".join(f"{name:<{width}}  {text}" for name, text in rows))
+    return 0
+
+
+def _shown_path(path: Path) -> str:
+    rel = os.path.relpath(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def _report_hint(study: str, run_folder: Path) -> str:
+    """The ``precision report`` command that reads ``run_folder``, or '' when it cannot."""
+    if run_folder.name != study:
+        return ""
+    runs = "" if run_folder.parent == DEFAULT_RUNS_DIR else f" --runs {run_folder.parent}"
+    return f"precision report {study}{runs}"
+
+
+def cmd_run(args) -> int:
+    plugins = tuple(require_file(p, "--plugin") for p in (args.plugin or ()))
+    study = load_study(args.study, plugins=plugins)
+    out = require_dir(args.out or DEFAULT_RUNS_DIR / study.name, "--out")
+    cache_dir = require_cache_dir(args)
+    if args.report:
+        if out.name != study.name:
+            raise ParameterError(f"--report with --out={out}: the report reads RUNS/{study.name}, so the run "
+                                 f"folder must be named {study.name}; use --out DIR/{study.name} or drop --out")
+        reports = require_dir(args.report_out, "--report-out")
+        require_dir(reports / study.name, "--report-out")
+    elif "report_out" in getattr(args, "given", frozenset()):
+        raise ParameterError("--report-out applies to --report only; add --report or drop --report-out")
+    result = run_study(study, out, cache_dir=cache_dir, use_cache=not args.no_cache,
+                       scheduler=args.scheduler, workers=args.workers)
+    print(f"{study.name}: {result.points:,} points x variants in {result.tasks} tasks "
+          f"({result.tasks_reused} reused), oracle pairs {result.term_pairs:,} "
+          f"({result.term_pairs_cached:,} from cache), {result.oracle_fallback} scalar fallbacks, "
+          f"{result.seconds:.1f} s")
+    for variant, profile in result.unsupported:
+        source = variant_source(variant)
+        if source is None:
+            print(f"note: {variant} does not take profile {profile}; skipped there")
+        else:  # a plugin's own contract, or an error on some inputs of the run (the loader's checks passed)
+            print(f"note: {variant} (plugin {_shown_path(source)}) raised on profile {profile} during the run; "
+                  f"skipped there (precision.evaluate on those inputs shows the error)")
+    tables = f"{study.name}: tables -> {out / 'summary.csv'}"
+    if not args.report:
+        hint = _report_hint(study.name, out)
+        print(f"{tables} (review report: {hint})" if hint else tables)
+        return 0
+    print(tables)
+    folder = build_report(study.name, out.parent, reports)
+    print(f"{study.name}: report -> {folder / 'report.html'}")
+    return 0
+
+
+def cmd_gate(args) -> int:
+    if args.update_baseline and not args.baseline:
+        raise ParameterError("--update-baseline needs --baseline FILE, the file to write "
+                             "(e.g. --baseline gate_baseline.json)")
+    budgets = require_file(args.budgets, "--budgets")
+    study = require_file(args.study, "--study") if args.study else None
+    if args.update_baseline:
+        baseline = require_output_file(args.baseline, "--baseline")
+    else:
+        baseline = None
+        if args.baseline:
+            if not Path(args.baseline).exists():
+                raise ParameterError(f"--baseline={args.baseline}: no such file; write it once with 'precision gate "
+                                     f"--baseline {args.baseline} --update-baseline' (on the main branch) and commit it")
+            baseline = require_file(args.baseline, "--baseline")
+    outputs = {option: require_output_file(value, option) if value else None
+               for option, value in (("--junit", args.junit), ("--json", args.json), ("--propose", args.propose))}
+    # the default run folder, out/<gate study name>, is known once the budgets file is read
+    out = require_dir(args.out, "--out") if args.out else None
+    require_dir(DEFAULT_RUNS_DIR, "--out")
+    cache_dir = require_cache_dir(args)
+    load_cli_plugins(args)  # before the gate study names its variants
+    result = run_gate(budgets, study_path=study, out_dir=out, baseline=baseline,
+                      update_baseline=args.update_baseline, junit=outputs["--junit"], json_path=outputs["--json"],
+                      cache_dir=cache_dir, use_cache=not args.no_cache, workers=args.workers,
+                      propose=outputs["--propose"])
+    for line in result.lines:
+        print(line.text())
+    for text in result.regressions + result.tighten:
+        print(text)
+    print(result.summary)
+    return result.exit_status
+
+
+def cmd_report(args) -> int:
+    if args.all == bool(args.study):
+        raise ParameterError("report: give one study name or --all (not both, not neither)")
+    out = require_dir(args.out, "--out")
+    if args.all:
+        runs = require_dir(args.runs, "--runs")  # missing run folders are run into it
+        studies = require_dir(args.studies, "--studies", create=False)
+        load_cli_plugins(args)
+        for study, folder, ran in report_all(runs, out, studies_dir=studies):
+            print(f"{study}: {'ran the study, ' if ran else ''}report -> {folder / 'report.html'}")
+        return 0
+    runs = Path(args.runs)
+    if runs.exists():  # a missing run folder gets build_report's own message (run the study first)
+        require_dir(runs, "--runs", create=False)
+    if args.study and "/" not in args.study and not args.study.startswith("."):
+        require_dir(out / args.study, "--out")
+    load_cli_plugins(args)
+    if args.study and "/" not in args.study and not args.study.startswith("."):
+        load_run_plugins(runs / args.study)
+    folder = build_report(args.study, runs, out)
+    print(f"{args.study}: report -> {folder / 'report.html'}")
+    return 0
+
+
+def cmd_hunt(args) -> int:
+    if args.seconds is not None and args.points is not None:
+        raise ParameterError("hunt: give --seconds or --points, not both")
+    seconds = None
+    if args.seconds is not None:
+        seconds = parse_exact_float(args.seconds, "seconds")
+        if seconds <= 0:
+            raise ParameterError(f"--seconds={args.seconds!r}; expected a positive number of seconds")
+    points = None
+    if args.points is not None:
+        points = parse_int(args.points, "points")
+        if points <= 0:
+            raise ParameterError(f"--points={args.points!r}; expected a positive integer")
+    seed = parse_int(args.seed, "seed")
+    if seed < 0:
+        raise ParameterError(f"--seed={args.seed!r}; expected a non-negative integer")
+    top = parse_int(args.top, "top")
+    if top <= 0:
+        raise ParameterError(f"--top={args.top!r}; expected a positive integer")
+    gammas = [parse_exact_float(v, "gamma") for v in args.gamma or ["2.0"]]
+    alphas = [parse_exact_float(v, "alpha") for v in args.alpha or ["0.25"]]
+    targets = [parse_int(v, "target") for v in args.target or ["0", "1"]]
+    corpus = require_output_file(args.corpus, "--corpus") if args.corpus else None
+    load_cli_plugins(args)
+    result = hunt(args.variant, machine=args.machine, fmt=args.format, gammas=gammas, alphas=alphas,
+                  targets=targets, outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points,
+                  seed=seed, workers=args.workers, top=top)
+    added = 0
+    if corpus is not None and result.corpus_preds():
+        note = (f"hunt witness, {result.variant} {result.fmt} {result.machine}, "
+                f"gamma {' '.join(f'{g:g}' for g in result.gammas)}, seed {result.seed}")
+        added = append_to_corpus(corpus, result.corpus_preds(), note)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print("\n".join(result.lines()))
+        if corpus is not None:
+            print(f"corpus: {added} new pred values appended to {corpus}")
+    return 0
+
+
+def _parse_tolerance(text: str) -> float:
+    value = parse_exact_float(text, "tolerance")
+    if value < 0:
+        raise ParameterError(f"--tolerance={text!r}; expected a number of bits >= 0")
+    return value
+
+
+def cmd_diff(args) -> int:
+    """``precision diff``: two runs of one study compared point by point (precision.products.diff)."""
+    run_a = require_dir(args.run_a, "RUN_A", create=False)
+    run_b = require_dir(args.run_b, "RUN_B", create=False)
+    out = require_replaceable(require_dir(args.out, "--out"), "tables/diff.csv")
+    tolerance = _parse_tolerance(args.tolerance)
+    result = diff_runs(run_a, run_b, tolerance=tolerance)
+    command = f"precision diff {run_a} {run_b} --tolerance {tolerance:g} --out {out}"
+    folder = write_diff(result, out, command)
+    print("\n".join(result.lines()))
+    print(f"diff: report -> {folder / 'report.html'}")
+    return result.exit_status
+
+
+def cmd_score(args) -> int:
+    """``precision score``: outputs produced elsewhere against the oracle (precision.products.score_outputs)."""
+    given = getattr(args, "given", frozenset())
+    if "machine" in given and not args.compare_with:
+        raise ParameterError("--machine applies to --compare-with only; add --compare-with VARIANT or drop --machine")
+    files = {"inputs": require_file(args.inputs, "--inputs"), "outputs": require_file(args.outputs, "--outputs")}
+    for name in ("target", "dout", "weight"):
+        if getattr(args, name) is not None:
+            files[name] = require_file(getattr(args, name), f"--{name}")
+    label = args.label or Path(args.outputs).stem
+    if not label or any(c.isspace() or c in "/\\" for c in label) or label.startswith("."):
+        raise ParameterError(f"--label={label!r}; expected a name without spaces or slashes")
+    out = require_replaceable(require_dir(args.out or DEFAULT_SCORE_DIR / label, "--out"), "score.json")
+    shape = parse_shape(args.shape) if args.shape is not None else None
+    load_cli_plugins(args)
+    if args.compare_with:
+        get_variant(args.compare_with)
+        get_machine(args.machine)
+    alpha = parse_exact_float(args.alpha, "alpha")
+    gamma = parse_exact_float(args.gamma, "gamma")
+    arrays = load_inputs(files["inputs"], target=files.get("target"), dout=files.get("dout"),
+                         weight=files.get("weight"))
+    inputs = validate_score_inputs(arrays, alpha=alpha, gamma=gamma, reduction=args.reduction)
+    outputs = load_outputs(files["outputs"], shape=shape, dtype=args.dtype, pred=inputs.pred)
+    result = score_outputs(inputs, outputs, label=label, compare_with=args.compare_with,
+                           machine=args.machine)
+    command = " ".join(["precision score", *(f"--{k} {v}" for k, v in files.items()),
+                        f"--alpha {args.alpha} --gamma {args.gamma} --reduction {args.reduction} --label {label}",
+                        *([f"--shape {args.shape}"] if args.shape else []),
+                        *([f"--dtype {args.dtype}"] if args.dtype else []),
+                        *([f"--compare-with {args.compare_with} --machine {args.machine}"]
+                          if args.compare_with else []),
+                        *(f"--plugin {p}" for p in (args.plugin or ()))])
+    folder = write_score(result, out, files, command)
+    print("\n".join(result.lines()))
+    print(f"score: tables -> {folder / 'summary.csv'}, report -> {folder / 'report.html'}")
+    return 0
+
+
+def cmd_cache(args) -> int:
+    folder = require_cache_dir(args, create=True)
+    terms = TermCache(folder, create=False)  # info and clear never create the folder
+    results = ResultCache(folder, create=False)
+    if args.action == "info":
+        t, r = terms.info(), results.info()
+        print(f"folder  {t['folder']}\n"
+              f"terms   {t['shards']} shards, {t['entries']:,} entries, {t['bytes']:,} bytes\n"
+              f"results {r['results']:,} files, {r['bytes']:,} bytes")
+    else:
+        print(f"removed {terms.clear()} term shards and {results.clear():,} result files from {terms.folder}")
+    return 0
