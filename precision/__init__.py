@@ -4,6 +4,10 @@ The supported API, re-exported from its modules; everything else is internal.
 """
 
 import importlib as _importlib
+import importlib.abc as _importlib_abc
+import importlib.util as _importlib_util
+import sys as _sys
+import warnings as _warnings
 
 #: Where each name of the API lives; imported on first use (PEP 562), so ``import precision`` is cheap and the
 #: command line can catch Ctrl-C before numpy, mpmath and the machines load.
@@ -43,3 +47,58 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
+
+
+# ---------------------------------------------------------------------------
+# Module paths before the layered layout
+# ---------------------------------------------------------------------------
+
+#: Where each top-level module of the flat layout (before the layers) lives now.  ``import precision.oracle``
+#: or ``from precision.implementations.common import store_output`` in a user's script or plugin keeps
+#: working: the old name is the new module itself (one object, one ``__spec__``), with a DeprecationWarning.
+_MOVED = {
+    "formats": "exact.formats", "certify": "exact.certify", "files": "io.files", "frames": "io.frames",
+    "steps": "recipes.steps", "scoring": "analysis.scoring", "standards": "analysis.standards",
+    **{name: f"sigmoid_focal_loss_grad.{name}" for name in (
+        "oracle", "oracle_arb", "terms", "bracket", "implementations", "guards", "comparisons", "attribution",
+        "opcount")},
+    **{name: f"engine.{name}" for name in (
+        "study", "task", "sweep", "cache", "executor", "plugins", "attribution_table", "threshold_search")},
+    **{name: f"products.{name}" for name in ("report", "gate", "diff", "hunt", "score_outputs")},
+}
+
+
+def _moved_name(name: str):
+    """The current name of a module named in the flat layout (``precision.oracle`` ->
+    ``precision.sigmoid_focal_loss_grad.oracle``), or None."""
+    parts = name.split(".")
+    if len(parts) < 2 or parts[0] != "precision" or parts[1] not in _MOVED:
+        return None
+    return ".".join(["precision", _MOVED[parts[1]], *parts[2:]])
+
+
+class _MovedModules(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
+    """Imports a flat-layout module name as the module it became."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if _moved_name(fullname) is None:
+            return None
+        return _importlib_util.spec_from_loader(fullname, self)
+
+    def __init__(self):
+        self._specs = {}
+
+    def create_module(self, spec):
+        new = _moved_name(spec.name)
+        _warnings.warn(f"{spec.name} is now {new}", DeprecationWarning, stacklevel=2)
+        module = _importlib.import_module(new)
+        self._specs[module.__name__] = module.__spec__
+        return module
+
+    def exec_module(self, module):
+        # the import machinery gave the module the old name's spec: its own again (one module, one spec)
+        module.__spec__ = self._specs.pop(module.__name__)
+
+
+# first: the path finder would otherwise load an old dotted name below a moved package a second time
+_sys.meta_path.insert(0, _MovedModules())

@@ -1,5 +1,7 @@
 """The public API is exactly what precision.__all__ declares."""
 
+import pytest
+
 import precision
 
 
@@ -17,3 +19,28 @@ def test_public_entry_points():
     assert callable(precision.sigmoid_focal_loss_grad.oracle.gradient)
     assert precision.gradient is precision.sigmoid_focal_loss_grad.oracle.gradient
     assert precision.evaluate is precision.sigmoid_focal_loss_grad.guards.evaluate
+
+
+def test_flat_layout_module_names_still_import():
+    """Scripts and plugins written against the flat layout (``precision.oracle``) keep working."""
+    import importlib
+    import warnings
+
+    from precision.sigmoid_focal_loss_grad import oracle
+    from precision.sigmoid_focal_loss_grad.implementations import common
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("precision.oracle")
+        from precision.implementations.common import store_output
+    assert old is oracle and store_output is common.store_output
+    assert old.__spec__.name == "precision.sigmoid_focal_loss_grad.oracle"  # one module, its own spec
+    with pytest.warns(DeprecationWarning, match="precision.scoring is now precision.analysis.scoring"):
+        assert precision.scoring is importlib.import_module("precision.analysis.scoring")  # attribute access
+    assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
+        "precision.oracle is now precision.sigmoid_focal_loss_grad.oracle",
+        "precision.implementations is now precision.sigmoid_focal_loss_grad.implementations",
+        "precision.implementations.common is now precision.sigmoid_focal_loss_grad.implementations.common"]
+    for missing in ("precision.no_such_module", "precision.oracle.no_such_module"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(missing)

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from precision.sigmoid_focal_loss_grad.bracket import bracket_band
+from precision import _moved_name
 from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_npz
 from precision.errors import PluginError, PrecisionError
 from precision.exact.formats import get_format, round_to_format
@@ -82,8 +83,9 @@ SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "analysis/histograms.
 # ---------------------------------------------------------------------------
 
 def _module_file(name: str) -> Path | None:
-    """The source file of a module of the package (``precision.machine`` -> machine/__init__.py)."""
-    parts = name.split(".")
+    """The source file of a module of the package (``precision.machine`` -> machine/__init__.py; a flat-layout
+    name such as ``precision.oracle``, as an old plugin may import it, -> the module it became)."""
+    parts = (_moved_name(name) or name).split(".")
     if parts[0] != "precision":
         return None
     base = _PACKAGE.joinpath(*parts[1:])

@@ -208,3 +208,15 @@ def test_every_fired_count_reaches_the_group_table(tmp_path):
     kernel = g[(g["variant"] == "kernel") & (g["machine"] == "npu") & (g["format"] == "fp16")]
     assert int(kernel["fired_g1"].sum()) == 3 * 2 * 2  # 3 negative preds x 2 targets x 2 gammas
     assert int(kernel["fired_g2"].sum()) == 2 * 2 * 2  # x = 17 and 40: q = 0 clamped
+
+
+def test_a_plugin_on_flat_layout_names_depends_on_the_modules_they_became(tmp_path):
+    """A plugin importing ``precision.implementations.common`` (the layout before the layers): its source
+    closure, and so its results' digest, holds the module it became."""
+    old = tmp_path / "old_plugin.py"
+    old.write_text("from precision.implementations.common import store_output\nimport precision.steps\n")
+    package = Path(task.__file__).resolve().parents[1]
+    closure = task.module_closure(old)
+    assert package / "sigmoid_focal_loss_grad" / "implementations" / "common.py" in closure
+    assert package / "recipes" / "steps.py" in closure
+    assert package / "exact" / "formats.py" in closure  # and what those import
