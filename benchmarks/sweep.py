@@ -46,7 +46,8 @@ from precision.engine.executor import InlineExecutor, make_executor
 from precision.sigmoid_focal_loss_grad.guards import evaluate, evaluate_variants
 from precision.engine.task import DECISIONS, _Tensor
 from precision.sigmoid_focal_loss_grad.terms import derive_gradient
-from precision.engine.study import load_study, pred_values
+from precision.engine.study import load_study
+from precision.engine.points import pred_values
 from precision.engine import sweep
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "fp16_exhaustive.toml"

@@ -85,7 +85,8 @@ from precision.exact.formats import get_format, round_to_format
 from precision.sigmoid_focal_loss_grad.guards import bind_recipe, recipe_call, variant_names
 from precision.analysis.paired import compare_points
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
-from precision.engine.study import Study, study_preds_by_gamma
+from precision.engine.study import Study
+from precision.engine.points import study_preds_by_gamma
 from precision.io.frames import write_csv
 from precision.engine.plugins import ensure_loaded
 
@@ -496,7 +497,7 @@ def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_gamma=Non
     study : precision.engine.study.Study
         The study the run ran (its ``attribution``, variants, targets, reduction, regions, profiles).
     preds_by_gamma : dict, optional
-        The study's pred values per gamma (:func:`precision.engine.study.study_preds_by_gamma`), if the caller has
+        The study's pred values per gamma (:func:`precision.engine.points.study_preds_by_gamma`), if the caller has
         them.
     progress : bool, optional
         Show a progress bar (default: on a terminal).

@@ -107,7 +107,8 @@ from precision.analysis.acceptance import ACCEPTANCE_MAXIMA
 from precision.analysis.groups import GroupStats
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import CLASS_NAMES
-from precision.engine.study import Study, region_labels, study_preds_by_gamma
+from precision.engine.study import Study, region_labels
+from precision.engine.points import study_preds_by_gamma
 from precision.engine import threshold_search
 from precision.io.frames import frame_from_arrays, frame_to_arrays
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest,

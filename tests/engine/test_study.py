@@ -5,7 +5,8 @@ import pytest
 
 from precision.errors import StudyFileError
 from precision.exact.formats import FP16, FP32
-from precision.engine.study import AttributionSpec, load_study, parse_study, pred_values
+from precision.engine.study import AttributionSpec, load_study, parse_study
+from precision.engine.points import pred_values
 
 BASE = """
 name = "t"
@@ -225,7 +226,7 @@ class TestWindows:
         assert pred_values(s0.pred, s0.seed, -2.0).size > 0
 
     def test_sweep_computes_each_gammas_own_terms(self, tmp_path):
-        from precision.engine.study import study_preds_by_gamma
+        from precision.engine.points import study_preds_by_gamma
         from precision.engine.sweep import run_study
         text = self.TEXT.replace("per_window = 2000", "per_window = 300").replace(
             'gamma = [2.0, -1.5]', 'gamma = [-2.0, -1.5]').replace("target = [0, 1]", "target = [0]")
@@ -238,7 +239,7 @@ class TestWindows:
 
 class TestPredUnion:
     def test_union_of_sets_and_file_kind(self, tmp_path):
-        from precision.engine.study import study_pred_values
+        from precision.engine.points import study_pred_values
         (tmp_path / "corpus.txt").write_text("# worst cases\n0x1.8p+3\n-2.5  # from a gate run\n\n")
         text = BASE.replace('[pred]\nkind = "list"\nformat = "fp32"\nvalues = ["-0x1.4p+0", "2.5", "0"]',
                             '[[pred]]\nkind = "list"\nformat = "fp32"\nvalues = ["-0x1.4p+0", "2.5", "0"]\n'

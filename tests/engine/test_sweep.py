@@ -15,7 +15,8 @@ from precision.sigmoid_focal_loss_grad import oracle
 from precision.cli import main
 from precision.sigmoid_focal_loss_grad.guards import evaluate
 from precision.analysis.scoring import ulp_error
-from precision.engine.study import parse_study, pred_values
+from precision.engine.study import parse_study
+from precision.engine.points import pred_values
 from precision.engine.sweep import run_study
 
 TABLES = ("summary.csv", "by_region.csv", "by_gamma.csv", "groups.csv", "comparisons.csv")

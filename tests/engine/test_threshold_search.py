@@ -14,7 +14,8 @@ import pytest
 
 from precision.sigmoid_focal_loss_grad.guards import evaluate_variants
 from precision.analysis.scoring import CLASS_OK
-from precision.engine.study import load_study, study_pred_values
+from precision.engine.study import load_study
+from precision.engine.points import study_pred_values
 from precision.engine.sweep import run_study
 from precision.engine.threshold_search import ALWAYS, NEVER, Evidence, search
 
