@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from precision.cli import _build_parser, main
+from precision.engine.plugins import loaded_plugins, unload_plugin
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -100,7 +101,7 @@ def readme_dollar_examples() -> list[tuple[str, list[str]]]:
             if info == "" and body and body[0].startswith("$ precision")]
 
 
-def test_every_command_has_examples_that_run(project, capsys, monkeypatch):
+def test_every_command_has_examples_that_run(project, capsys, monkeypatch, request):
     """A plain ``precision ...`` line runs in this process (:func:`precision.cli.main`, what the console script
     calls: it saves a second of imports per line), a line with shell syntax in bash."""
     repo, env = project
@@ -109,6 +110,9 @@ def test_every_command_has_examples_that_run(project, capsys, monkeypatch):
     order = ["oracle", "variants", "explain", "run", "gate", "report", "hunt", "diff", "score", "cache"]
     assert sorted(order) == sorted(_build_parser().commands)
     failures = []
+    before = {plugin.path for plugin in loaded_plugins()}
+    request.addfinalizer(lambda: [unload_plugin(plugin.path) for plugin in loaded_plugins()
+                                  if plugin.path not in before])  # the in-process lines' plugins
     for command in order:
         examples, note = help_examples(command)
         assert examples, command
