@@ -15,7 +15,7 @@ machine runs it with its own exp, ln and division, and ``+ftz`` flushes its
 multiplications' subnormal results, as for the built-in variants.
 
 The table of named steps (``MY_RECIPE``) is the implementation:
-``my_kernel`` is :func:`precision.engine.plugins.recipe_function` of it, and
+``my_kernel`` is :func:`precision.sigmoid_focal_loss_grad.plugins.recipe_function` of it, and
 ``recipe=`` hands the same table to ``precision explain`` (one row per step,
 with its local error and cause).  Each step's ``exact`` names the real
 number it stands for, from the point's exact quantities ``Q``
@@ -31,7 +31,7 @@ import numpy as np
 
 from precision import RNE, register_variant
 from precision.sigmoid_focal_loss_grad.implementations.common import prepare_host_scalars, store_output
-from precision.engine.plugins import recipe_function
+from precision.sigmoid_focal_loss_grad.plugins import recipe_function
 from precision.recipes.steps import Recipe, RecipeCall, Step, sum_cond
 
 

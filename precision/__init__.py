@@ -61,9 +61,9 @@ _MOVED = {
     "steps": "recipes.steps", "scoring": "analysis.scoring", "standards": "analysis.standards",
     **{name: f"sigmoid_focal_loss_grad.{name}" for name in (
         "oracle", "oracle_arb", "terms", "bracket", "implementations", "guards", "comparisons", "attribution",
-        "opcount")},
+        "opcount", "plugins")},
     **{name: f"engine.{name}" for name in (
-        "study", "task", "sweep", "cache", "executor", "plugins", "attribution_table", "threshold_search")},
+        "study", "task", "sweep", "cache", "executor", "attribution_table", "threshold_search")},
     **{name: f"products.{name}" for name in ("report", "gate", "diff", "hunt", "score_outputs")},
 }
 

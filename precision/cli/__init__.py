@@ -47,7 +47,7 @@ __all__ = ["main", "parse_exact_float", "INTERRUPTED", "DEFAULT_RUNS_DIR", "DEFA
 # ---------------------------------------------------------------------------
 
 def _add_plugin_option(p) -> None:
-    """``--plugin FILE`` (repeatable): a Python file registering more variants (precision.engine.plugins)."""
+    """``--plugin FILE`` (repeatable): a Python file registering more variants (precision.sigmoid_focal_loss_grad.plugins)."""
     p.add_argument("--plugin", action="append", metavar="FILE",
                    help="a Python file that registers variants with precision.register_variant; repeatable "
                         "(default: none; see docs/plugins.md)")

@@ -11,7 +11,7 @@ from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, load_cli
                                    parse_exact_float, parse_int, require_cache_dir, require_dir, require_file,
                                    require_output_file)
 from precision.engine.cache import ResultCache, TermCache
-from precision.engine.plugins import variant_source
+from precision.sigmoid_focal_loss_grad.plugins import variant_source
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
 from precision.errors import ParameterError

@@ -88,7 +88,7 @@ from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
 from precision.engine.study import Study
 from precision.engine.points import study_preds_by_gamma
 from precision.io.frames import write_csv
-from precision.engine.plugins import ensure_loaded
+from precision.sigmoid_focal_loss_grad.plugins import ensure_loaded
 
 __all__ = ["PREDICTED_CAUSES", "GROUP_KEYS", "CAUSE_COLUMNS", "GUARD_COLUMNS", "AttributionTables",
            "attribution_tables", "write_attribution", "confusion_table", "select_points"]

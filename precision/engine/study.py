@@ -48,7 +48,7 @@ A study file (``studies/NAME.toml``)::
     attribution = { variants = ["kernel"], points = 8 }   # optional: attribute kept points to recipe steps
                                       # (true: every variant, every kept row; points = "kept" or N per group)
     plugins = ["my_kernel.py"]        # optional: plugin files registering more variants (relative to
-                                      # this file; precision.engine.plugins), loaded before the names are checked
+                                      # this file; precision.sigmoid_focal_loss_grad.plugins), loaded before the names are checked
 
     [report]                          # optional: the report's sections, in order (precision.products.report.sections)
     sections = ["verdicts", "dominant", "summary"]
@@ -75,7 +75,7 @@ from precision.errors import PrecisionError, StudyFileError
 from precision.exact.formats import FORMATS, round_to_format
 from precision.sigmoid_focal_loss_grad.guards import get_variant, recipe_call
 from precision.machine import get_machine
-from precision.engine.plugins import check_study_variants, load_plugins
+from precision.sigmoid_focal_loss_grad.plugins import check_study_variants, load_plugins
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "PER_POINT_MODES",
            "AttributionSpec", "region_labels", "SECTION_OPTIONS", "DEFAULT_SECTIONS"]
@@ -205,7 +205,7 @@ class Study:
     attribution: "AttributionSpec | None" = None  # [run] attribution; None = no attribution
     #: Absolute paths of the plugin files the study needs, in load order: its own ``[run] plugins``
     #: (relative to the study file) and those given with it (``--plugin``).  Loaded by
-    #: :func:`parse_study`; a worker process loads them with :func:`precision.engine.plugins.ensure_loaded`.
+    #: :func:`parse_study`; a worker process loads them with :func:`precision.sigmoid_focal_loss_grad.plugins.ensure_loaded`.
     plugins: tuple = ()
     region_names: tuple = ()  # one per region; () = the labels of the edges (region_labels)
     separate: tuple = ()  # region names kept out of the pooled comparisons
@@ -438,7 +438,7 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     ``plugins`` are more plugin files (``--plugin``), loaded before the
     study's own ``[run] plugins``; both are loaded before the variant names
     are checked, and the plugin variants the study names are evaluated once
-    on each of its machines and profiles (:func:`precision.engine.plugins.check_study_variants`).
+    on each of its machines and profiles (:func:`precision.sigmoid_focal_loss_grad.plugins.check_study_variants`).
     """
     try:
         data = tomllib.loads(text)

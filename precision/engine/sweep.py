@@ -101,7 +101,7 @@ from precision.exact.formats import get_format, round_to_format
 from precision.engine.attribution_table import write_attribution
 from precision.sigmoid_focal_loss_grad.comparisons import find_comparisons
 from precision.sigmoid_focal_loss_grad.guards import variant_names
-from precision.engine.plugins import plugin_digest
+from precision.sigmoid_focal_loss_grad.plugins import plugin_digest
 from precision.analysis.standards import settings_from_options, standards_table
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA
 from precision.analysis.groups import GroupStats

@@ -51,7 +51,7 @@ from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.sigmoid_focal_loss_grad.guards import evaluate_variants, get_variant
 from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS, FIRED_STEPS, guard_fired
 from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION
-from precision.engine.plugins import ensure_loaded
+from precision.sigmoid_focal_loss_grad.plugins import ensure_loaded
 from precision.analysis.groups import GroupStats, Grouping
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import Scorer
@@ -207,7 +207,7 @@ class Task:
     comparisons: tuple = ()
     result_cache: str | None = None
     chunk_file: str | None = None
-    plugins: tuple = ()  # (path, digest) of each plugin file its variants need (precision.engine.plugins)
+    plugins: tuple = ()  # (path, digest) of each plugin file its variants need (precision.sigmoid_focal_loss_grad.plugins)
     golden: str = "exact"  # the acceptance standards' golden: the exact value, or its rounding to the format
 
 

@@ -11,8 +11,9 @@ operator is docs/operators.md):
 - where the exact value is ill-conditioned: :mod:`.bracket` (the roots and
   cancellation windows);
 - the recipes with their guards: :mod:`.implementations` (kernel, naive,
-  golden, mmcv, candidate) and the variant registry :mod:`.guards`
-  (``evaluate``, ``register_variant``);
+  golden, mmcv, candidate), the variant registry :mod:`.guards`
+  (``evaluate``, ``register_variant``) and the plugin files that add to it
+  (:mod:`.plugins`);
 - which variants are compared with which, and the G5 thresholds:
   :mod:`.comparisons`;
 - step-level attribution of an error: :mod:`.attribution`; op counts:

@@ -130,7 +130,7 @@ class Variant:
     params : tuple of (str, object)
         Keyword arguments bound to ``function`` (e.g. ``("guards", frozenset)``).
     source : pathlib.Path or None
-        The plugin file that registered the row (absolute; :mod:`precision.engine.plugins`),
+        The plugin file that registered the row (absolute; :mod:`precision.sigmoid_focal_loss_grad.plugins`),
         None for the package's own variants.  Its digest stands for the row's
         implementation (``function`` is the plugin's function wrapped by the loader).
     """
@@ -328,7 +328,7 @@ def get_variant(name) -> Variant:
     return Variant(name, "naive" if base == "naive" else "kernel", desc, kernel, params)
 
 
-#: Set by :mod:`precision.engine.plugins` while it imports a plugin file, None otherwise:
+#: Set by :mod:`precision.sigmoid_focal_loss_grad.plugins` while it imports a plugin file, None otherwise:
 #: ``hook(name, function, exists) -> (function, source)`` is called by :func:`register_variant`
 #: instead of its own name check (``exists``: the name is taken by a row or a parsed
 #: ``naive``/``kernel`` form); it raises on a clash and returns the function to register (the
@@ -345,7 +345,7 @@ def register_variant(name: str, function: Callable, description: str, *, family:
     name : str
         The new name; must not collide with an existing row (unless
         ``replace``) nor look like a parsed ``naive``/``kernel`` name.  In a
-        plugin file (:mod:`precision.engine.plugins`) a name may never redefine a
+        plugin file (:mod:`precision.sigmoid_focal_loss_grad.plugins`) a name may never redefine a
         built-in row or another plugin's, ``replace`` or not.
     function : callable
         ``f(machine, pred, target, dout, weight, alpha, gamma, reduction, **params)``

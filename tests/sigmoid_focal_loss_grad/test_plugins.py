@@ -1,4 +1,4 @@
-"""Plugins (precision.engine.plugins): a user's file of variants in studies, the gate, reports; every failure one line."""
+"""Plugins (precision.sigmoid_focal_loss_grad.plugins): a user's file of variants in studies, the gate, reports; every failure one line."""
 
 import hashlib
 import shutil
@@ -12,8 +12,9 @@ import pytest
 from precision import evaluate, evaluate_variants, trace_variant
 from precision.errors import PluginError
 from precision.sigmoid_focal_loss_grad.guards import VARIANTS, variant_names
-from precision.engine.plugins import (SMOKE_PRED, ensure_loaded, load_plugin, loaded_plugins, plugin_digest,
-                                      plugin_files, source_digest, unload_plugin, variant_source)
+from precision.sigmoid_focal_loss_grad.plugins import (SMOKE_PRED, ensure_loaded, load_plugin, loaded_plugins,
+                                                       plugin_digest, plugin_files, source_digest, unload_plugin,
+                                                       variant_source)
 from precision.engine.study import parse_study
 
 from cli_support import precision, tree
