@@ -3,7 +3,9 @@
 The layers of ``precision/`` (top down: entry points, products, sweep engine, the operator, analysis,
 recipes, machines, exact arithmetic and files, errors) import only the layers below them, and every
 top-level module is placed in one; no module imports, directly or through others, a sibling that imports
-it back, at any depth.  A break fails this test (and so CI), naming the imports that cause it.
+it back, at any depth; the layers above the operator reach it only through its package (its interface,
+``precision/sigmoid_focal_loss_grad/__init__.py``).  A break fails this test (and so CI), naming the imports
+that cause it.
 """
 
 import shutil
@@ -35,15 +37,22 @@ def test_the_contracts_cover_the_whole_package():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     assert config["root_package"] == "precision"
     contracts = {c["type"]: c for c in config["contracts"]}
-    assert sorted(contracts) == ["acyclic_siblings", "layers"]
+    assert sorted(contracts) == ["acyclic_siblings", "forbidden", "layers"]
     assert contracts["acyclic_siblings"]["ancestors"] == ["precision"]
     layers = contracts["layers"]
     assert (layers["containers"], layers["exhaustive"], layers["layers"]) == (["precision"], True, LAYERS)
+    interface = contracts["forbidden"]
+    assert interface["source_modules"] == ["precision.engine", "precision.products", "precision.cli"]
+    operator = ROOT / "precision" / "sigmoid_focal_loss_grad"
+    modules = sorted(f"precision.sigmoid_focal_loss_grad.{p.stem if p.is_file() else p.name}"
+                     for p in operator.iterdir() if p.name != "__init__.py" and (p.suffix == ".py" or p.is_dir())
+                     and p.name != "__pycache__")
+    assert interface["forbidden_modules"] == modules  # every module of the operator but its interface
 
 
 def test_the_package_keeps_its_contracts():
     done = _lint(ROOT)
-    assert done.returncode == 0 and "2 kept, 0 broken" in done.stdout, done.stdout[-2000:] + done.stderr
+    assert done.returncode == 0 and "3 kept, 0 broken" in done.stdout, done.stdout[-2000:] + done.stderr
 
 
 @pytest.mark.parametrize("edit, broken", [
@@ -53,6 +62,9 @@ def test_the_package_keeps_its_contracts():
     (("loose.py", '"""A module in no layer."""\n'), "Layers"),
     # a cycle inside one layer
     (("engine/executor.py", "\nimport precision.engine.sweep\n"), "No import cycles"),
+    # the engine reaching into the operator past its interface
+    (("engine/executor.py", "\nfrom precision.sigmoid_focal_loss_grad.guards import get_variant\n"),
+     "The operator's interface"),
 ])
 def test_a_break_fails_the_lint(tmp_path, edit, broken):
     root = _copy(tmp_path)

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 from precision.engine.cache import default_cache_dir
-from precision.sigmoid_focal_loss_grad.plugins import load_plugins
+from precision.sigmoid_focal_loss_grad import load_plugins
 from precision.errors import ParameterError, PrecisionError
 from precision.io.files import probe_writable
 

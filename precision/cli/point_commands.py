@@ -11,8 +11,7 @@ from mpmath import libmp
 from precision.cli.options import UsageError, load_cli_plugins, parse_exact_float, parse_int
 from precision.errors import ParameterError, PrecisionError
 from precision.exact.formats import FORMATS, round_to_format
-from precision.sigmoid_focal_loss_grad import oracle
-from precision.sigmoid_focal_loss_grad.attribution import attribute, describe
+from precision.sigmoid_focal_loss_grad import attribute, describe, exact_decimal, round_gradient
 
 # ---------------------------------------------------------------------------
 # precision oracle, oracle --check, explain
@@ -48,7 +47,7 @@ def cmd_oracle(args) -> int:
     weight = parse_exact_float(args.weight, "weight")
     dout = parse_exact_float(args.dout, "dout")
     count = parse_int(args.count, "count", positive=True)
-    exact = oracle.exact_decimal(x, t, alpha, gamma, weight, dout, count, digits=40)
+    exact = exact_decimal(x, t, alpha, gamma, weight, dout, count, digits=40)
     lines = [
         f"pred    {x.hex():<24} {x!r}",
         f"target  {t}",
@@ -61,7 +60,7 @@ def cmd_oracle(args) -> int:
     ]
     for name in FORMATS:
         try:
-            v = oracle.round_gradient(x, t, alpha, gamma, weight, dout, count, fmt=name)
+            v = round_gradient(x, t, alpha, gamma, weight, dout, count, fmt=name)
             lines.append(f"{name:<7} {v.hex():<24} {v!r}")
         except PrecisionError as exc:  # undecided at the precision cap
             lines.append(f"{name:<7} unresolved ({exc})")
@@ -144,7 +143,7 @@ def cmd_explain(args) -> int:
     point = att.points.loc[0]
     x, d = float(values["pred"]), float(values["dout"])
     w = None if values["weight"] is None else float(values["weight"])
-    exact = oracle.exact_decimal(x, t, alpha, gamma, 1.0 if w is None else w, d, count, digits=20)
+    exact = exact_decimal(x, t, alpha, gamma, 1.0 if w is None else w, d, count, digits=20)
     rows = att.steps
     exact_text = att.exact_values[0]
 

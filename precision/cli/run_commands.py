@@ -11,7 +11,7 @@ from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, load_cli
                                    parse_exact_float, parse_int, require_cache_dir, require_dir, require_file,
                                    require_output_file)
 from precision.engine.cache import ResultCache, TermCache
-from precision.sigmoid_focal_loss_grad.plugins import variant_source
+from precision.sigmoid_focal_loss_grad import get_variant, list_variants, variant_source
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
 from precision.errors import ParameterError
@@ -23,7 +23,6 @@ from precision.products.report import build_report, report_all
 from precision.products.report.page import require_replaceable
 from precision.products.score_outputs import (load_inputs, load_outputs, parse_shape, score_outputs,
                                               validate_score_inputs, write_score)
-from precision.sigmoid_focal_loss_grad.guards import get_variant, list_variants
 
 # ---------------------------------------------------------------------------
 # precision variants, run, gate, report, hunt, diff, score, cache

@@ -77,18 +77,16 @@ import pandas as pd
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from precision.sigmoid_focal_loss_grad.attribution import attribute_bound
-from precision.sigmoid_focal_loss_grad.comparisons import find_comparisons
+from precision.sigmoid_focal_loss_grad import (attribute_bound, bind_recipe, ensure_loaded, find_comparisons,
+                                               recipe_call, variant_names)
 from precision.errors import ParameterError
 from precision.engine.executor import InlineExecutor
 from precision.exact.formats import get_format, round_to_format
-from precision.sigmoid_focal_loss_grad.guards import bind_recipe, recipe_call, variant_names
 from precision.analysis.paired import compare_points
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
 from precision.engine.study import Study
 from precision.engine.points import study_preds_by_gamma
 from precision.io.frames import write_csv
-from precision.sigmoid_focal_loss_grad.plugins import ensure_loaded
 
 __all__ = ["PREDICTED_CAUSES", "GROUP_KEYS", "CAUSE_COLUMNS", "GUARD_COLUMNS", "AttributionTables",
            "attribution_tables", "write_attribution", "confusion_table", "select_points"]

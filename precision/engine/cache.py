@@ -36,8 +36,7 @@ import platformdirs
 import safetensors.numpy
 
 from precision.io.files import atomic_open
-from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION
-from precision.sigmoid_focal_loss_grad.terms import TermTable
+from precision.sigmoid_focal_loss_grad import ORACLE_VERSION, TermTable
 
 __all__ = ["CacheIntegrityWarning", "TermCache", "ResultCache", "default_cache_dir", "atomic_write_npz",
            "read_checked_npz", "RESULTS_VERSION"]

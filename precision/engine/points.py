@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from precision.errors import ParameterError
-from precision.sigmoid_focal_loss_grad.bracket import cancellation_windows, roots
+from precision.sigmoid_focal_loss_grad import cancellation_windows, roots
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 from precision.engine.study import PredAxis, Study
 

@@ -73,9 +73,8 @@ import numpy as np
 
 from precision.errors import PrecisionError, StudyFileError
 from precision.exact.formats import FORMATS, round_to_format
-from precision.sigmoid_focal_loss_grad.guards import get_variant, recipe_call
+from precision.sigmoid_focal_loss_grad import check_study_variants, get_variant, load_plugins, recipe_call
 from precision.machine import get_machine
-from precision.sigmoid_focal_loss_grad.plugins import check_study_variants, load_plugins
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "PER_POINT_MODES",
            "AttributionSpec", "region_labels", "SECTION_OPTIONS", "DEFAULT_SECTIONS"]
@@ -513,7 +512,7 @@ def _parse_threshold_search(run: "_Reader", variants) -> bool:
     if not isinstance(value, bool):
         raise run.error("threshold_search", f"{value!r}; expected true or false")
     if value:
-        from precision.sigmoid_focal_loss_grad.comparisons import ALWAYS, NEVER, thresholds_of
+        from precision.sigmoid_focal_loss_grad import ALWAYS, NEVER, thresholds_of
         missing = [v for v in (ALWAYS, NEVER) if v not in variants]
         if missing or not thresholds_of(variants):
             raise run.error("threshold_search", f"needs {ALWAYS}, {NEVER} and some kernel[G5=2^-k] among the "

@@ -91,17 +91,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from precision.sigmoid_focal_loss_grad import oracle
-from precision.sigmoid_focal_loss_grad.bracket import band_labels
+from precision.sigmoid_focal_loss_grad import (ORACLE_VERSION, TermTable, band_labels, find_comparisons,
+                                               focal_term_tables, plugin_digest, variant_names)
 from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.engine.executor import make_executor
 from precision.io.files import atomic_open
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.attribution_table import write_attribution
-from precision.sigmoid_focal_loss_grad.comparisons import find_comparisons
-from precision.sigmoid_focal_loss_grad.guards import variant_names
-from precision.sigmoid_focal_loss_grad.plugins import plugin_digest
 from precision.analysis.standards import settings_from_options, standards_table
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA
 from precision.analysis.groups import GroupStats
@@ -113,7 +110,6 @@ from precision.engine import threshold_search
 from precision.io.frames import frame_from_arrays, frame_to_arrays
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest,
                                    threshold_search_digest, variant_digest)
-from precision.sigmoid_focal_loss_grad.terms import TermTable, focal_term_tables
 from precision.io.frames import write_csv
 
 __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
@@ -680,7 +676,7 @@ def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
             versions[pkg] = md.version(pkg)
     data = {
         "study": study.name, "study_file": study.path, "study_sha256": study.digest, "seed": study.seed,
-        "oracle_version": oracle.ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
+        "oracle_version": ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
         "versions": versions, "machines": list(study.machines), "variants": list(_variants_of(study)),
         "region_edges": list(study.region_edges), "regions": study.regions, "separate": list(study.separate),
         "bracket_edges": list(study.bracket_edges), "brackets": band_labels(study.bracket_edges),

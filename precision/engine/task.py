@@ -42,21 +42,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad.bracket import bracket_band
+from precision.sigmoid_focal_loss_grad import (FIRED_COLUMNS, FIRED_STEPS, ORACLE_VERSION, TermTable, bracket_band,
+                                               derive_gradient, ensure_loaded, evaluate_variants, get_variant,
+                                               guard_fired)
 from precision import _moved_name
 from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_npz
 from precision.errors import PluginError, PrecisionError
 from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
-from precision.sigmoid_focal_loss_grad.guards import evaluate_variants, get_variant
-from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS, FIRED_STEPS, guard_fired
-from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION
-from precision.sigmoid_focal_loss_grad.plugins import ensure_loaded
 from precision.analysis.groups import GroupStats, Grouping
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import Scorer
 from precision.engine.study import WORST_PER_GROUP, Profile
-from precision.sigmoid_focal_loss_grad.terms import TermTable, derive_gradient
 
 __all__ = ["Task", "TaskResult", "run_task", "exact_input", "PRED_BIN_EDGES", "DECISIONS", "variant_digest", "shared_digest",
            "task_digest", "module_closure"]

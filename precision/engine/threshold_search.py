@@ -40,12 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad.comparisons import (ALWAYS, NEVER, PRODUCTION_THRESHOLD, g5_threshold,
-                                                           threshold_name, thresholds_of)
+from precision.sigmoid_focal_loss_grad import (ALWAYS, NEVER, PRODUCTION_THRESHOLD, evaluate_variants, g5_big,
+                                               g5_cancels, resolve_machine, threshold_name, thresholds_of)
 from precision.exact.formats import from_ordinal, to_ordinal
-from precision.sigmoid_focal_loss_grad.guards import evaluate_variants
-from precision.sigmoid_focal_loss_grad.implementations.common import resolve_machine
-from precision.sigmoid_focal_loss_grad.implementations.kernel import g5_big, g5_cancels
 from precision.analysis.groups import Grouping
 from precision.analysis.paired import PairedStats, compare_points, outputs_changed
 

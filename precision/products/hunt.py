@@ -112,14 +112,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, cancellation_factor
+from precision.sigmoid_focal_loss_grad import (ROOT_NEIGHBOURHOOD_C, TermTable, cancellation_factor, derive_gradient,
+                                               evaluate, focal_term_tables, get_variant)
 from precision.errors import ParameterError, PrecisionError
 from precision.engine.executor import make_executor
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
-from precision.sigmoid_focal_loss_grad.guards import evaluate, get_variant
 from precision.machine import get_machine
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
-from precision.sigmoid_focal_loss_grad.terms import TermTable, derive_gradient, focal_term_tables
 
 __all__ = ["HuntResult", "hunt", "rescore", "KINDS", "BATCH", "TOP_KEPT", "LOCAL_SHARE", "LADDER_BITS", "SAMPLE_RANGE",
            "POINT_STREAMS", "SPECIALS_SHOWN", "DEFAULT_SECONDS"]

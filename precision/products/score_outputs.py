@@ -72,11 +72,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import oracle
+from precision.sigmoid_focal_loss_grad import (ORACLE_VERSION, OperatorInputs, TermTable, derive_gradient, evaluate,
+                                               focal_term_tables, get_variant, validate_inputs)
 from precision.engine.cache import atomic_write_npz
 from precision.errors import DtypeError, ParameterError, ShapeError
-from precision.sigmoid_focal_loss_grad.guards import evaluate, get_variant
-from precision.sigmoid_focal_loss_grad.implementations.common import OperatorInputs, validate_inputs
 from precision.products.report.document import Code, Details, Heading, Para, Table
 from precision.products.report.findings import fmt_num, fmt_share
 from precision.products.report.page import write_folder, write_page
@@ -87,7 +86,6 @@ from precision.analysis.scoring import CLASS_NAMES, bits_error, classify, ulp_er
 from precision.analysis.standards import StandardsSettings, standards_table
 from precision.engine.study import DEFAULT_REGION_EDGES
 from precision.engine.sweep import comparison_table, hex_witnesses, region_labels
-from precision.sigmoid_focal_loss_grad.terms import TermTable, derive_gradient, focal_term_tables
 from precision.io.frames import write_csv
 
 __all__ = ["load_inputs", "load_outputs", "parse_shape", "check_outputs", "validate_score_inputs", "score_outputs",
@@ -574,7 +572,7 @@ def write_score(result: ScoreResult, out_dir, files: dict, command: str = "") ->
             "alpha": result.alpha, "gamma": result.gamma, "reduction": result.reduction, "count": result.count,
             "weight": result.weight, "compare_with": result.compare_with, "machine": result.machine,
             "files": {k: {"path": str(v), "sha256": _sha256(v)} for k, v in files.items() if v is not None},
-            "oracle_version": oracle.ORACLE_VERSION, "versions": versions, "command": command}
+            "oracle_version": ORACLE_VERSION, "versions": versions, "command": command}
 
     def build(folder: Path) -> None:
         for name, frame in result.tables.items():

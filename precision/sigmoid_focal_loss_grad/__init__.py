@@ -1,7 +1,10 @@
 """SigmoidFocalLossGrad: everything specific to the operator (spec: shared/spec/sigmoid_focal_loss_grad.md).
 
-What the operator provides to the generic layers (the checklist for a second
-operator is docs/operators.md):
+This module is the operator's interface: the sweep engine, the products and
+the command line import the operator only from here (import-linter's
+``forbidden`` contract in pyproject.toml), never from its modules.  What it
+provides, module by module (the checklist for a second operator is
+docs/operators.md):
 
 - inputs, attributes and their contract: :mod:`.implementations.common`
   (``validate_inputs``, the selectors, the reductions);
@@ -23,3 +26,47 @@ May import :mod:`precision.analysis`, :mod:`precision.recipes`,
 :mod:`precision.machine`, :mod:`precision.exact`, :mod:`precision.io` and
 :mod:`precision.errors`; the sweep engine and the products import it.
 """
+
+from __future__ import annotations
+
+# 1. inputs, attributes and their contract
+from precision.sigmoid_focal_loss_grad.implementations.common import (ALL_GUARDS, OperatorInputs, resolve_machine,
+                                                                      validate_inputs)
+# 2. the exact value and its certified rounding; its reuse across a sweep
+from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION, exact_decimal, round_gradient
+from precision.sigmoid_focal_loss_grad.terms import TermTable, derive_gradient, focal_term_tables
+# 3. where the exact value is ill-conditioned
+from precision.sigmoid_focal_loss_grad.bracket import (ROOT_NEIGHBOURHOOD_C, band_labels, band_ranges, bracket_band,
+                                                       cancellation_factor, cancellation_windows, neighbourhood, roots)
+# 4. the recipes with their guards, the variant registry and plugin files
+from precision.sigmoid_focal_loss_grad.guards import (GUARD_NAMES, GUARD_PURPOSE, bind_recipe, evaluate,
+                                                      evaluate_variants, get_variant, list_variants, recipe_call,
+                                                      variant_names)
+from precision.sigmoid_focal_loss_grad.implementations.kernel import (FIRED_COLUMNS, FIRED_MEANING, FIRED_STEPS,
+                                                                      g5_big, g5_cancels, guard_fired)
+from precision.sigmoid_focal_loss_grad.plugins import (check_study_variants, ensure_loaded, load_plugins,
+                                                       plugin_digest, variant_source)
+# 5. which variants are compared with which
+from precision.sigmoid_focal_loss_grad.comparisons import (ALWAYS, NEVER, PRODUCTION_THRESHOLD, find_comparisons,
+                                                           g5_threshold, threshold_name, thresholds_of)
+# 6. why a point is wrong; what a variant costs
+from precision.sigmoid_focal_loss_grad.attribution import attribute, attribute_bound, describe
+from precision.sigmoid_focal_loss_grad.opcount import count_ops
+
+__all__ = [
+    # 1. inputs
+    "ALL_GUARDS", "OperatorInputs", "resolve_machine", "validate_inputs",
+    # 2. exact value
+    "ORACLE_VERSION", "exact_decimal", "round_gradient", "TermTable", "derive_gradient", "focal_term_tables",
+    # 3. conditioning
+    "ROOT_NEIGHBOURHOOD_C", "band_labels", "band_ranges", "bracket_band", "cancellation_factor",
+    "cancellation_windows", "neighbourhood", "roots",
+    # 4. recipes, guards, registry, plugins
+    "GUARD_NAMES", "GUARD_PURPOSE", "bind_recipe", "evaluate", "evaluate_variants", "get_variant", "list_variants",
+    "recipe_call", "variant_names", "FIRED_COLUMNS", "FIRED_MEANING", "FIRED_STEPS", "g5_big", "g5_cancels",
+    "guard_fired", "check_study_variants", "ensure_loaded", "load_plugins", "plugin_digest", "variant_source",
+    # 5. comparisons
+    "ALWAYS", "NEVER", "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "thresholds_of",
+    # 6. attribution, cost
+    "attribute", "attribute_bound", "describe", "count_ops",
+]

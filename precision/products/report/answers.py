@@ -29,8 +29,7 @@ import pandas as pd
 
 from pathlib import Path
 
-from precision.sigmoid_focal_loss_grad.guards import GUARD_NAMES
-from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS
+from precision.sigmoid_focal_loss_grad import FIRED_COLUMNS, GUARD_NAMES
 from precision.products.report.findings import cite, fmt_num
 from precision.products.report.tables import region_text
 

@@ -15,8 +15,7 @@ import re
 import pandas as pd
 
 from precision.errors import PrecisionError
-from precision.sigmoid_focal_loss_grad.guards import GUARD_NAMES, GUARD_PURPOSE, get_variant
-from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS, FIRED_MEANING
+from precision.sigmoid_focal_loss_grad import FIRED_COLUMNS, FIRED_MEANING, GUARD_NAMES, GUARD_PURPOSE, get_variant
 from precision.products.report.answers import exercising_study, not_exercised_reason, variant_totals
 
 __all__ = ["TERMS", "guard_table", "used_terms", "scope_table"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad.attribution import attribute
+from precision.sigmoid_focal_loss_grad import attribute
 from precision.products.report.answers import (effect_short, magnitude, magnitude_cites, magnitude_sentence,
                                                region_shares)
 from precision.products.report.findings import cite

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from precision.engine.attribution_table import confusion_table
-from precision.sigmoid_focal_loss_grad.guards import recipe_call
+from precision.sigmoid_focal_loss_grad import recipe_call
 from precision.products.report.document import Details, Para, Section, Table
 from precision.products.report.findings import Cite, Finding, cite, fmt_num
 from precision.products.report.tables import ordered

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, band_ranges, neighbourhood
+from precision.sigmoid_focal_loss_grad import ROOT_NEIGHBOURHOOD_C, band_ranges, neighbourhood
 from precision.products.report.document import Details, Image, Para, Section, Table
 from precision.products.report.plots import draw_curves, error_axis, legend_outside, save, special_level
 from precision.products.report.tables import stat_table

@@ -17,9 +17,7 @@ import pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.colors import ListedColormap
 
-from precision.sigmoid_focal_loss_grad.comparisons import PRODUCTION_THRESHOLD, g5_threshold
-from precision.sigmoid_focal_loss_grad.guards import get_variant
-from precision.sigmoid_focal_loss_grad.implementations.common import ALL_GUARDS
+from precision.sigmoid_focal_loss_grad import ALL_GUARDS, PRODUCTION_THRESHOLD, g5_threshold, get_variant
 from precision.products.report.document import Bullets, Details, Heading, Image, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, fmt_share
 from precision.products.report.plots import (FLOOR, clip_errors, draw_curves, error_axis, legend_outside, save,

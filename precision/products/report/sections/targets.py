@@ -31,9 +31,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, band_ranges
+from precision.sigmoid_focal_loss_grad import ROOT_NEIGHBOURHOOD_C, band_ranges, count_ops
 from precision.products.hunt import rescore
-from precision.sigmoid_focal_loss_grad.opcount import count_ops
 from precision.products.report.answers import Answer
 from precision.products.report.document import Heading, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, fmt_share

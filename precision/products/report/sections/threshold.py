@@ -34,8 +34,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad.bracket import cancellation_windows, roots
-from precision.sigmoid_focal_loss_grad.comparisons import PRODUCTION_THRESHOLD, g5_threshold, threshold_name
+from precision.sigmoid_focal_loss_grad import (PRODUCTION_THRESHOLD, cancellation_windows, g5_threshold, roots,
+                                               threshold_name)
 from precision.products.report.answers import Answer, magnitude_text, verdict_table
 from precision.products.report.document import Details, Heading, Image, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, p_text

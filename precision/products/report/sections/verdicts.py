@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad.comparisons import PRODUCTION_THRESHOLD, g5_threshold
+from precision.sigmoid_focal_loss_grad import PRODUCTION_THRESHOLD, g5_threshold
 from precision.products.report.answers import (NOT_EXERCISED, Answer, cells_text, effect_short, guard_label, magnitude,
                                                pointer_text, magnitude_cites, magnitude_sentence, magnitude_text,
                                                shown_verdict, subject_guard, verdict_table)
