@@ -19,7 +19,8 @@ docs/operators.md):
   (:mod:`.plugins`);
 - which variants are compared with which, and the G5 thresholds:
   :mod:`.comparisons`;
-- step-level attribution of an error: :mod:`.attribution`; op counts:
+- step-level attribution of an error: :mod:`.attribution` on the exact step
+  values of :mod:`.step_values`; op counts:
   :mod:`.opcount`.
 
 May import :mod:`precision.analysis`, :mod:`precision.recipes`,
