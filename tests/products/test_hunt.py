@@ -17,7 +17,8 @@ from precision.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, canc
 from precision.errors import ParameterError
 from precision.exact.formats import FP16, from_ordinal, get_format, to_ordinal
 from precision.sigmoid_focal_loss_grad.guards import VARIANTS, evaluate, register_variant
-from precision.products.hunt import KINDS, HuntResult, hunt
+from precision.products.hunt import KINDS, hunt
+from precision.products.hunt_result import HuntResult
 
 from cli_support import run
 

@@ -1,0 +1,144 @@
+"""What a worst-case hunt found (:class:`HuntResult`): its maxima with hex witnesses, their labels
+(exhaustive or hunted), the points it kept, and its text and JSON forms (``precision hunt --json``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from precision.sigmoid_focal_loss_grad import ROOT_NEIGHBOURHOOD_C
+
+__all__ = ["HuntResult"]
+
+
+@dataclass(frozen=True)
+class HuntResult:
+    """What a hunt found.
+
+    Attributes
+    ----------
+    variant, machine, fmt : str
+        What was hunted (``fmt``: the pred and output format).
+    kind : {"exhaustive", "hunted"}
+        How the maximum was found (see :data:`precision.products.hunt.KINDS`).
+    max_ulp : float
+        The largest error found (inf when a special point was found).
+    max_finite_ulp : float
+        The largest finite error found (NaN when none).
+    witness : dict
+        Inputs of ``max_ulp`` in hex: ``pred``, ``target`` (int), ``alpha``,
+        ``gamma``, ``weight`` (``"none"``), ``dout``; empty when no point was scored.
+    top : pandas.DataFrame
+        The reported points (columns in the module docstring).
+    points : int
+        Points scored (outside the neighbourhood only, when restricted).
+    specials : int
+        Special points scored (NaN/inf where the exact value is finite, or a
+        finite value where it overflows); ``max_ulp`` is inf when nonzero.
+    unresolved : int
+        Points the oracle could not decide (not ranked).
+    seconds : float
+        Wall time of the hunt.
+    budget_seconds, budget_points : float or int or None
+        The budget given (None for the other, and for both when exhaustive).
+    seed : int
+    workers, streams : int
+    gammas, alphas, targets : tuple
+        The lists searched (float32 values, selectors).
+    outside_neighbourhood : bool
+    """
+
+    variant: str
+    machine: str
+    fmt: str
+    kind: str
+    max_ulp: float
+    max_finite_ulp: float
+    witness: dict
+    top: pd.DataFrame = field(repr=False)
+    points: int
+    specials: int
+    unresolved: int
+    seconds: float
+    budget_seconds: float | None
+    budget_points: int | None
+    seed: int
+    workers: int
+    streams: int
+    gammas: tuple
+    alphas: tuple
+    targets: tuple
+    outside_neighbourhood: bool
+
+    @property
+    def label(self) -> str:
+        """How the maximum was found, for a report: ``hunted (2,345,678 points in 60.0 s, seed 0)``."""
+        if self.kind == "exhaustive":
+            return f"exhaustive ({self.points:,} points)"
+        budget = (f"budget {self.budget_points:,} points" if self.budget_points is not None
+                  else f"budget {self.budget_seconds:g} s")
+        return f"hunted ({self.points:,} points in {self.seconds:.1f} s, {budget}, seed {self.seed})"
+
+    @property
+    def points_per_second(self) -> float:
+        return self.points / self.seconds if self.seconds > 0 else float("nan")
+
+    def corpus_preds(self) -> list:
+        """Preds of the reported points that are not correctly rounded (err > 0.5 ulp), worst first."""
+        rows = self.top[~(self.top["err_ulp"] <= 0.5)]
+        return list(dict.fromkeys(float(v) for v in rows["pred"]))
+
+    def lines(self) -> list:
+        """Human-readable output: one line per reported point (fixed field order), then the summary line."""
+        out = []
+        for r in self.top.to_dict("records"):
+            out.append(
+                f"{r['rank']:>3} err={_ulps(r['err_ulp'])} ulp alone={_ulps(r['err_ulp_alone'])} class={r['class']} "
+                f"pred={r['pred_hex']} ({r['pred']!r}) target={r['target']} alpha={r['alpha_hex']} "
+                f"gamma={r['gamma_hex']} weight=none dout={(1.0).hex()} got={r['computed_hex']} "
+                f"want={r['rounded_hex']} C={r['c_factor']:.4g}")
+        zone = f" outside the root neighbourhood (C < {ROOT_NEIGHBOURHOOD_C:g})" if self.outside_neighbourhood else ""
+        w = " ".join(f"{k}={v}" for k, v in self.witness.items())
+        out.append(f"hunt {self.variant} {self.fmt} {self.machine}{zone}: max_ulp={_ulps(self.max_ulp)} "
+                   f"max_finite_ulp={_ulps(self.max_finite_ulp)} {self.label}, {self.workers} workers, "
+                   f"{self.points_per_second:,.0f} points/s, {self.specials} special, {self.unresolved} unresolved; "
+                   f"witness {w}")
+        return out
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict: ``max_ulp``, ``witness`` (hex inputs), ``kind``, ``seconds``, ``points``, ``top``, ...
+
+        Non-finite numbers are written as the strings ``"inf"`` / ``"nan"`` (strict JSON has no inf).
+        """
+        top = []
+        for r in self.top.to_dict("records"):
+            top.append({
+                "rank": int(r["rank"]), "err_ulp": _json_num(r["err_ulp"]),
+                "err_ulp_alone": _json_num(r["err_ulp_alone"]),
+                "class": r["class"], "pred": r["pred_hex"], "target": int(r["target"]), "alpha": r["alpha_hex"],
+                "gamma": r["gamma_hex"], "weight": "none", "dout": (1.0).hex(), "computed": r["computed_hex"],
+                "rounded": r["rounded_hex"], "exact": _json_num(r["exact"]), "c_factor": _json_num(r["c_factor"]),
+                "pred_decimal": repr(float(r["pred"])),
+            })
+        return {
+            "variant": self.variant, "machine": self.machine, "format": self.fmt, "kind": self.kind,
+            "label": self.label, "max_ulp": _json_num(self.max_ulp), "max_finite_ulp": _json_num(self.max_finite_ulp),
+            "witness": dict(self.witness), "seconds": round(self.seconds, 3), "points": self.points,
+            "points_per_second": _json_num(round(self.points_per_second, 1)),
+            "budget": {"seconds": self.budget_seconds, "points": self.budget_points},
+            "seed": self.seed, "workers": self.workers, "streams": self.streams,
+            "gammas": [float(g).hex() for g in self.gammas], "alphas": [float(a).hex() for a in self.alphas],
+            "targets": list(self.targets), "outside_neighbourhood": self.outside_neighbourhood,
+            "specials": self.specials, "unresolved": self.unresolved, "top": top,
+        }
+
+
+def _ulps(v: float) -> str:
+    return "inf" if v == math.inf else "nan" if math.isnan(v) else f"{v:.6g}"
+
+
+def _json_num(v):
+    v = float(v)
+    return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
