@@ -1,4 +1,5 @@
-"""The ``precision`` command.
+"""The ``precision`` command: the top layer, which may import every other (the products, the engine and
+the operator through its interface, ``precision.sigmoid_focal_loss_grad``).
 
 Exit statuses: 0 success; 1 a budget failed or regressed (``gate``) or the
 two oracles disagree (``oracle --check``); 2 a usage or input error,

@@ -70,6 +70,7 @@ shares) and :func:`get_machine`; one math-library module per model
 ``ln`` and ``pow``, chosen once when a machine is built.
 :mod:`~precision.machine.fma` is the exact fused multiply-add and
 :mod:`~precision.machine.rounding` the compute-format rounding helpers.
+Operator-free; may import only :mod:`precision.exact` and :mod:`precision.errors`.
 """
 
 from precision.machine.context import (COMPUTE_FORMATS, DIV_MODES, MODEL_NAMES, POW_ALGOS, Machine, MachineModel,
