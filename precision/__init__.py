@@ -4,8 +4,7 @@ The supported API, re-exported from its modules; everything else is internal.
 """
 
 import importlib as _importlib
-import importlib.abc as _importlib_abc
-import importlib.util as _importlib_util
+import importlib.machinery as _importlib_machinery
 import sys as _sys
 import warnings as _warnings
 
@@ -77,13 +76,14 @@ def _moved_name(name: str):
     return ".".join(["precision", _MOVED[parts[1]], *parts[2:]])
 
 
-class _MovedModules(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
-    """Imports a flat-layout module name as the module it became."""
+class _MovedModules:
+    """Imports a flat-layout module name as the module it became (a meta-path finder and its loader; the
+    protocols only, not importlib.abc's classes, which would cost ``import precision`` 11 ms)."""
 
     def find_spec(self, fullname, path=None, target=None):
         if _moved_name(fullname) is None:
             return None
-        return _importlib_util.spec_from_loader(fullname, self)
+        return _importlib_machinery.ModuleSpec(fullname, self)
 
     def __init__(self):
         self._specs = {}
