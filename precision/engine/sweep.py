@@ -490,24 +490,24 @@ def sort_table(table: pd.DataFrame, variants, machines=None, regions=None, bands
     return table.sort_values(cols, key=key, kind="stable").reset_index(drop=True)
 
 
+def _load_mergeable(run_dir, stats_class, raw: str, hist: str):
+    """Mergeable statistics of a run folder: the frame of ``raw`` (parquet) and the histogram of ``hist`` (npz)."""
+    run_dir = Path(run_dir)
+    arrays = read_checked_npz(run_dir / hist)
+    if arrays is None:
+        raise PrecisionError(f"{run_dir}/{hist} is missing or corrupt; run the study again")
+    frame = _read_raw(run_dir / raw)
+    return stats_class(frame, pd.DataFrame({c: arrays[c] for c in ("row", "bin", "count")}))
+
+
 def load_stats(run_dir) -> GroupStats:
     """The fine group statistics of a run folder (``groups_raw.parquet`` and ``hist.npz``)."""
-    run_dir = Path(run_dir)
-    arrays = read_checked_npz(run_dir / "hist.npz")
-    if arrays is None:
-        raise PrecisionError(f"{run_dir}/hist.npz is missing or corrupt; run the study again")
-    frame = _read_raw(run_dir / "groups_raw.parquet")
-    return GroupStats(frame, pd.DataFrame({c: arrays[c] for c in ("row", "bin", "count")}))
+    return _load_mergeable(run_dir, GroupStats, "groups_raw.parquet", "hist.npz")
 
 
 def load_paired(run_dir) -> PairedStats:
     """The fine paired comparisons of a run folder (``paired_raw.parquet`` and ``paired_hist.npz``)."""
-    run_dir = Path(run_dir)
-    arrays = read_checked_npz(run_dir / "paired_hist.npz")
-    if arrays is None:
-        raise PrecisionError(f"{run_dir}/paired_hist.npz is missing or corrupt; run the study again")
-    frame = _read_raw(run_dir / "paired_raw.parquet")
-    return PairedStats(frame, pd.DataFrame({c: arrays[c] for c in ("row", "bin", "count")}))
+    return _load_mergeable(run_dir, PairedStats, "paired_raw.parquet", "paired_hist.npz")
 
 
 def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> tuple[list, int]:
