@@ -95,7 +95,7 @@ from precision.sigmoid_focal_loss_grad import (ORACLE_VERSION, TermTable, band_l
                                                focal_term_tables, plugin_digest, variant_names)
 from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
-from precision.engine.executor import make_executor
+from precision.engine.executor import InlineExecutor, make_executor
 from precision.io.files import atomic_open
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.attribution_table import write_attribution
@@ -108,8 +108,8 @@ from precision.engine.study import Study, region_labels
 from precision.engine.points import study_preds_by_gamma
 from precision.engine import threshold_search
 from precision.io.frames import frame_from_arrays, frame_to_arrays
-from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, task_digest,
-                                   threshold_search_digest, variant_digest)
+from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, share_terms,
+                                   task_digest, threshold_search_digest, variant_digest)
 from precision.io.frames import write_csv
 
 __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
@@ -275,12 +275,14 @@ def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparison
                 if not exact.any():
                     continue
                 pos, neg = terms[gamma]
+                if not exact.all():  # (all exact: the tasks share the tables themselves)
+                    preds, pos, neg = preds[exact], pos.take(exact), neg.take(exact)
                 for alpha in study.alphas:
                     for weight in study.weights:
                         for dout in study.douts:
                             task = Task("", machine, profile, alpha, gamma, weight, dout, study.reduction,
                                         study.count, study.targets, variants, study.region_edges, study.per_point,
-                                        preds[exact], pos.take(exact), neg.take(exact), study.bracket_edges, pairs,
+                                        preds, pos, neg, study.bracket_edges, pairs,
                                         result_cache, plugins=plugins, golden=golden)
                             tasks.append(dataclasses.replace(task, key=_task_key(task)))
     return tasks
@@ -296,6 +298,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     variants = _variants_of(study)
     comparisons = find_comparisons(variants, study.compare)
     executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
+    terms_folder = None
     try:
         try:
             chunk_dir.mkdir(parents=True, exist_ok=True)
@@ -309,11 +312,14 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         terms, pairs, pairs_cached = _compute_terms(study, preds_by_gamma, cache, executor)
         tasks = _build_tasks(study, preds_by_gamma, terms, variants, comparisons,
                              None if cache_folder is None else str(cache_folder))
+        # workers on this machine write their chunk themselves; a remote Dask cluster returns it
+        local = scheduler is None or scheduler == "local"
+        if local and not isinstance(executor, InlineExecutor):  # each gamma's terms travel once, as a file
+            terms_folder = Path(tempfile.mkdtemp(dir=out, prefix=".terms-"))
+            tasks = share_terms(tasks, terms_folder)
         # finished tasks live on disk only (memory stays bounded by one task's results);
         # their integrity is checked when the tables are assembled
         todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.safetensors").exists()]
-        # workers on this machine write their chunk themselves; a remote Dask cluster returns it
-        local = scheduler is None or scheduler == "local"
         work = [dataclasses.replace(tasks[i], chunk_file=str(chunk_dir / f"{tasks[i].key}.safetensors")) if local
                 else tasks[i] for i in todo]
         results_reused = results_computed = 0
@@ -349,6 +355,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
             shutil.rmtree(staging, ignore_errors=True)
     finally:
         executor.close()  # after the attribution, which runs on it too
+        if terms_folder is not None:
+            shutil.rmtree(terms_folder, ignore_errors=True)
     return result
 
 

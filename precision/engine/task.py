@@ -36,6 +36,8 @@ import functools
 import hashlib
 import inspect
 import json
+import uuid
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +48,7 @@ from precision.sigmoid_focal_loss_grad import (FIRED_COLUMNS, FIRED_STEPS, ORACL
                                                derive_gradient, ensure_loaded, evaluate_variants, get_variant,
                                                guard_fired)
 from precision import _moved_name
-from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_npz
+from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_npz, read_checked_npz
 from precision.errors import PluginError, PrecisionError
 from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
@@ -55,8 +57,8 @@ from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import Scorer
 from precision.engine.study import WORST_PER_GROUP, Profile
 
-__all__ = ["Task", "TaskResult", "run_task", "exact_input", "PRED_BIN_EDGES", "DECISIONS", "variant_digest", "shared_digest",
-           "task_digest", "module_closure"]
+__all__ = ["Task", "TaskResult", "run_task", "share_terms", "task_terms", "exact_input", "PRED_BIN_EDGES",
+           "DECISIONS", "variant_digest", "shared_digest", "task_digest", "module_closure"]
 
 #: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
 PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
@@ -178,6 +180,10 @@ class Task:
 
     ``comparisons`` holds (with, without) index pairs into ``variants``;
     ``result_cache`` is the cache folder of the pieces (None: no cache);
+    ``pos`` and ``neg`` hold the focal terms A(x, gamma) and A(-x, gamma)
+    of ``preds``, or are None when ``terms_file`` names the file holding
+    them (:func:`share_terms`: the tasks of one gamma on this machine share
+    one file instead of each carrying a copy to its worker);
     ``chunk_file``, when set, is where :func:`run_task` writes the task's
     result itself (a worker sharing the run folder's file system) instead of
     returning it; ``plugins`` are loaded first (a worker that did not fork
@@ -198,14 +204,55 @@ class Task:
     region_edges: tuple
     per_point: str
     preds: np.ndarray
-    pos: TermTable
-    neg: TermTable
+    pos: TermTable | None
+    neg: TermTable | None
     bracket_edges: tuple = ()
     comparisons: tuple = ()
     result_cache: str | None = None
     chunk_file: str | None = None
     plugins: tuple = ()  # (path, digest) of each plugin file its variants need (precision.sigmoid_focal_loss_grad.plugins)
     golden: str = "exact"  # the acceptance standards' golden: the exact value, or its rounding to the format
+    terms_file: str | None = None  # where pos and neg are when they are None (share_terms)
+
+
+_TERM_FIELDS = ("hi", "lo", "exp", "rel")
+
+
+def share_terms(tasks: list, folder: Path) -> list:
+    """The tasks with their focal terms moved into files of ``folder``, one per distinct pair of tables.
+
+    The tasks of one gamma and format hold the same terms (the same objects);
+    each would otherwise carry its own copy to a worker process (4 MB per
+    task of ``fp16_exhaustive``).  For workers sharing this file system.
+    """
+    out, written = [], {}
+    for task in tasks:
+        if task.pos is None:
+            out.append(task)
+            continue
+        ident = (id(task.pos), id(task.neg))
+        if ident not in written:
+            path = folder / f"terms-{uuid.uuid4().hex}.safetensors"  # unique: a path is read once per process
+            atomic_write_npz(path, {**{f"pos.{f}": getattr(task.pos, f) for f in _TERM_FIELDS},
+                                    **{f"neg.{f}": getattr(task.neg, f) for f in _TERM_FIELDS}}, durable=False)
+            written[ident] = str(path)
+        out.append(dataclasses.replace(task, pos=None, neg=None, terms_file=written[ident]))
+    return out
+
+
+@functools.lru_cache(maxsize=2)
+def _read_terms(path: str) -> tuple[TermTable, TermTable]:
+    arrays = read_checked_npz(Path(path))
+    if arrays is None:
+        raise PrecisionError(f"{path}: the focal terms of a running study are missing or corrupt; run it again")
+    return tuple(TermTable(*(arrays[f"{side}.{f}"] for f in _TERM_FIELDS)) for side in ("pos", "neg"))
+
+
+def task_terms(task: Task) -> tuple[TermTable, TermTable]:
+    """(pos, neg): the task's focal terms, read from its ``terms_file`` when it does not carry them."""
+    if task.pos is not None:
+        return task.pos, task.neg
+    return _read_terms(task.terms_file)
 
 
 def task_digest(task: Task) -> str:
@@ -314,11 +361,12 @@ class _Tensor:
         rounded = np.empty((P, T), dtype=fmt.dtype)
         exact_hi, exact_lo = np.empty((P, T)), np.empty((P, T))
         self.fallback = 0
+        terms = task_terms(task)
         for j, t in enumerate(task.targets):
             n = np.full(P, 1.0)
             d = derive_gradient(task.preds, np.full(P, t), np.full(P, task.alpha), np.full(P, task.gamma),
                                 n * weight_exact, n * dout_exact, np.full(P, self.count, dtype=np.int64), fmt,
-                                task.pos, task.neg)
+                                *terms)
             rounded[:, j], exact_hi[:, j], exact_lo[:, j] = d.rounded, d.exact_hi, d.exact_lo
             self.fallback += d.fallback
         self.exact = (exact_hi.ravel(), exact_lo.ravel())

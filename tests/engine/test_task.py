@@ -220,3 +220,48 @@ def test_a_plugin_on_flat_layout_names_depends_on_the_modules_they_became(tmp_pa
     assert package / "sigmoid_focal_loss_grad" / "implementations" / "common.py" in closure
     assert package / "recipes" / "steps.py" in closure
     assert package / "exact" / "formats.py" in closure  # and what those import
+
+
+class TestSharedTerms:
+    """A process pool receives each gamma's focal terms once, as a file, not one copy per task."""
+
+    def test_one_file_per_gamma_and_format_and_the_same_results(self, tmp_path):
+        study = parse_study(STUDY, "cached.toml")
+        from precision.engine.cache import TermCache
+        from precision.engine.executor import InlineExecutor
+        from precision.engine.points import study_preds_by_gamma
+        from precision.engine import sweep
+        pbg = study_preds_by_gamma(study)
+        terms, _, _ = sweep._compute_terms(study, pbg, TermCache(None), InlineExecutor())
+        variants = sweep._variants_of(study)
+        tasks = sweep._build_tasks(study, pbg, terms, variants, [], None)
+        shared = task.share_terms(tasks, tmp_path)
+        # 2 gammas x 2 formats: the fp16 list holds only fp16 values, so both formats share one table per gamma
+        files = sorted(tmp_path.glob("terms-*.safetensors"))
+        assert len(files) == 2
+        assert {t.terms_file for t in shared} == {str(f) for f in files}
+        assert all(t.pos is None and t.neg is None for t in shared)
+        for inline, by_file in zip(tasks, shared):
+            for a, b in zip(task.task_terms(inline), task.task_terms(by_file)):
+                for field in ("hi", "lo", "exp", "rel"):
+                    np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+            assert task.task_digest(inline) == task.task_digest(by_file)
+            assert _piece_arrays(task.run_task(inline)) == _piece_arrays(task.run_task(by_file))
+
+    def test_a_pool_run_equals_an_inline_run_and_leaves_no_term_files(self, tmp_path):
+        _, inline = _run(tmp_path, "inline", use_cache=False)
+        out = tmp_path / "pool"
+        run_study(parse_study(STUDY, "cached.toml"), out, use_cache=False, workers=2)
+        _same_tables(inline, out)
+        assert not list(out.glob(".terms-*"))
+
+    def test_a_missing_terms_file_is_one_clear_error(self, tmp_path):
+        study = parse_study(STUDY, "cached.toml")
+        t = task.Task("", "ieee", study.profiles[0], 0.25, 2.0, None, 1.0, "none", 1, (0, 1), ("naive",), (), "none",
+                      np.array([1.0]), None, None, terms_file=str(tmp_path / "gone.safetensors"))
+        with pytest.raises(task.PrecisionError, match="focal terms of a running study are missing"):
+            task.task_terms(t)
+
+
+def _piece_arrays(arrays: dict) -> dict:
+    return {k: np.asarray(v).tobytes() for k, v in arrays.items() if k not in ("reused", "computed_pieces")}
