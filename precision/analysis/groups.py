@@ -63,51 +63,29 @@ class Grouping:
 
     def count(self, mask) -> np.ndarray:
         """Per nonempty group: how many points have ``mask`` true (int64)."""
-        return np.bincount(self.group, np.asarray(mask).ravel(), self.n_groups)[self.ids].astype(np.int64)
+        mask = np.asarray(mask, dtype=bool).ravel()
+        if not mask.any():  # (most decision masks): no gather
+            return np.zeros(self.ids.size, dtype=np.int64)
+        return self.count_grouped(mask[self.perm])
 
     def tally(self, masks: dict, codes: dict | None = None) -> dict:
-        """Several counts per nonempty group in few passes over the points.
+        """Several counts per nonempty group: :meth:`count` of each mask.
 
         ``masks``: name -> boolean array (count where true); ``codes``: name
-        -> (small int array, {value: count name}) (count each value).  The
-        masks and codes are packed into integers per point, as many fields
-        per pass as keep the :func:`numpy.bincount` table (groups x bit
-        patterns) within a few times the number of points; equal to
-        :meth:`count` of each.
+        -> (small int array, {value: count name}) (count each value).
         """
-        fields = [(name, np.asarray(mask).ravel(), 1, {1: name}) for name, mask in masks.items()]
-        fields += [(name, np.asarray(values).ravel(), max(1, int(max(names)).bit_length()), names)
-                   for name, (values, names) in (codes or {}).items()]
-        limit = max(4 * self.group.size, 1 << 12)
-        out, batch, shift = {}, [], 0
-        for field in fields:
-            width = field[2]
-            if batch and (self.n_groups << (shift + width)) > limit:
-                out.update(self._tally_packed(batch, shift))
-                batch, shift = [], 0
-            batch.append(field)
-            shift += width
-        if batch:
-            out.update(self._tally_packed(batch, shift))
+        out = {name: self.count(mask) for name, mask in masks.items()}
+        for values, names in (codes or {}).values():
+            grouped = np.asarray(values).ravel()[self.perm]
+            for value, name in names.items():
+                out[name] = self.count_grouped(grouped == value)
         return out
 
-    def _tally_packed(self, fields: list, shift: int) -> dict:
-        """The counts of ``fields`` (name, values, bit width, {value: count name}) in one bincount."""
-        packed = np.zeros(self.group.size, dtype=np.int64)
-        starts, start = [], 0
-        for _, values, width, _ in fields:
-            packed |= values.astype(np.int64) << start
-            starts.append(start)
-            start += width
-        table = np.bincount(self.group << shift | packed, minlength=self.n_groups << shift)
-        table = table.reshape(self.n_groups, 1 << shift)[self.ids]
-        patterns = np.arange(1 << shift)
-        out = {}
-        for (_, _, width, names), start in zip(fields, starts):
-            field = (patterns >> start) & ((1 << width) - 1)
-            for value, name in names.items():
-                out[name] = table[:, field == value].sum(axis=1).astype(np.int64)
-        return out
+    def count_grouped(self, mask_in_group_order) -> np.ndarray:
+        """:meth:`count` of a mask already in group order (indexed by :attr:`perm`)."""
+        if self.ids.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.add.reduceat(mask_in_group_order, self.starts, dtype=np.int64)
 
     def top_k(self, values, k: int) -> np.ndarray:
         """Indices of the ``k`` largest ``values`` (NaN largest) of each group, ties to the first, ascending."""
