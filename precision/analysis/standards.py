@@ -115,9 +115,10 @@ def ratio_level(mare_ratio, mere_ratio, rmse_ratio, count) -> np.ndarray:
 def _witness_text(frame: pd.DataFrame, prefix: str) -> np.ndarray:
     """One text per row naming a witness: its inputs and output as hex floats (empty where none)."""
     cols = [c for c in _WITNESS_FIELDS if f"{prefix}{c}" in frame.columns]
+    columns = {c: frame[f"{prefix}{c}"].tolist() for c in cols}
     out = []
     for i in range(len(frame)):
-        values = {c: frame[f"{prefix}{c}"].iloc[i] for c in cols}
+        values = {c: columns[c][i] for c in cols}
         if "pred" not in values or pd.isna(values["pred"]) or values["pred"] is None:
             out.append("")
             continue

@@ -107,7 +107,7 @@ from precision.analysis.scoring import CLASS_NAMES
 from precision.engine.study import Study, region_labels
 from precision.engine.points import study_preds_by_gamma
 from precision.engine import threshold_search
-from precision.io.frames import frame_from_arrays, frame_to_arrays
+from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, share_terms,
                                    task_digest, threshold_search_digest, variant_digest)
 from precision.io.frames import write_csv
@@ -416,8 +416,8 @@ def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
             col = f"{prefix}{name}"
             if col in out.columns:
                 values = out[col].to_numpy(np.float64)
-                text = ["none" if np.isnan(v) else float(v).hex() for v in values]
-                out[col] = np.where(none, None, np.asarray(text, dtype=object))
+                text = np.where(np.isnan(values), "none", hex_floats(values))
+                out[col] = np.where(none, None, text.astype(object))
         for name in integers:
             col = f"{prefix}{name}"
             if col in out.columns:
@@ -518,6 +518,10 @@ def load_paired(run_dir) -> PairedStats:
     return _load_mergeable(run_dir, PairedStats, "paired_raw.parquet", "paired_hist.npz")
 
 
+#: Kept points gathered before one append to ``points.parquet`` (few appends; memory stays bounded).
+POINTS_BATCH_ROWS = 1 << 20
+
+
 def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> tuple[list, int]:
     """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks)."""
     region_names = study.regions
@@ -528,7 +532,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     predbins = {}
     fallback = 0
     points_tmp = out / "points.parquet.tmp"
-    writer = None
+    writer, batch = None, []  # the kept points, written in batches of POINTS_BATCH_ROWS rows
     names = np.asarray(variants, dtype=object)
     for ti, task in enumerate(tasks):
         res = _read_task(task, chunk_dir)
@@ -557,7 +561,10 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
                 "err_ulp": pts["err_ulp"].to_numpy(), "err_bits": pts["err_bits"].to_numpy(),
                 "class": pd.Categorical(np.asarray(list(CLASS_NAMES.values()), dtype=object)[
                     pts["class"].to_numpy(np.int64)], categories=list(CLASS_NAMES.values()))})
-            writer = _append_parquet(writer, points_tmp, frame)
+            batch.append(frame)
+            if sum(map(len, batch)) >= POINTS_BATCH_ROWS:
+                writer = _append_parquet(writer, points_tmp, pd.concat(batch, ignore_index=True))
+                batch = []
         for vi, v in enumerate(variants):
             key = (v, task.machine, task.profile.name, task.gamma)
             cur = res.pred_max[vi]
@@ -615,6 +622,8 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         "variant": np.array([k[0] for k in keys], dtype=str), "machine": np.array([k[1] for k in keys], dtype=str),
         "profile": np.array([k[2] for k in keys], dtype=str), "gamma": np.array([k[3] for k in keys]),
         "max_ulp": np.stack([predbins[k] for k in keys]) if keys else np.empty((0, PRED_BIN_EDGES.size - 1))})
+    if batch:
+        writer = _append_parquet(writer, points_tmp, pd.concat(batch, ignore_index=True))
     if writer is None:
         pd.DataFrame().to_parquet(points_tmp, index=False)
     else:

@@ -17,7 +17,22 @@ import pyarrow.csv as pa_csv
 
 from precision.io.files import atomic_open
 
-__all__ = ["frame_to_arrays", "frame_from_arrays", "stack_arrays", "write_csv"]
+__all__ = ["frame_to_arrays", "frame_from_arrays", "stack_arrays", "write_csv", "hex_floats"]
+
+
+def hex_floats(values) -> np.ndarray:
+    """``float(v).hex()`` of each value (object array), spelled once per distinct float64 bit pattern.
+
+    Table columns repeat few values (a witness's alpha, gamma, the preds of
+    a grid); -0.0 and 0.0, and every NaN payload, keep their own spelling.
+
+    >>> hex_floats([1.5, -0.0, 1.5, float("inf")]).tolist()
+    ['0x1.8000000000000p+0', '-0x0.0p+0', '0x1.8000000000000p+0', 'inf']
+    """
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+    distinct, inverse = np.unique(bits, return_inverse=True)
+    text = np.array([float(v).hex() for v in distinct.view(np.float64).tolist()], dtype=object)
+    return text[inverse.reshape(bits.shape)]
 
 
 def frame_to_arrays(frame, prefix: str) -> dict:

@@ -158,6 +158,16 @@ class TestDeterminism:
         run_study(small_study(), tmp_path / "o", use_cache=False, workers=2)
         assert_same_tables(read_tables(reference_run[0]), read_tables(tmp_path / "o"))
 
+    def test_points_written_in_small_batches_are_the_same_rows(self, reference_run, tmp_path, monkeypatch):
+        import pyarrow.parquet as pq
+        from precision.engine import sweep
+        monkeypatch.setattr(sweep, "POINTS_BATCH_ROWS", 100)
+        run_study(small_study(), tmp_path / "o", cache_dir=tmp_path / "c", workers=1)
+        batched, whole = (pq.ParquetFile(Path(d) / "points.parquet") for d in (tmp_path / "o", reference_run[0]))
+        assert batched.metadata.num_row_groups > whole.metadata.num_row_groups
+        assert batched.metadata.num_rows == whole.metadata.num_rows > 100
+        pd.testing.assert_frame_equal(batched.read().to_pandas(), whole.read().to_pandas(), check_exact=True)
+
     def test_dask_local_cluster(self, reference_run, tmp_path):
         pytest.importorskip("dask.distributed")
         run_study(small_study(), tmp_path / "d", use_cache=False, scheduler="local", workers=2)
