@@ -77,17 +77,24 @@ def acceptance_columns(grouping, computed, golden, err_ulp, fmt, witness=None) -
     g = np.asarray(golden, dtype=np.float64).ravel()
     err = np.asarray(err_ulp, dtype=np.float64).ravel()
     err = np.where(np.isnan(err), np.inf, err)
-    r = relative_error(c, g)
+    finite = np.isfinite(c)
+    all_finite = finite.all()
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = c - g
+        dist, magnitude = np.abs(d), np.abs(g)
+        r = dist / (magnitude + RELATIVE_FLOOR)  # relative_error, its pieces shared with the sums below
+        sq = d * d
+    if not all_finite:
+        r = np.where(finite, r, np.where(c == g, 0.0, np.inf))
+        sq = np.where(finite, sq, np.inf)
     limit = 10 * THRESHOLD_T[fmt.name]
     blind = (r <= limit) & ~(err <= BLIND_ULP)
     false_alarm = (err <= 0.5) & (r > limit)
-    with np.errstate(invalid="ignore", over="ignore"):
-        sq = np.where(np.isfinite(c), (c - g) ** 2, np.inf)
-        dist = np.abs(c - g)
     masks = {"acc_blind": blind, "acc_false_alarm": false_alarm}
     for name in ALLCLOSE_PRESETS:
         atol, rtol = allclose_tolerances(name, fmt.name)
-        masks[f"acc_allclose_{name}"] = np.isfinite(c) & (dist <= atol + rtol * np.abs(g))
+        close = dist <= atol + rtol * magnitude
+        masks[f"acc_allclose_{name}"] = close if all_finite else finite & close
     tallied = grouping.tally(masks)
     out = {"acc_sum_r": grouping.sum(r), "acc_sum_sq": grouping.sum(sq), **tallied}
     for (col, prefix), values, where in zip(ACCEPTANCE_MAXIMA.items(), (r, err, r), (None, blind, false_alarm)):

@@ -108,10 +108,13 @@ class Grouping:
         v = np.asarray(values, dtype=np.float64).ravel()
         if v.size == 0:
             return np.empty(0), np.empty(0, dtype=np.int64)
-        grouped = np.where(np.isnan(v), -np.inf, v)[self.perm]
+        grouped = v[self.perm]
+        nan = np.isnan(grouped)
+        if nan.any():
+            grouped[nan] = -np.inf
         top = np.maximum.reduceat(grouped, self.starts)
-        at = np.where(grouped == np.repeat(top, self.counts), np.arange(grouped.size), grouped.size)
-        return top, self.perm[np.minimum.reduceat(at, self.starts)]
+        hits = np.flatnonzero(grouped == np.repeat(top, self.counts))  # every group attains its max at least once
+        return top, self.perm[hits[np.searchsorted(hits, self.starts)]]
 
     def histogram(self, bins, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sparse histogram per group: (row of the nonempty group, bin, count), sorted."""
@@ -335,8 +338,9 @@ class GroupStats(Mergeable):
         err = np.asarray(err_ulp, dtype=np.float64).ravel()
         cls_ = np.asarray(classes).ravel()
         finite = np.isfinite(err)
-        top, at = grouping.argmax(np.where(np.isnan(err), np.inf, err))
-        ftop, fat = grouping.argmax(np.where(finite, err, -np.inf))
+        all_finite = finite.all()
+        top, at = grouping.argmax(err if all_finite else np.where(np.isnan(err), np.inf, err))
+        ftop, fat = (top, at) if all_finite else grouping.argmax(np.where(finite, err, -np.inf))
         tallied = grouping.tally({"n_finite": finite, "n_correct": np.asarray(err_bits).ravel() == 0,
                                   "over_1ulp": ~(err <= 1.0), **(counts or {})},
                                  {"class": (cls_, {c: n for c, n in CLASS_NAMES.items() if c != CLASS_OK})})

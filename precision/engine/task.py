@@ -421,7 +421,10 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
                                         witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]},
                                         acceptance=(c64, tensor.exact[0] if task.golden == "exact"
                                                     else tensor.rounded.astype(np.float64), fmt))
-    per_pred = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T).max(axis=1)
+    per_point = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T)
+    per_pred = per_point[:, 0].copy()
+    for j in range(1, tensor.T):  # (a max over the short axis 1 costs ten times more)
+        np.maximum(per_pred, per_point[:, j], out=per_pred)
     pred_max = np.full(PRED_BIN_EDGES.size - 1, np.nan, dtype=np.float32)
     with np.errstate(over="ignore"):
         pred_max[tensor.bin_ids] = np.maximum.reduceat(per_pred[tensor.bin_order], tensor.bin_starts)
