@@ -139,12 +139,21 @@ _DENSE_PER_ENTRY = 4
 
 def _reorder_sparse(key, rows, bins, counts):
     """A sparse histogram sorted by (row, bin) with its rows renamed by the permutation ``key``: the blocks of
-    rows move, their bins stay in order."""
+    rows move, their bins stay in order (a stable sort by the new row, done as a gather of the blocks)."""
     key = np.asarray(key, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
-    new = key[rows]
-    order = np.argsort(new, kind="stable")  # stable: each block keeps its bins' order
-    return new[order], np.asarray(bins)[order], np.asarray(counts, dtype=np.int64)[order]
+    if rows.size and np.any(rows[1:] < rows[:-1]):  # not sorted by row: sort
+        new = key[rows]
+        order = np.argsort(new, kind="stable")
+        return new[order], np.asarray(bins)[order], np.asarray(counts, dtype=np.int64)[order]
+    lengths = np.bincount(rows, minlength=key.size)  # entries of each old row, a block
+    starts = np.cumsum(lengths) - lengths
+    old_of_new = np.empty(key.size, dtype=np.int64)
+    old_of_new[key] = np.arange(key.size)
+    moved = lengths[old_of_new]
+    offsets = np.cumsum(moved) - moved  # where each block lands
+    order = np.repeat(starts[old_of_new] - offsets, moved) + np.arange(rows.size)
+    return key[rows][order], np.asarray(bins)[order], np.asarray(counts, dtype=np.int64)[order]
 
 
 def _merge_sparse(key, rows, bins, counts, n_bins: int):

@@ -107,7 +107,7 @@ from precision.analysis.scoring import CLASS_NAMES
 from precision.engine.study import Study, region_labels
 from precision.engine.points import study_preds_by_gamma
 from precision.engine import threshold_search
-from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats
+from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, share_terms,
                                    task_digest, threshold_search_digest, variant_digest)
 from precision.io.frames import write_csv
@@ -426,12 +426,34 @@ def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
     return out
 
 
-def _read_task(task, chunk_dir: Path) -> TaskResult:
+def _read_task(task, chunk_dir: Path) -> dict:
+    """The arrays of a finished task's :class:`TaskResult` (its chunk file)."""
     arrays = read_checked_npz(chunk_dir / f"{task.key}.safetensors")
     if arrays is None:  # truncated or altered on disk (warned once): recompute it here
         arrays = run_task(task)
         atomic_write_npz(chunk_dir / f"{task.key}.safetensors", arrays)
-    return TaskResult.from_arrays(arrays)
+    return arrays
+
+
+def _stack_tasks(parts: list, prefix: str, cls):
+    """One :class:`~precision.analysis.groups.Mergeable` of the tasks' rows, with their ``task`` index.
+
+    ``parts``: (task index, arrays under ``prefix``).  Packed frames with the
+    same numeric columns stack as arrays (one frame built); others (a task
+    whose every variant is unsupported, text columns) go through frames.
+    """
+    if not parts:
+        return cls.concat([])
+    first = parts[0][1]
+
+    def packed_alike(a):
+        return (a[f"{prefix}.values"].shape[0] > 0 and np.array_equal(a[f"{prefix}.order"], a[f"{prefix}.columns"])
+                and np.array_equal(a[f"{prefix}.columns"], first[f"{prefix}.columns"])
+                and np.array_equal(a[f"{prefix}.dtypes"], first[f"{prefix}.dtypes"]))
+    if all(packed_alike(a) for _, a in parts):
+        stacked = stack_arrays([a for _, a in parts], prefix, "task", [ti for ti, _ in parts], hist=True)
+        return cls.from_arrays(stacked, prefix)
+    return cls.concat(cls.from_arrays(a, prefix).with_columns(task=ti) for ti, a in parts)
 
 
 class _TaskColumns:
@@ -535,16 +557,16 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     writer, batch = None, []  # the kept points, written in batches of POINTS_BATCH_ROWS rows
     names = np.asarray(variants, dtype=object)
     for ti, task in enumerate(tasks):
-        res = _read_task(task, chunk_dir)
-        fallback += res.fallback
+        arrays = _read_task(task, chunk_dir)
+        fallback += int(arrays["fallback"])
         fmt = task.profile.pred
         # numbers only here (the task's index, its group ids): the key columns are decoded once, below
-        stats_parts.append(res.stats.with_columns(task=ti))
-        if len(res.paired):
-            paired_parts.append(res.paired.with_columns(task=ti))
-        for vi in res.unsupported.tolist():
+        stats_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("stats.")}))
+        if arrays["paired.values"].shape[0]:
+            paired_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("paired.")}))
+        for vi in arrays["unsupported"].tolist():
             unsupported.add((variants[vi], task.profile.name))
-        pts = res.points
+        pts = frame_from_arrays(arrays, "points")
         if len(pts):
             idx = pts["index"].to_numpy(np.int64)
             T = len(task.targets)
@@ -567,11 +589,11 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
                 batch = []
         for vi, v in enumerate(variants):
             key = (v, task.machine, task.profile.name, task.gamma)
-            cur = res.pred_max[vi]
+            cur = arrays["pred_max"][vi]
             predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
     fine_keys = list(GROUP_KEYS) + (["bracket"] if bands else [])
     context = _TaskColumns(tasks, region_names, band_names)
-    stats = GroupStats.concat(stats_parts)
+    stats = _stack_tasks(stats_parts, "stats", GroupStats)
     f = stats.frame
     cols = {"variant": names[f["variant"].to_numpy(np.int64)], **context.keys(f)}
     for prefix in ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()):
@@ -591,7 +613,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     if bands:
         tables["by_bracket.csv"] = table(["variant", "machine", "format", "profile", "gamma", "bracket"])
     pair_keys = list(PAIR_KEYS) + (["bracket"] if bands else [])
-    paired = PairedStats.concat(paired_parts)
+    paired = _stack_tasks(paired_parts, "paired", PairedStats)
     if len(paired):
         p = paired.frame
         which = p["comparison"].to_numpy(np.int64)

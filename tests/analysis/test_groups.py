@@ -109,15 +109,57 @@ class TestSummarize:
 
 
 @pytest.mark.parametrize("n, n_groups", [(7, 3), (40, 12), (5000, 9)])
-def test_tally_equals_one_count_per_mask_and_code(n, n_groups):
-    """However the fields are packed into passes (few points and many groups force several), every tally
-    equals :meth:`Grouping.count` of its own mask."""
+def test_tally_counts_each_mask_and_code_per_group(n, n_groups):
+    """Every tally equals the count of its own mask per nonempty group (an all-false mask included)."""
     rng = np.random.default_rng(n)
-    grouping = Grouping(rng.integers(0, n_groups, n), n_groups)
+    group = rng.integers(0, n_groups, n)
+    grouping = Grouping(group, n_groups)
     masks = {f"m{i}": rng.random(n) < 0.3 for i in range(13)}
+    masks["never"] = np.zeros(n, dtype=bool)
     codes = rng.integers(0, 6, n)
     out = grouping.tally(masks, {"code": (codes, {1: "one", 3: "three", 5: "five"})})
+    nonempty = np.unique(group)
+
+    def count(mask):
+        return np.bincount(group[mask], minlength=n_groups)[nonempty]
     for name, mask in masks.items():
-        np.testing.assert_array_equal(out[name], grouping.count(mask))
+        np.testing.assert_array_equal(out[name], count(mask))
+        assert out[name].dtype == np.int64
     for value, name in ((1, "one"), (3, "three"), (5, "five")):
-        np.testing.assert_array_equal(out[name], grouping.count(codes == value))
+        np.testing.assert_array_equal(out[name], count(codes == value))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_argmax_is_each_groups_max_at_its_first_point(seed):
+    """NaN counts as -inf; ties go to the first point in element order; a group of NaN gives -inf at its first."""
+    rng = np.random.default_rng(seed)
+    n, n_groups = 300, 7
+    group = rng.integers(0, n_groups, n)
+    values = rng.integers(0, 5, n).astype(np.float64)  # many ties
+    values[rng.random(n) < 0.2] = np.nan
+    values[group == 3] = np.nan
+    top, at = Grouping(group, n_groups).argmax(values)
+    for row, g in enumerate(np.unique(group)):
+        members = np.flatnonzero(group == g)
+        v = np.where(np.isnan(values[members]), -np.inf, values[members])
+        assert top[row] == v.max() and at[row] == members[np.argmax(v)]
+
+
+@pytest.mark.parametrize("sorted_rows", [True, False])
+def test_reordered_histogram_is_a_stable_sort_by_the_new_row(sorted_rows):
+    rng = np.random.default_rng(int(sorted_rows))
+    for _ in range(50):
+        n = int(rng.integers(1, 30))
+        lengths = rng.integers(0, 5, n)
+        rows = np.repeat(np.arange(n), lengths)
+        bins = rng.integers(0, 50, rows.size)
+        counts = rng.integers(1, 9, rows.size)
+        if not sorted_rows:
+            shuffle = rng.permutation(rows.size)
+            rows, bins, counts = rows[shuffle], bins[shuffle], counts[shuffle]
+        key = rng.permutation(n)
+        new = key[rows]
+        order = np.argsort(new, kind="stable")
+        got = groups_module._reorder_sparse(key, rows, bins, counts)
+        for expected, actual in zip((new[order], bins[order], counts[order]), got):
+            np.testing.assert_array_equal(actual, expected)

@@ -350,3 +350,26 @@ def test_bracket_bands_split_the_tables(reference_run, tmp_path):
     ref_out, _ = reference_run
     assert not (Path(ref_out) / "by_bracket.csv").exists()
     assert "bracket" not in pd.read_csv(Path(ref_out) / "groups.csv").columns
+
+
+@pytest.mark.parametrize("prefix", ["stats", "paired"])
+def test_task_results_stack_as_arrays_as_they_do_as_frames(reference_run, prefix):
+    """The tables' assembly stacks the tasks' packed arrays; equal to building and concatenating frames, also
+    when a task has no rows (the frame path then serves)."""
+    from precision.analysis.groups import GroupStats
+    from precision.analysis.paired import PairedStats
+    from precision.engine.cache import read_checked_npz
+    from precision.engine.sweep import _stack_tasks
+    cls = {"stats": GroupStats, "paired": PairedStats}[prefix]
+    chunks = sorted((reference_run[0] / "chunks").glob("*.safetensors"))
+    parts = [(ti, read_checked_npz(p)) for ti, p in enumerate(chunks)]
+    parts = [(ti, a) for ti, a in parts if a[f"{prefix}.values"].shape[0]]
+    assert len(parts) >= 8
+
+    def by_frames(parts):
+        return cls.concat(cls.from_arrays(a, prefix).with_columns(task=ti) for ti, a in parts)
+    for chosen in (parts, parts[:3] + [(99, {**parts[0][1], f"{prefix}.values": parts[0][1][f"{prefix}.values"][:0],
+                                                f"{prefix}.hist": np.empty((3, 0), dtype=np.int64)})]):
+        fast, slow = _stack_tasks(chosen, prefix, cls), by_frames(chosen)
+        pd.testing.assert_frame_equal(fast.frame[list(slow.frame.columns)], slow.frame, check_exact=True)
+        pd.testing.assert_frame_equal(fast.hist, slow.hist, check_exact=True, check_dtype=False)
