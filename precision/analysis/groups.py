@@ -20,7 +20,7 @@ from precision.analysis.scoring import CLASS_NAMES, CLASS_OK, SPECIAL_CLASSES, b
 from precision.io.frames import frame_from_arrays, frame_to_arrays
 
 __all__ = [
-    "Grouping", "Mergeable", "GroupStats", "STAT_SUMS", "STAT_COLUMNS", "Summary", "summarize",
+    "Grouping", "Mergeable", "GroupStats", "packed_histogram", "STAT_SUMS", "STAT_COLUMNS", "Summary", "summarize",
 ]
 
 # ---------------------------------------------------------------------------
@@ -172,6 +172,14 @@ def _merge_sparse(key, rows, bins, counts, n_bins: int):
     return merged // n_bins, merged % n_bins, total.astype(np.int64)
 
 
+def packed_histogram(hist) -> np.ndarray:
+    """A sparse histogram's (rows, bins, counts) as one stored matrix: int32 while every entry fits (half the
+    bytes of the task results and caches), else int64; read back as int64 (:meth:`Mergeable.from_arrays`)."""
+    stacked = np.stack([np.asarray(a, dtype=np.int64) for a in hist])
+    fits = stacked.size == 0 or (int(stacked.min()) >= 0 and int(stacked.max()) < 2**31)
+    return stacked.astype(np.int32) if fits else stacked
+
+
 class Mergeable:
     """Statistics of groups as a frame of sums and maxima plus a sparse histogram, merged by key columns.
 
@@ -269,13 +277,13 @@ class Mergeable:
         """npz-storable arrays under ``prefix`` (:func:`precision.io.frames.frame_to_arrays`; the histogram as
         one int64 matrix)."""
         out = frame_to_arrays(self.frame, prefix)
-        out[f"{prefix}.hist"] = np.stack([self.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")])
+        out[f"{prefix}.hist"] = packed_histogram([self.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")])
         return out
 
     @classmethod
     def from_arrays(cls, arrays, prefix: str) -> "Mergeable":
         """The inverse of :meth:`to_arrays`."""
-        row, bins, count = arrays[f"{prefix}.hist"]
+        row, bins, count = np.asarray(arrays[f"{prefix}.hist"], dtype=np.int64)
         return cls(frame_from_arrays(arrays, prefix), pd.DataFrame({"row": row, "bin": bins, "count": count}))
 
 
@@ -338,7 +346,7 @@ class GroupStats(Mergeable):
                          counts=None, acceptance=None) -> dict:
         """:meth:`reduce` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built)."""
         columns, hist = cls._reduce_columns(grouping, err_ulp, err_bits, classes, witness, counts, acceptance)
-        return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": np.stack(hist).astype(np.int64)}
+        return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": packed_histogram(hist)}
 
     @staticmethod
     def _reduce_columns(grouping: Grouping, err_ulp, err_bits, classes, witness, counts,

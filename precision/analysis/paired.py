@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from precision.analysis.groups import Grouping, Mergeable
+from precision.analysis.groups import Grouping, Mergeable, packed_histogram
 from precision.analysis.histograms import histogram_quantiles
 from precision.analysis.scoring import CLASS_OK, blank_missing, error_bits
 from precision.io.frames import frame_to_arrays
@@ -220,7 +220,7 @@ class PairedStats(Mergeable):
                           prefix: str, witness=None) -> dict:
         """:meth:`compare` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built)."""
         columns, hist = cls._compare_columns(grouping, err_with, cls_with, err_without, cls_without, changed, witness)
-        return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": np.stack(hist).astype(np.int64)}
+        return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": packed_histogram(hist)}
 
     @classmethod
     def _compare_columns(cls, grouping, err_with, cls_with, err_without, cls_without, changed, witness):

@@ -236,8 +236,8 @@ class TermCache:
 
 
 #: Version of the stored task results' layout (:mod:`precision.engine.task`); part of every key.
-#: 4: one bundle file per task holding every piece (was one file per piece).
-RESULTS_VERSION = 4
+#: 4: one bundle file per task holding every piece (was one file per piece); 5: histograms stored as int32.
+RESULTS_VERSION = 5
 
 #: Separates a piece's key from its array's name inside a bundle.
 _PIECE_SEP = "/"

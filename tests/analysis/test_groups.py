@@ -163,3 +163,16 @@ def test_reordered_histogram_is_a_stable_sort_by_the_new_row(sorted_rows):
         got = groups_module._reorder_sparse(key, rows, bins, counts)
         for expected, actual in zip((new[order], bins[order], counts[order]), got):
             np.testing.assert_array_equal(actual, expected)
+
+
+def test_histograms_are_stored_as_int32_and_read_back_as_int64():
+    g = GroupStats.reduce(Grouping(np.array([0, 0, 1, 1, 1]), 2), np.array([0.0, 3.0, 0.5, 0.5, np.inf]),
+                          np.zeros(5), np.zeros(5, np.int8))
+    arrays = g.to_arrays("stats")
+    assert arrays["stats.hist"].dtype == np.int32
+    back = GroupStats.from_arrays(arrays, "stats")
+    assert all(back.hist[c].dtype == np.int64 for c in ("row", "bin", "count"))
+    pd.testing.assert_frame_equal(back.hist, g.hist.astype(np.int64))
+    # an entry beyond int32 keeps int64
+    wide = groups_module.packed_histogram([np.array([0]), np.array([1]), np.array([2**31])])
+    assert wide.dtype == np.int64 and wide[2, 0] == 2**31
