@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import warnings
@@ -63,9 +64,15 @@ def _digest(arrays: dict) -> np.ndarray:
             continue
         a = np.ascontiguousarray(arrays[key])
         h.update(key.encode())
-        h.update(str(a.dtype).encode())
-        h.update(a.tobytes())
+        h.update(_dtype_name(a.dtype))
+        h.update(a.data if a.size else b"")
     return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
+@functools.lru_cache(maxsize=None)
+def _dtype_name(dtype: np.dtype) -> bytes:
+    """``str(dtype)`` encoded (numpy builds that name anew on every call: a bundle digests hundreds)."""
+    return str(dtype).encode()
 
 
 def _encode(arrays: dict) -> dict:
