@@ -32,12 +32,12 @@ again); editing ``machine/`` reruns everything.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import inspect
 import json
 import uuid
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
