@@ -44,11 +44,21 @@ def relative_error(computed, golden) -> np.ndarray:
     ``golden`` is the exact value (float64); a NaN or infinite output scores
     inf (0 when it equals an infinite golden).
     """
-    c = np.asarray(computed, dtype=np.float64)
-    g = np.asarray(golden, dtype=np.float64)
+    return _relative_error_parts(np.asarray(computed, dtype=np.float64), np.asarray(golden, dtype=np.float64))[0]
+
+
+def _relative_error_parts(c: np.ndarray, g: np.ndarray) -> tuple:
+    """(relative error, c - g, |c - g|, |g|, c finite, every c finite): the error and the pieces the
+    acceptance sums share with it."""
+    finite = np.isfinite(c)
+    all_finite = bool(finite.all())
     with np.errstate(invalid="ignore", over="ignore"):
-        r = np.abs(c - g) / (np.abs(g) + RELATIVE_FLOOR)
-    return np.where(np.isfinite(c), r, np.where(c == g, 0.0, np.inf))
+        d = c - g
+        dist, magnitude = np.abs(d), np.abs(g)
+        r = dist / (magnitude + RELATIVE_FLOOR)
+    if not all_finite:
+        r = np.where(finite, r, np.where(c == g, 0.0, np.inf))
+    return r, d, dist, magnitude, finite, all_finite
 
 
 def allclose_tolerances(preset: str, fmt: str) -> tuple[float, float]:
@@ -77,16 +87,9 @@ def acceptance_columns(grouping, computed, golden, err_ulp, fmt, witness=None) -
     g = np.asarray(golden, dtype=np.float64).ravel()
     err = np.asarray(err_ulp, dtype=np.float64).ravel()
     err = np.where(np.isnan(err), np.inf, err)
-    finite = np.isfinite(c)
-    all_finite = finite.all()
+    r, d, dist, magnitude, finite, all_finite = _relative_error_parts(c, g)
     with np.errstate(invalid="ignore", over="ignore"):
-        d = c - g
-        dist, magnitude = np.abs(d), np.abs(g)
-        r = dist / (magnitude + RELATIVE_FLOOR)  # relative_error, its pieces shared with the sums below
-        sq = d * d
-    if not all_finite:
-        r = np.where(finite, r, np.where(c == g, 0.0, np.inf))
-        sq = np.where(finite, sq, np.inf)
+        sq = d * d if all_finite else np.where(finite, d * d, np.inf)
     limit = 10 * THRESHOLD_T[fmt.name]
     blind = (r <= limit) & ~(err <= BLIND_ULP)
     false_alarm = (err <= 0.5) & (r > limit)

@@ -275,7 +275,7 @@ class Mergeable:
 
     def to_arrays(self, prefix: str) -> dict:
         """npz-storable arrays under ``prefix`` (:func:`precision.io.frames.frame_to_arrays`; the histogram as
-        one int64 matrix)."""
+        one matrix, :func:`packed_histogram`)."""
         out = frame_to_arrays(self.frame, prefix)
         out[f"{prefix}.hist"] = packed_histogram([self.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")])
         return out
@@ -283,8 +283,9 @@ class Mergeable:
     @classmethod
     def from_arrays(cls, arrays, prefix: str) -> "Mergeable":
         """The inverse of :meth:`to_arrays`."""
-        row, bins, count = np.asarray(arrays[f"{prefix}.hist"], dtype=np.int64)
-        return cls(frame_from_arrays(arrays, prefix), pd.DataFrame({"row": row, "bin": bins, "count": count}))
+        hist = np.asarray(arrays[f"{prefix}.hist"], dtype=np.int64)
+        # the (3, n) matrix is the frame's one block as it stands (a frame of three columns would copy it)
+        return cls(frame_from_arrays(arrays, prefix), pd.DataFrame(hist.T, columns=["row", "bin", "count"], copy=False))
 
 
 #: Summed columns of :class:`GroupStats`: points, points with a finite error and the sum of
