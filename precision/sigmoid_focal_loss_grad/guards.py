@@ -597,7 +597,8 @@ def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, 
         contract).  With ``keep_steps``, also variant name -> {step name ->
         its value ``[N, C]`` (a ``where`` step: NaN where it did not run)}
         for the steps of ``keep_steps`` its recipe evaluated (variants that
-        are not recipes: empty).
+        are not recipes: empty); read-only arrays, one per distinct step
+        value, shared by the variants that computed that value.
 
     Notes
     -----
@@ -647,10 +648,15 @@ def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, 
             later[i] = later[i + 1] | set(plans[i + 1].keys)
         memo: dict = {}
         returned: set = set()
+        step_arrays: dict = {}  # one kept array per step value, shared by the variants that computed it
         for i, (key, _) in enumerate(members):
             steps = {s.name: plans[i].keys[j] for j, s in enumerate(plans[i].steps) if s.name in wanted}
             out = recipe.run(plans[i], m, consts, operands, memo=memo, keep=later[i] | set(steps.values()))
-            kept[key] = {name: _step_array(memo[k], inputs.shape) for name, k in steps.items()}
+            for k in steps.values():
+                if k not in step_arrays:
+                    step_arrays[k] = _step_array(memo[k], inputs.shape)
+                    step_arrays[k].flags.writeable = False
+            kept[key] = {name: step_arrays[k] for name, k in steps.items()}
             for k in [k for k in memo if k not in later[i]]:
                 del memo[k]
             if id(out) in returned or any(out is v for v in memo.values()):

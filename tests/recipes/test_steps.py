@@ -129,6 +129,19 @@ class TestEvaluateVariants:
                         continue
                     assert same_bits(shared[name], alone), (machine, name, dtype, gamma)
 
+    def test_kept_steps_are_one_read_only_array_per_step_value(self):
+        p, t, d, _ = tensor(fp16_preds()[::97], np.float32)
+        names = ["kernel", "kernel-G8", "kernel-G2"]
+        _, kept = evaluate_variants(names, p, t, d, gamma=-1.0, machine="npu", keep_steps=("p", "pF", "g5_use"))
+        assert kept["kernel"]["p"] is kept["kernel-G8"]["p"] is kept["kernel-G2"]["p"]  # one value, one array
+        assert kept["kernel"]["pF"] is kept["kernel-G8"]["pF"]
+        assert kept["kernel"]["pF"] is not kept["kernel-G2"]["pF"]  # without the clamp: another value
+        assert not kept["kernel"]["p"].flags.writeable
+        for name in names:  # each equal to the variant evaluated alone
+            _, alone = evaluate_variants([name], p, t, d, gamma=-1.0, machine="npu", keep_steps=("p", "pF", "g5_use"))
+            for step, value in alone[name].items():
+                assert same_bits(kept[name][step], value), (name, step)
+
     def test_errors_are_returned_per_variant(self):
         p, t, d, _ = tensor([0.5, -3.0], np.float32)
         out = evaluate_variants(["kernel", "nope", "naive-fp16"], p, t, d)
