@@ -28,6 +28,25 @@ def test_sweep_benchmark_prints_both_ratios():
     assert re.search(r"^(PASS|FAIL) overhead ratio \(slice\) [0-9.]+ target <= 1.5 \(end to end ", out, re.M), out
 
 
+@pytest.mark.slow
+def test_full_sweep_benchmark_times_each_run_and_checks_the_tables():
+    """``--full`` on a small study, twice: each figure a median with its spread, the three runs' tables
+    byte-identical (a real check: cold, warm and edited runs must agree bit for bit)."""
+    study = BENCH.parent / "studies" / "quick.toml"
+    out = _run("sweep.py", "--full", "--study", str(study), "--repeat", "2")
+    for name in ("cold", "warm", "edited"):
+        assert re.search(rf"^(PASS|FAIL) quick {name} [0-9.]+ s \(median of 2: [0-9.]+ \.\. [0-9.]+ s\) "
+                         rf"target <= [0-9]+ s \(fp16_exhaustive's\)$", out, re.M), out
+    assert re.search(r"^PASS tables byte-identical across cold, warm and edited$", out, re.M), out
+    assert re.search(r"^(PASS|FAIL) overhead ratio \(quick, cold\) [0-9.]+ target <= 1.5", out, re.M), out
+
+
+def test_full_sweep_benchmark_refuses_a_bad_repeat():
+    proc = subprocess.run([sys.executable, str(BENCH / "sweep.py"), "--full", "--repeat", "0"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "--repeat=0; expected a positive integer" in proc.stderr
+
+
 def test_implementations_benchmark_runs():
     out = _run("implementations.py", "--points", "2000", "--repeat", "1", "--variants", "kernel,naive",
                "--models", "ieee,npu")
