@@ -304,7 +304,8 @@ def test_ctrl_c_exits_130_with_one_line_and_the_rerun_resumes(tmp_path, workers)
     assert (proc.returncode, out, err) == (130, "", "precision: interrupted; rerun the same command to resume\n")
     done = list(chunks.glob("*.safetensors"))
     assert 1 <= len(done) < 16  # interrupted while working, with finished tasks kept
-    leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".staging")]
+    leftovers = [p for p in tmp_path.rglob("*")
+                 if p.name.endswith(".tmp") or p.name.startswith((".staging", ".terms-"))]
     assert leftovers == [] and not (tmp_path / "out" / "sigint" / "summary.csv").exists()
     rerun = subprocess.run(argv, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=240)
     assert rerun.returncode == 0 and rerun.stderr == ""
