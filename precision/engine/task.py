@@ -215,9 +215,6 @@ class Task:
     terms_file: str | None = None  # where pos and neg are when they are None (share_terms)
 
 
-_TERM_FIELDS = ("hi", "lo", "exp", "rel")
-
-
 def share_terms(tasks: list, folder: Path) -> list:
     """The tasks with their focal terms moved into files of ``folder``, one per distinct pair of tables.
 
@@ -233,8 +230,8 @@ def share_terms(tasks: list, folder: Path) -> list:
         ident = (id(task.pos), id(task.neg))
         if ident not in written:
             path = folder / f"terms-{uuid.uuid4().hex}.safetensors"  # unique: a path is read once per process
-            atomic_write_npz(path, {**{f"pos.{f}": getattr(task.pos, f) for f in _TERM_FIELDS},
-                                    **{f"neg.{f}": getattr(task.neg, f) for f in _TERM_FIELDS}}, durable=False)
+            atomic_write_npz(path, {f"{side}.{column}": values for side, table in (("pos", task.pos), ("neg", task.neg))
+                                    for column, values in table.as_arrays().items()}, durable=False)
             written[ident] = str(path)
         out.append(dataclasses.replace(task, pos=None, neg=None, terms_file=written[ident]))
     return out
@@ -245,7 +242,8 @@ def _read_terms(path: str) -> tuple[TermTable, TermTable]:
     arrays = read_checked_npz(Path(path))
     if arrays is None:
         raise PrecisionError(f"{path}: the focal terms of a running study are missing or corrupt; run it again")
-    return tuple(TermTable(*(arrays[f"{side}.{f}"] for f in _TERM_FIELDS)) for side in ("pos", "neg"))
+    return tuple(TermTable(**{name.partition(".")[2]: values for name, values in arrays.items()
+                              if name.startswith(f"{side}.")}) for side in ("pos", "neg"))
 
 
 def task_terms(task: Task) -> tuple[TermTable, TermTable]:
