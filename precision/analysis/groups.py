@@ -137,31 +137,48 @@ _DENSE_CELLS = 1 << 24
 _DENSE_PER_ENTRY = 4
 
 
-def _reorder_sparse(key, rows, bins, counts):
+def _reorder_sparse(key, rows, bins, counts) -> np.ndarray:
     """A sparse histogram sorted by (row, bin) with its rows renamed by the permutation ``key``: the blocks of
-    rows move, their bins stay in order (a stable sort by the new row, done as a gather of the blocks)."""
+    rows move, their bins stay in order (a stable sort by the new row, done as a gather of the blocks).
+    Returns the (3, n) int64 block of rows, bins and counts (:func:`hist_frame`)."""
     key = np.asarray(key, dtype=np.int64)
     rows = np.asarray(rows, dtype=np.int64)
     if rows.size and np.any(rows[1:] < rows[:-1]):  # not sorted by row: sort
         new = key[rows]
         order = np.argsort(new, kind="stable")
-        return new[order], np.asarray(bins)[order], np.asarray(counts, dtype=np.int64)[order]
-    lengths = np.bincount(rows, minlength=key.size)  # entries of each old row, a block
-    starts = np.cumsum(lengths) - lengths
-    old_of_new = np.empty(key.size, dtype=np.int64)
-    old_of_new[key] = np.arange(key.size)
-    moved = lengths[old_of_new]
-    offsets = np.cumsum(moved) - moved  # where each block lands
-    order = np.repeat(starts[old_of_new] - offsets, moved) + np.arange(rows.size)
-    return key[rows][order], np.asarray(bins)[order], np.asarray(counts, dtype=np.int64)[order]
+    else:
+        lengths = np.bincount(rows, minlength=key.size)  # entries of each old row, a block
+        starts = np.cumsum(lengths) - lengths
+        old_of_new = np.empty(key.size, dtype=np.int64)
+        old_of_new[key] = np.arange(key.size)
+        moved = lengths[old_of_new]
+        offsets = np.cumsum(moved) - moved  # where each block lands
+        order = np.repeat(starts[old_of_new] - offsets, moved) + np.arange(rows.size)
+    block = np.empty((3, rows.size), dtype=np.int64)
+    np.take(key, rows[order], out=block[0])
+    np.take(np.asarray(bins), order, out=block[1])
+    np.take(np.asarray(counts), order, out=block[2])
+    return block
 
 
 def _merge_sparse(key, rows, bins, counts, n_bins: int):
-    """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed, sorted."""
+    """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed, sorted; the
+    (3, n) int64 block of rows, bins and counts (:func:`hist_frame`).
+
+    The cells are (coarse group, bin) over the bins that occur only (numbered in bin order, so the order of
+    the result is the same): a few hundred of the :data:`HIST_BINS` in practice, a table that many times
+    smaller.
+    """
     key = np.asarray(key, dtype=np.int64)
-    codes = key[np.asarray(rows, dtype=np.int64)] * n_bins + np.asarray(bins)
+    bins = np.asarray(bins)
+    occurs = np.zeros(n_bins, dtype=bool)
+    occurs[bins] = True
+    used = np.flatnonzero(occurs)  # the bins that occur, ascending
+    rank = np.cumsum(occurs) - 1  # bin -> its number among them
+    width = max(used.size, 1)
+    codes = key[np.asarray(rows)] * width + rank[bins]
     weights = np.asarray(counts, dtype=np.int64)
-    cells = (int(key.max()) + 1 if key.size else 0) * n_bins
+    cells = (int(key.max()) + 1 if key.size else 0) * width
     if cells <= min(_DENSE_CELLS, _DENSE_PER_ENTRY * codes.size):
         dense = np.bincount(codes, weights, minlength=cells)
         merged = np.flatnonzero(dense)
@@ -169,7 +186,17 @@ def _merge_sparse(key, rows, bins, counts, n_bins: int):
     else:
         merged, inverse = np.unique(codes, return_inverse=True)
         total = np.bincount(inverse.ravel(), weights=weights, minlength=merged.size)
-    return merged // n_bins, merged % n_bins, total.astype(np.int64)
+    block = np.empty((3, merged.size), dtype=np.int64)
+    np.floor_divide(merged, width, out=block[0])
+    np.take(used, merged % width, out=block[1])
+    block[2] = total
+    return block
+
+
+def hist_frame(block) -> pd.DataFrame:
+    """A sparse histogram's frame (columns row, bin, count) over its (3, n) int64 block, not copied (a frame
+    built from three columns would copy them into one block)."""
+    return pd.DataFrame(np.asarray(block).T, columns=["row", "bin", "count"], copy=False)
 
 
 def packed_histogram(hist) -> np.ndarray:
@@ -238,12 +265,35 @@ class Mergeable:
         """The same groups with key columns added (scalars or one value per group)."""
         return type(self)(self.frame.assign(**columns), self.hist)
 
-    def merge(self, by) -> "Mergeable":
+    def merge(self, by, within: "Mergeable | None" = None) -> "Mergeable":
         """Groups merged by the key columns ``by`` (sorted by them; NaN keys are keys).
 
         Sums add, maxima take the max with the witness of their first row
-        attaining it (in row order), histograms add.
+        attaining it (in row order), histograms add.  ``within``: these groups
+        already merged by keys that include ``by`` (a finer table of the same
+        rows); its histogram is re-merged instead of this one's, with fewer
+        entries and the same counts (integers add exactly in any order).  The
+        sums and maxima always come from this frame.
         """
+        out, key = self._merged_frame(by)
+        if within is not None:
+            source = within
+            key = within.frame.groupby(list(by), sort=True, dropna=False).ngroup().to_numpy()
+        else:
+            source = self
+        h = source.hist
+        if key.size == len(out):  # one row per key: the merge reorders rows, their histograms move with them
+            block = _reorder_sparse(key, h["row"], h["bin"], h["count"])
+        else:
+            block = _merge_sparse(key, h["row"], h["bin"], h["count"], self.BINS)
+        return type(self)(out, hist_frame(block))
+
+    def merge_frame(self, by) -> pd.DataFrame:
+        """The frame of :meth:`merge` alone (its sums and maxima), for a caller that reads no histogram."""
+        return self._merged_frame(by)[0]
+
+    def _merged_frame(self, by) -> tuple[pd.DataFrame, np.ndarray]:
+        """(the merged frame, the merged row of each row of this frame)."""
         by = list(by)
         f = self.frame
         key = f.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
@@ -266,12 +316,7 @@ class Mergeable:
             none = np.isnan(out[col].to_numpy(np.float64))  # no point attained a maximum: no witness
             for wcol in (c for c in f.columns if c.startswith(prefix)):
                 out[wcol] = blank_missing(f[wcol].to_numpy()[first], none)
-        if n == len(f):  # one row per key: the merge reorders rows, their histograms move with them
-            rows, bins, counts = _reorder_sparse(key, self.hist["row"], self.hist["bin"], self.hist["count"])
-        else:
-            rows, bins, counts = _merge_sparse(key, self.hist["row"], self.hist["bin"], self.hist["count"],
-                                               self.BINS)
-        return type(self)(out, pd.DataFrame({"row": rows, "bin": bins, "count": counts}))
+        return out, key
 
     def to_arrays(self, prefix: str) -> dict:
         """npz-storable arrays under ``prefix`` (:func:`precision.io.frames.frame_to_arrays`; the histogram as
@@ -283,9 +328,7 @@ class Mergeable:
     @classmethod
     def from_arrays(cls, arrays, prefix: str) -> "Mergeable":
         """The inverse of :meth:`to_arrays`."""
-        hist = np.asarray(arrays[f"{prefix}.hist"], dtype=np.int64)
-        # the (3, n) matrix is the frame's one block as it stands (a frame of three columns would copy it)
-        return cls(frame_from_arrays(arrays, prefix), pd.DataFrame(hist.T, columns=["row", "bin", "count"], copy=False))
+        return cls(frame_from_arrays(arrays, prefix), hist_frame(np.asarray(arrays[f"{prefix}.hist"], dtype=np.int64)))
 
 
 #: Summed columns of :class:`GroupStats`: points, points with a finite error and the sum of

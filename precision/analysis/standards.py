@@ -147,8 +147,8 @@ def standards_table(stats: GroupStats, settings: StandardsSettings | None = None
     """
     settings = settings or StandardsSettings()
     keys = ["variant", "machine", "format"]
-    per_region = stats.merge(keys + ["region"]).frame
-    pooled = stats.merge(keys).frame.assign(region="all")
+    per_region = stats.merge_frame(keys + ["region"])
+    pooled = stats.merge_frame(keys).assign(region="all")
     f = pd.concat([pooled, per_region], ignore_index=True)
     count = f["count"].to_numpy(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):

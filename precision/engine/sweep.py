@@ -451,7 +451,8 @@ def _stack_tasks(parts: list, prefix: str, cls):
                 and np.array_equal(a[f"{prefix}.columns"], first[f"{prefix}.columns"])
                 and np.array_equal(a[f"{prefix}.dtypes"], first[f"{prefix}.dtypes"]))
     if all(packed_alike(a) for _, a in parts):
-        stacked = stack_arrays([a for _, a in parts], prefix, "task", [ti for ti, _ in parts], hist=True)
+        stacked = stack_arrays([a for _, a in parts], prefix, "task", [ti for ti, _ in parts], hist=True,
+                               hist_dtype=np.int64)  # (read as int64: widened once, while stacking)
         return cls.from_arrays(stacked, prefix)
     return cls.concat(cls.from_arrays(a, prefix).with_columns(task=ti) for ti, a in parts)
 
@@ -602,16 +603,20 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
     stats = GroupStats(stats.frame[order], stats.hist)
 
-    def table(by):
-        return sort_table(stats.merge(by).table(by), variants, study.machines, region_names, band_names)
+    def table(merged, by):
+        return sort_table(merged.table(by), variants, study.machines, region_names, band_names)
+    run_keys = ["variant", "machine", "format", "profile"]
+    by_region = stats.merge(run_keys + ["region"])
+    by_gamma = stats.merge(run_keys + ["gamma"])
     tables = {
-        "summary.csv": table(["variant", "machine", "format", "profile"]),
-        "by_region.csv": table(["variant", "machine", "format", "profile", "region"]),
-        "by_gamma.csv": table(["variant", "machine", "format", "profile", "gamma"]),
-        "groups.csv": table(fine_keys),
+        "summary.csv": table(stats.merge(run_keys, within=by_region), run_keys),  # (the smaller histogram)
+        "by_region.csv": table(by_region, run_keys + ["region"]),
+        "by_gamma.csv": table(by_gamma, run_keys + ["gamma"]),
+        "groups.csv": table(stats.merge(fine_keys), fine_keys),
     }
     if bands:
-        tables["by_bracket.csv"] = table(["variant", "machine", "format", "profile", "gamma", "bracket"])
+        by = run_keys + ["gamma", "bracket"]
+        tables["by_bracket.csv"] = table(stats.merge(by), by)
     pair_keys = list(PAIR_KEYS) + (["bracket"] if bands else [])
     paired = _stack_tasks(paired_parts, "paired", PairedStats)
     if len(paired):

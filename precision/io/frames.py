@@ -66,15 +66,17 @@ def frame_from_arrays(arrays: dict, prefix: str) -> pd.DataFrame:
     return pd.DataFrame({str(c): cols[str(c)] for c in arrays[f"{prefix}.order"]}, index=range(values.shape[0]))
 
 
-def stack_arrays(parts, prefix: str, label: str, labels, hist: bool = False) -> dict:
+def stack_arrays(parts, prefix: str, label: str, labels, hist: bool = False, hist_dtype=None) -> dict:
     """Several packed frames (same numeric columns) stacked into one, each part's rows labelled.
 
     ``parts`` are dicts of :func:`frame_to_arrays` arrays under ``prefix``;
     the stacked frame gets the int64 column ``label`` (first) holding each
     part's entry of ``labels``.  With ``hist``, each part's ``prefix.hist``
     (rows, bins, counts: rows index the part's frame) is stacked too, its
-    rows shifted to the stacked frame's.  Equal to stacking the unpacked
-    frames, without building them (the task assembly's fast path).
+    rows shifted to the stacked frame's, in ``hist_dtype`` (default: the
+    parts' own, int32 when they are stored so, widened when the shifted rows
+    would not fit).  Equal to stacking the unpacked frames, without building
+    them (the task assembly's fast path).
     """
     parts = list(parts)
     if not parts:
@@ -90,14 +92,19 @@ def stack_arrays(parts, prefix: str, label: str, labels, hist: bool = False) -> 
            f"{prefix}.columns": np.concatenate([[label], first[f"{prefix}.columns"]]).astype(str),
            f"{prefix}.dtypes": np.concatenate([["<i8"], first[f"{prefix}.dtypes"]]).astype(str),
            f"{prefix}.order": np.concatenate([[label], first[f"{prefix}.order"]]).astype(str)}
-    if hist:
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        blocks = []
-        for p, off in zip(parts, offsets):
-            h = p[f"{prefix}.hist"].copy()
-            h[0] += off
-            blocks.append(h)
-        out[f"{prefix}.hist"] = np.hstack(blocks) if blocks else np.empty((3, 0), dtype=np.int64)
+    if hist:  # filled in place: one allocation, no copy per part
+        widths = [p[f"{prefix}.hist"].shape[1] for p in parts]
+        dtype = hist_dtype or np.result_type(*(p[f"{prefix}.hist"].dtype for p in parts))
+        if np.iinfo(dtype).max < sum(sizes):  # the shifted rows would not fit
+            dtype = np.int64
+        stacked = np.empty((3, sum(widths)), dtype=dtype)
+        start = 0
+        for p, off, width in zip(parts, np.cumsum(sizes) - sizes, widths):
+            block = stacked[:, start:start + width]
+            block[...] = p[f"{prefix}.hist"]
+            block[0] += off
+            start += width
+        out[f"{prefix}.hist"] = stacked
     return out
 
 

@@ -8,6 +8,7 @@ import pytest
 
 import precision.analysis.groups as groups_module
 from precision.analysis.groups import GroupStats, Grouping, summarize
+from precision.analysis.histograms import HIST_BINS
 from precision.analysis.scoring import CLASS_NAN, CLASS_OK
 
 
@@ -73,6 +74,21 @@ class TestGroupStats:
         dense = fine.merge(["half"]).hist
         pd.testing.assert_frame_equal(sorted_, dense)
         assert sorted_["count"].sum() == err.size and set(sorted_["row"]) == {0, 1}
+
+    def test_a_merge_within_a_finer_merge_is_the_same_merge(self, scores):
+        """Merging by ``half`` from the groups merged by (half, third) first: the same frame (from the fine
+        rows), the same histogram (re-merged from the finer one's fewer entries); the frame alone alike."""
+        group, err, bits, cls = scores
+        fine = GroupStats.reduce(Grouping(group, 10), err, bits, cls)
+        g = fine.frame["group"].to_numpy()
+        fine = fine.with_columns(half=g // 5, third=g % 3)
+        finer = fine.merge(["half", "third"])
+        direct, within = fine.merge(["half"]), fine.merge(["half"], within=finer)
+        assert len(finer.hist) < len(fine.hist) and len(within.hist) < len(finer.hist)
+        pd.testing.assert_frame_equal(within.frame, direct.frame)
+        pd.testing.assert_frame_equal(within.hist, direct.hist)
+        pd.testing.assert_frame_equal(fine.merge_frame(["half"]), direct.frame)
+        assert within.hist["count"].sum() == err.size
 
     def test_quantiles_are_upper_bounds(self, scores):
         group, err, bits, cls = scores
@@ -161,8 +177,29 @@ def test_reordered_histogram_is_a_stable_sort_by_the_new_row(sorted_rows):
         new = key[rows]
         order = np.argsort(new, kind="stable")
         got = groups_module._reorder_sparse(key, rows, bins, counts)
+        assert got.dtype == np.int64 and got.shape == (3, rows.size)
         for expected, actual in zip((new[order], bins[order], counts[order]), got):
             np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_merged_histogram_sums_the_counts_of_each_new_row_and_bin(dense, monkeypatch):
+    """The merge counts only the bins that occur (a few, far apart among HIST_BINS): the same cells as a sum
+    over (new row, bin), sorted, whichever way they are counted."""
+    monkeypatch.setattr(groups_module, "_DENSE_PER_ENTRY", (1 << 40) if dense else 0)
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        n = int(rng.integers(1, 40))
+        rows = np.sort(rng.integers(0, n, int(rng.integers(0, 200))))
+        bins = rng.choice(np.array([0, 1, 2, 700, 701, 5000, HIST_BINS - 2, HIST_BINS - 1]), rows.size)
+        counts = rng.integers(1, 2**40, rows.size)
+        key = rng.integers(0, 5, n)
+        block = groups_module._merge_sparse(key, rows, bins, counts, HIST_BINS)
+        assert block.dtype == np.int64 and block.shape == (3, block.shape[1])
+        expected = pd.DataFrame({"row": key[rows], "bin": bins, "count": counts}).groupby(
+            ["row", "bin"], as_index=False)["count"].sum()
+        for j, column in enumerate(("row", "bin", "count")):
+            np.testing.assert_array_equal(block[j], expected[column].to_numpy(np.int64))
 
 
 def test_histograms_are_stored_as_int32_and_read_back_as_int64():

@@ -110,7 +110,7 @@ _TOTAL_KEYS = ["variant", "machine", "format", "profile", "region"]
 def variant_totals(run) -> pd.DataFrame:
     """Per variant, machine, format, profile and region (plus ``all``: the regions the verdicts pool): the
     point count, correctly rounded outputs and every ``fired_gi`` count."""
-    merged = run.stats.merge(_TOTAL_KEYS).frame
+    merged = run.stats.merge_frame(_TOTAL_KEYS)
     sums = ["count", "n_correct", *[c for c in FIRED_COLUMNS.values() if c in merged.columns]]
     per = merged[_TOTAL_KEYS + sums]
     pooled = per[~per["region"].isin(list(run.separate))].groupby(_TOTAL_KEYS[:-1], sort=False, as_index=False)[

@@ -75,7 +75,7 @@ def summary_table(verdicts: pd.DataFrame) -> pd.DataFrame:
 def blind_table(stats, variants) -> pd.DataFrame:
     """One row per (kind, machine, format, witness), numbered (``row``): the variants sharing it, their count, the
     worst witness (hex inputs, output, exact value, its ulp error or r) and its ``precision explain`` line."""
-    merged = stats.merge(_KEYS).frame
+    merged = stats.merge_frame(_KEYS)
     rows = []
     for kind, count_col, top_col in (("blind", "acc_blind", "blind_ulp"),
                                      ("false_alarm", "acc_false_alarm", "false_alarm_r")):

@@ -77,7 +77,7 @@ def targets_table(run, c_threshold: float) -> pd.DataFrame:
     for c in SPECIAL_CLASSES:
         t[c] = allz[c]
     t["share_correct"] = allz["share_correct"]
-    t["not_correct"] = (allz["count"] - stats.merge(keys).frame.set_index(keys)["n_correct"]).astype(np.int64)
+    t["not_correct"] = (allz["count"] - stats.merge_frame(keys).set_index(keys)["n_correct"]).astype(np.int64)
     t["over_1ulp"] = allz["over_1ulp"]
     t["max_ulp"] = allz["max_ulp"]
     return ordered(t.reset_index(), run)
