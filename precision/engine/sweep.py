@@ -376,7 +376,7 @@ def _threshold_search(study: Study, tasks, variants, executor, cache_folder) -> 
         return tuple(frame_from_arrays(stored, name) for name in ("search", "octaves"))
     rows, octaves = [], []
     for evidence in threshold_search.collect(tasks, executor, pooled):
-        row, per_octave = threshold_search.search(evidence, taus)
+        row, per_octave = threshold_search.search_thresholds(evidence, taus)
         rows.append(row)
         octaves += per_octave
     frames = (pd.DataFrame(rows, columns=list(threshold_search.SEARCH_COLUMNS)),

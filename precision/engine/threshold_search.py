@@ -12,7 +12,7 @@ and classes of every threshold.  The paired comparison of two thresholds is then
 :meth:`precision.analysis.paired.PairedStats.compare` over the points where their tests differ (one definition of
 better, worse and the verdict, as the sweep's).
 
-:func:`search`, per machine, format and profile, over the points a study pools (its separate regions, such
+:func:`search_thresholds`, per machine, format and profile, over the points a study pools (its separate regions, such
 as the q-hole, left out), places the threshold the way Herbie's regime inference places a branch
 (``src/core/regimes.rkt`` and ``bsearch.rkt``): two regimes, "correct" (kernel[G5=always]) and "keep"
 (kernel[G5=never]), split on the test's variable.
@@ -46,11 +46,11 @@ from precision.exact.formats import from_ordinal, to_ordinal
 from precision.analysis.groups import Grouping
 from precision.analysis.paired import PairedStats, compare_points, outputs_changed
 
-__all__ = ["ALWAYS", "NEVER", "Evidence", "task_evidence", "collect", "search", "thresholds_of", "SEARCH_COLUMNS",
-           "OCTAVE_COLUMNS"]
+__all__ = ["ALWAYS", "NEVER", "ThresholdEvidence", "EVIDENCE_STEPS", "evidence_arrays", "task_evidence", "collect",
+           "search_thresholds", "thresholds_of", "SEARCH_COLUMNS", "OCTAVE_COLUMNS", "OCTAVES"]
 
 #: The S5 steps kept from kernel[G5=always]: its terms, their difference and the admissible part of ``use``.
-_STEPS = ("lhs_pos", "rhs_pos", "orig", "g5_use")
+EVIDENCE_STEPS = ("lhs_pos", "rhs_pos", "orig", "g5_use")
 
 SEARCH_COLUMNS = ("machine", "format", "profile", "points", "admissible", "best_threshold", "best_tau",
                   "best_net", "result", "boundary", "boundary_tau", "boundary_net",
@@ -63,7 +63,7 @@ OCTAVES = 16
 
 
 @dataclass
-class Evidence:
+class ThresholdEvidence:
     """One machine, format and profile: the pooled points' S5 quantities and both extreme variants' scores.
 
     ``big``, ``orig`` are float32 (S5's values under kernel[G5=always]); ``admissible`` is its ``use``;
@@ -142,8 +142,8 @@ class Evidence:
 
 
 def task_evidence(task, pooled_regions=None) -> dict:
-    """The arrays of one sweep task's :class:`Evidence`, or {} when its variants lack kernel[G5=always] and
-    kernel[G5=never].
+    """The arrays of one sweep task's :class:`ThresholdEvidence`, or {} when its variants lack kernel[G5=always]
+    and kernel[G5=never].
 
     ``pooled_regions`` holds one bool per region of the task (its ``region_edges`` cut them): only the
     elements of pooled regions are kept (default: every element).
@@ -155,19 +155,27 @@ def task_evidence(task, pooled_regions=None) -> dict:
     tensor = _Tensor(task)
     outputs, steps = evaluate_variants([ALWAYS, NEVER], tensor.pred2d, tensor.target2d, tensor.dout2d,
                                        tensor.weight2d, alpha=task.alpha, gamma=task.gamma,
-                                       reduction=task.reduction, machine=task.machine, keep_steps=_STEPS,
+                                       reduction=task.reduction, machine=task.machine, keep_steps=EVIDENCE_STEPS,
                                        **({"count": tensor.count} if task.reduction == "mean" else {}))
-    kept = steps[ALWAYS]
-    m = resolve_machine(task.machine)
-    dtype = tensor.fmt.dtype
-    out_a, out_n = (np.asarray(outputs[v], dtype=dtype).ravel() for v in (ALWAYS, NEVER))
-    err_a, _, cls_a = tensor.scorer.score(out_a)
-    err_n, _, cls_n = tensor.scorer.score(out_n)
-    changed = outputs_changed(out_a, out_n)
     regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
     keep = np.ones(len(task.region_edges) + 1, dtype=bool) if pooled_regions is None else np.asarray(pooled_regions)
     pooled = np.repeat(keep[regions], len(task.targets))
-    lhs, rhs, orig = (np.asarray(kept[s], dtype=np.float32).ravel() for s in _STEPS[:3])
+    return evidence_arrays(outputs, steps[ALWAYS], tensor.scorer, tensor.fmt, task.machine, pooled)
+
+
+def evidence_arrays(outputs: dict, kept: dict, scorer, fmt, machine, pooled) -> dict:
+    """The arrays of a :class:`ThresholdEvidence` from one evaluation of kernel[G5=always] and kernel[G5=never].
+
+    ``outputs`` maps both names to their outputs; ``kept`` holds kernel[G5=always]'s :data:`EVIDENCE_STEPS`;
+    ``scorer`` (:class:`precision.analysis.scoring.Scorer`) scores outputs in the format ``fmt``; ``pooled``
+    (one bool per output element, in ravel order) selects the elements kept.
+    """
+    m = resolve_machine(machine)
+    out_a, out_n = (np.asarray(outputs[v], dtype=fmt.dtype).ravel() for v in (ALWAYS, NEVER))
+    err_a, _, cls_a = scorer.score(out_a)
+    err_n, _, cls_n = scorer.score(out_n)
+    changed = outputs_changed(out_a, out_n)
+    lhs, rhs, orig = (np.asarray(kept[s], dtype=np.float32).ravel() for s in EVIDENCE_STEPS[:3])
     return {"big": np.asarray(g5_big(m, lhs, rhs), np.float32)[pooled], "orig": orig[pooled],
             "admissible": (np.asarray(kept["g5_use"]).ravel() == 1)[pooled],
             "err_a": err_a[pooled], "cls_a": cls_a[pooled], "err_n": err_n[pooled], "cls_n": cls_n[pooled],
@@ -175,7 +183,7 @@ def task_evidence(task, pooled_regions=None) -> dict:
 
 
 def collect(tasks, executor, pooled_regions=None) -> list:
-    """:class:`Evidence` per (machine, format, profile) from a study's tasks (run on the executor), over the
+    """:class:`ThresholdEvidence` per (machine, format, profile) from a study's tasks (run on the executor), over the
     elements of the pooled regions (:func:`task_evidence`)."""
     parts: dict = {}
     for i, arrays in executor.map_unordered(functools.partial(task_evidence, pooled_regions=pooled_regions),
@@ -187,7 +195,7 @@ def collect(tasks, executor, pooled_regions=None) -> list:
     for (machine, fmt, profile), pieces in parts.items():
         pieces.sort(key=lambda p: p[0])  # task order: the evidence does not depend on completion order
         cols = {k: np.concatenate([p[1][k] for p in pieces]) for k in pieces[0][1]}
-        out.append(Evidence(machine, fmt, profile, **cols))
+        out.append(ThresholdEvidence(machine, fmt, profile, **cols))
     order = {(t.machine, t.profile.name): i for i, t in enumerate(tasks)}
     return sorted(out, key=lambda e: order[(e.machine, e.profile)])
 
@@ -196,7 +204,7 @@ def _net(row) -> int:
     return int(row["better"]) - int(row["worse"])
 
 
-def search(evidence: Evidence, thresholds) -> tuple[dict, list]:
+def search_thresholds(evidence: ThresholdEvidence, thresholds) -> tuple[dict, list]:
     """(the row of ``threshold_search.csv``, the rows of ``threshold_search_octaves.csv``) for one evidence."""
     taus = sorted(thresholds)
     nets = {t: _net(evidence.compare(t, 0.0)) for t in taus}

@@ -17,7 +17,7 @@ from precision.analysis.scoring import CLASS_OK
 from precision.engine.study import load_study
 from precision.engine.points import study_pred_values
 from precision.engine.sweep import run_study
-from precision.engine.threshold_search import ALWAYS, NEVER, Evidence, search
+from precision.engine.threshold_search import ALWAYS, NEVER, ThresholdEvidence, search_thresholds
 
 STUDY = """
 name = "ts"
@@ -105,19 +105,19 @@ def test_the_search_counts_equal_the_sweeps_comparisons(searched):
         assert int(pooled_all["count"].iloc[0]) == row["points"]  # region "all" pools every region but the q-hole
 
 
-def _planted(boundary: float, n: int = 4000) -> Evidence:
+def _planted(boundary: float, n: int = 4000) -> ThresholdEvidence:
     """Points whose ratio |orig| / big is uniform in [0, 1); correcting helps below ``boundary``, hurts above."""
     rng = np.random.default_rng(3)
     ratio = np.sort(rng.uniform(0, 1, n)).astype(np.float32)
     helps = ratio < boundary
-    return Evidence("ieee", "fp32", "fp32", big=np.ones(n, np.float32), orig=ratio,
+    return ThresholdEvidence("ieee", "fp32", "fp32", big=np.ones(n, np.float32), orig=ratio,
                     admissible=np.ones(n, bool), err_a=np.where(helps, 1.0, 3.0), cls_a=np.full(n, CLASS_OK, np.int8),
                     err_n=np.full(n, 2.0), cls_n=np.full(n, CLASS_OK, np.int8), changed=np.ones(n, bool))
 
 
 def test_the_boundary_is_found_where_a_planted_preference_switches():
     ev = _planted(0.3)
-    row, octaves = search(ev, [2.0 ** -k for k in range(0, 7)])
+    row, octaves = search_thresholds(ev, [2.0 ** -k for k in range(0, 7)])
     assert row["best_threshold"] == "2^-2" and row["result"] == "boundary"
     ratio = ev.orig
     below = ratio[ratio < 0.3].max()
@@ -141,7 +141,7 @@ def test_the_critical_threshold_is_the_smallest_that_passes():
     big = np.exp2(rng.uniform(-130, 10, n)).astype(np.float32)
     orig = (big * rng.uniform(0, 1, n)).astype(np.float32)
     for machine in ("ieee", "npu+ftz"):
-        ev = Evidence(machine, "fp32", "fp32", big, orig, np.ones(n, bool), *(np.zeros(n),) * 4,
+        ev = ThresholdEvidence(machine, "fp32", "fp32", big, orig, np.ones(n, bool), *(np.zeros(n),) * 4,
                       changed=np.zeros(n, bool))
         crit = ev.critical()
         finite = np.isfinite(crit)
@@ -153,8 +153,8 @@ def test_the_critical_threshold_is_the_smallest_that_passes():
 
 
 def test_no_switch_and_never_helps_are_said_plainly():
-    row, _ = search(_planted(2.0), [2.0 ** -k for k in range(0, 4)])  # correcting always helps
+    row, _ = search_thresholds(_planted(2.0), [2.0 ** -k for k in range(0, 4)])  # correcting always helps
     assert (row["best_threshold"], row["result"]) == ("2^0", "boundary")
     assert row["boundary_tau"] == _planted(2.0).orig[_planted(2.0).orig > 0].max()
-    row, _ = search(_planted(-1.0), [2.0 ** -k for k in range(0, 4)])  # never helps
+    row, _ = search_thresholds(_planted(-1.0), [2.0 ** -k for k in range(0, 4)])  # never helps
     assert row["result"] == "never helps" and row["best_net"] < 0
