@@ -18,7 +18,8 @@ docs/operators.md):
   (``evaluate``, ``register_variant``) and the plugin files that add to it
   (:mod:`.plugins`);
 - which variants are compared with which, and the G5 thresholds:
-  :mod:`.comparisons`;
+  :mod:`.comparisons`; where G5's threshold belongs, from two evaluations:
+  :mod:`.threshold_search`;
 - step-level attribution of an error: :mod:`.attribution` on the exact step
   values of :mod:`.step_values`; op counts:
   :mod:`.opcount`.
@@ -50,6 +51,8 @@ from precision.sigmoid_focal_loss_grad.plugins import (check_study_variants, ens
 # 5. which variants are compared with which
 from precision.sigmoid_focal_loss_grad.comparisons import (ALWAYS, NEVER, PRODUCTION_THRESHOLD, find_comparisons,
                                                            g5_threshold, threshold_name, thresholds_of)
+from precision.sigmoid_focal_loss_grad.threshold_search import (EVIDENCE_STEPS, OCTAVE_COLUMNS, OCTAVES, SEARCH_COLUMNS,
+                                                                ThresholdEvidence, evidence_arrays, search_thresholds)
 # 6. why a point is wrong; what a variant costs
 from precision.sigmoid_focal_loss_grad.attribution import attribute, attribute_bound, describe
 from precision.sigmoid_focal_loss_grad.opcount import count_ops
@@ -68,6 +71,8 @@ __all__ = [
     "guard_fired", "check_study_variants", "ensure_loaded", "load_plugins", "plugin_digest", "variant_source",
     # 5. comparisons
     "ALWAYS", "NEVER", "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "thresholds_of",
+    "EVIDENCE_STEPS", "OCTAVE_COLUMNS", "OCTAVES", "SEARCH_COLUMNS", "ThresholdEvidence", "evidence_arrays",
+    "search_thresholds",
     # 6. attribution, cost
     "attribute", "attribute_bound", "describe", "count_ops",
 ]
