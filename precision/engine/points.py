@@ -12,7 +12,7 @@ from precision.sigmoid_focal_loss_grad import cancellation_windows, roots
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 from precision.engine.study import PredAxis, Study
 
-__all__ = ["pred_values", "study_pred_values", "study_preds_by_gamma", "window_values"]
+__all__ = ["pred_values", "study_pred_values", "study_preds_by_gamma", "window_values", "window_preds"]
 
 
 def _in_range(values: np.ndarray, axis: PredAxis) -> np.ndarray:
@@ -77,9 +77,16 @@ def study_preds_by_gamma(study: "Study") -> dict:
 
 
 def window_values(axis: PredAxis, seed: int, gamma: float) -> np.ndarray:
-    """The ``windows`` pred set at one gamma: points where the bracket of A cancels (float64, in the format).
+    """The ``windows`` pred set at one gamma (:func:`window_preds` with the axis' parameters)."""
+    return window_preds(axis.format, *axis.get("range"), axis.get("selector"), axis.get("cancellation"),
+                        axis.get("per_window"), axis.get("core"), seed, gamma)
 
-    The windows are the intervals of x in ``range`` where the cancellation
+
+def window_preds(fmt, lo: float, hi: float, selector: int, cancellation: float, per_window: int, core: int,
+                 seed: int, gamma: float) -> np.ndarray:
+    """Points where the bracket of A cancels, at one gamma (float64, exact in the format ``fmt``).
+
+    The windows are the intervals of x in ``[lo, hi]`` where the cancellation
     factor ``C >= cancellation`` (:func:`precision.sigmoid_focal_loss_grad.bracket.cancellation_windows`;
     for selector 1, A(-x): the windows mirrored).  A window with no more
     floats than ``per_window`` is taken whole.  Otherwise it gets about
@@ -90,16 +97,14 @@ def window_values(axis: PredAxis, seed: int, gamma: float) -> np.ndarray:
     Random draws come from the seed ``(seed, float32 bits of gamma)``.
     Empty where nothing cancels (gamma >= 0).
     """
-    fmt = get_format(axis.format)
-    lo, hi = axis.get("range")
-    sign = -1.0 if axis.get("selector") == 1 else 1.0
+    fmt = get_format(fmt)
+    sign = -1.0 if selector == 1 else 1.0
     s_lo, s_hi = (lo, hi) if sign > 0 else (-hi, -lo)
     rng = np.random.default_rng([seed, int(np.float32(gamma).view(np.uint32))])
-    n = axis.get("per_window")
-    core = axis.get("core")
+    n = per_window
     centres = [sign * r for r in roots(gamma, s_lo, s_hi)]
     parts = [np.empty(0)]
-    for a, b in cancellation_windows(gamma, axis.get("cancellation"), s_lo, s_hi):
+    for a, b in cancellation_windows(gamma, cancellation, s_lo, s_hi):
         a, b = sorted((sign * a, sign * b))
         oa, ob = (int(o) for o in to_ordinal(round_to_format(np.array([a, b]), fmt), fmt))
         if ob - oa + 1 <= n:
