@@ -19,7 +19,7 @@ A study file (``studies/NAME.toml``)::
     # uniform_real: low, high, count
     # windows:      per gamma, where the bracket of A cancels: cancellation = C (default 2),
     #               per_window = N (default 100000), core = K (default 2048), range = [lo, hi]
-    #               (default [-20, 20]), selector = 0 | 1 (A(x) or A(-x)); see precision.engine.points.window_values
+    #               (default [-20, 20]), selector = 0 | 1 (A(x) or A(-x)); see precision.sigmoid_focal_loss_grad.regions.window_preds
 
     [points]
     target = [0, 1]                   # raw selector values
@@ -73,7 +73,8 @@ import numpy as np
 
 from precision.errors import PrecisionError, StudyFileError
 from precision.exact.formats import FORMATS, round_to_format
-from precision.sigmoid_focal_loss_grad import check_study_variants, get_variant, load_plugins, recipe_call
+from precision.sigmoid_focal_loss_grad import (DEFAULT_REGION_EDGES, check_study_variants, get_variant, load_plugins,
+                                               recipe_call)
 from precision.machine import get_machine
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "PER_POINT_MODES",
@@ -103,8 +104,6 @@ _PRED_KEYS = {
 }
 _POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count", "profiles", "regions",
                "bracket_bands", "region_names", "separate"}
-#: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
-DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
 _RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plugins", "threshold_search"}
 
 

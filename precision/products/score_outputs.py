@@ -72,8 +72,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import (ORACLE_VERSION, OperatorInputs, TermTable, derive_gradient, evaluate,
-                                               focal_term_tables, get_variant, validate_inputs)
+from precision.sigmoid_focal_loss_grad import (DEFAULT_REGION_EDGES, ORACLE_VERSION, OperatorInputs, TermTable,
+                                               derive_gradient, evaluate, focal_term_tables, get_variant,
+                                               validate_inputs)
 from precision.engine.cache import atomic_write_npz
 from precision.errors import DtypeError, ParameterError, ShapeError
 from precision.products.report.document import Code, Details, Heading, Para, Table
@@ -84,7 +85,6 @@ from precision.analysis.groups import GroupStats, Grouping
 from precision.analysis.paired import OUTCOME_NAMES, VERDICT_RULE, PairedStats, compare_points, outputs_changed
 from precision.analysis.scoring import CLASS_NAMES, bits_error, classify, ulp_error
 from precision.analysis.standards import StandardsSettings, standards_table
-from precision.engine.study import DEFAULT_REGION_EDGES
 from precision.engine.sweep import comparison_table, hex_witnesses, region_labels
 from precision.io.frames import write_csv
 

@@ -22,7 +22,9 @@ docs/operators.md):
   :mod:`.threshold_search`;
 - step-level attribution of an error: :mod:`.attribution` on the exact step
   values of :mod:`.step_values`; op counts:
-  :mod:`.opcount`.
+  :mod:`.opcount`;
+- its domain in a study: the default pred regions and the ``windows`` pred
+  set (:mod:`.regions`).
 
 May import :mod:`precision.analysis`, :mod:`precision.recipes`,
 :mod:`precision.machine`, :mod:`precision.exact`, :mod:`precision.io` and
@@ -56,6 +58,8 @@ from precision.sigmoid_focal_loss_grad.threshold_search import (EVIDENCE_STEPS, 
 # 6. why a point is wrong; what a variant costs
 from precision.sigmoid_focal_loss_grad.attribution import attribute, attribute_bound, describe
 from precision.sigmoid_focal_loss_grad.opcount import count_ops
+# 7. regions and studies
+from precision.sigmoid_focal_loss_grad.regions import DEFAULT_REGION_EDGES, window_preds
 
 __all__ = [
     # 1. inputs
@@ -75,4 +79,6 @@ __all__ = [
     "search_thresholds",
     # 6. attribution, cost
     "attribute", "attribute_bound", "describe", "count_ops",
+    # 7. regions and studies
+    "DEFAULT_REGION_EDGES", "window_preds",
 ]

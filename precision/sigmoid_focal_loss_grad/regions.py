@@ -1,0 +1,68 @@
+"""The operator's domain in a study: its default pred regions and the ``windows`` pred set.
+
+The regions cut pred where SigmoidFocalLossGrad changes behaviour (sigmoid saturated or not, the sign of x);
+the windows are the intervals of pred where the bracket of A cancels (:mod:`.bracket`), sampled per gamma.
+The sweep engine reads both through the operator's interface (the study file's ``[points] regions``
+default and its ``[pred] kind = "windows"``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from precision.sigmoid_focal_loss_grad.bracket import cancellation_windows, roots
+from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
+
+__all__ = ["DEFAULT_REGION_EDGES", "window_preds"]
+
+#: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
+DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
+
+
+def window_preds(fmt, lo: float, hi: float, selector: int, cancellation: float, per_window: int, core: int,
+                 seed: int, gamma: float) -> np.ndarray:
+    """Points where the bracket of A cancels, at one gamma (float64, exact in the format ``fmt``).
+
+    The windows are the intervals of x in ``[lo, hi]`` where the cancellation
+    factor ``C >= cancellation`` (:func:`precision.sigmoid_focal_loss_grad.bracket.cancellation_windows`;
+    for selector 1, A(-x): the windows mirrored).  A window with no more
+    floats than ``per_window`` is taken whole.  Otherwise it gets about
+    ``per_window`` distinct points: uniform over the reals of the window, or,
+    when roots of A lie in it (:func:`precision.sigmoid_focal_loss_grad.bracket.roots`), half so and
+    half at ordinal distances ``round(2**u)`` (u uniform) on either side of
+    each root, plus every float within ``core`` ordinals of each root.
+    Random draws come from the seed ``(seed, float32 bits of gamma)``.
+    Empty where nothing cancels (gamma >= 0).
+    """
+    fmt = get_format(fmt)
+    sign = -1.0 if selector == 1 else 1.0
+    s_lo, s_hi = (lo, hi) if sign > 0 else (-hi, -lo)
+    rng = np.random.default_rng([seed, int(np.float32(gamma).view(np.uint32))])
+    n = per_window
+    centres = [sign * r for r in roots(gamma, s_lo, s_hi)]
+    parts = [np.empty(0)]
+    for a, b in cancellation_windows(gamma, cancellation, s_lo, s_hi):
+        a, b = sorted((sign * a, sign * b))
+        oa, ob = (int(o) for o in to_ordinal(round_to_format(np.array([a, b]), fmt), fmt))
+        if ob - oa + 1 <= n:
+            parts.append(from_ordinal(np.arange(oa, ob + 1, dtype=np.int64), fmt).astype(np.float64))
+            continue
+        inside = [c for c in centres if a <= c <= b]
+        uniform = n - (n // 2 if inside else 0)
+        parts.append(rng.uniform(a, b, uniform))
+        for c in inside:
+            oc = int(to_ordinal(round_to_format(np.array([c]), fmt), fmt)[0])
+            reach = max(ob - oc, oc - oa, 1)
+            quota = (n // 2) // len(inside)
+            ords = np.unique(np.clip(np.arange(oc - core, oc + core + 1, dtype=np.int64), oa, ob))
+            target = ords.size + quota
+            for _ in range(16):  # small distances repeat: draw until the quota of distinct floats is met
+                missing = target - ords.size
+                if missing <= 0:
+                    break
+                d = np.rint(np.exp2(rng.uniform(0.0, np.log2(reach), missing))).astype(np.int64)
+                ords = np.unique(np.clip(np.concatenate([ords, oc + np.where(rng.integers(0, 2, d.size) == 1, d, -d)]),
+                                         oa, ob))
+            parts.append(from_ordinal(ords, fmt).astype(np.float64))
+    values = round_to_format(np.concatenate(parts), fmt).astype(np.float64)
+    return values[np.isfinite(values) & (values >= lo) & (values <= hi)]
