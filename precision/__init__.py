@@ -52,28 +52,7 @@ def __dir__():
 # Module paths before the layered layout
 # ---------------------------------------------------------------------------
 
-#: Where each top-level module of the flat layout (before the layers) lives now.  ``import precision.oracle``
-#: or ``from precision.implementations.common import store_output`` in a user's script or plugin keeps
-#: working: the old name is the new module itself (one object, one ``__spec__``), with a DeprecationWarning.
-_MOVED = {
-    "formats": "exact.formats", "certify": "exact.certify", "files": "io.files", "frames": "io.frames",
-    "steps": "recipes.steps", "scoring": "analysis.scoring", "standards": "analysis.standards",
-    **{name: f"sigmoid_focal_loss_grad.{name}" for name in (
-        "oracle", "oracle_arb", "terms", "bracket", "implementations", "guards", "comparisons", "attribution",
-        "opcount", "plugins")},
-    **{name: f"engine.{name}" for name in (
-        "study", "task", "sweep", "cache", "executor", "attribution_table", "threshold_search")},
-    **{name: f"products.{name}" for name in ("report", "gate", "diff", "hunt", "score_outputs")},
-}
-
-
-def _moved_name(name: str):
-    """The current name of a module named in the flat layout (``precision.oracle`` ->
-    ``precision.sigmoid_focal_loss_grad.oracle``), or None."""
-    parts = name.split(".")
-    if len(parts) < 2 or parts[0] != "precision" or parts[1] not in _MOVED:
-        return None
-    return ".".join(["precision", _MOVED[parts[1]], *parts[2:]])
+from precision.layout import moved_name as _moved_name  # noqa: E402  (cheap: a dict)
 
 
 class _MovedModules:

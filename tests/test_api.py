@@ -8,7 +8,7 @@ import precision
 def test_all_names_exist_and_are_public():
     exported = {name for name in dir(precision) if not name.startswith("_")}
     modules = {"errors", "cli", "exact", "io", "machine", "recipes", "analysis", "sigmoid_focal_loss_grad",
-               "engine", "products"}
+               "engine", "products", "layout"}
     assert set(precision.__all__) == exported - modules
 
 

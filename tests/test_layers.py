@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LINT = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or "lint-imports"
 LAYERS = ["__main__", "cli", "products", "engine", "sigmoid_focal_loss_grad", "analysis", "recipes", "machine",
-          "exact | io", "errors"]
+          "exact | io", "errors | layout"]
 
 
 def _lint(root: Path) -> subprocess.CompletedProcess:

@@ -47,7 +47,7 @@ import pandas as pd
 from precision.sigmoid_focal_loss_grad import (FIRED_COLUMNS, FIRED_STEPS, ORACLE_VERSION, TermTable, bracket_band,
                                                derive_gradient, ensure_loaded, evaluate_variants, get_variant,
                                                guard_fired)
-from precision import _moved_name
+from precision.layout import moved_name
 from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_npz, read_checked_npz
 from precision.errors import PluginError, PrecisionError
 from precision.exact.formats import get_format, round_to_format
@@ -84,7 +84,7 @@ SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "analysis/histograms.
 def _module_file(name: str) -> Path | None:
     """The source file of a module of the package (``precision.machine`` -> machine/__init__.py; a flat-layout
     name such as ``precision.oracle``, as an old plugin may import it, -> the module it became)."""
-    parts = (_moved_name(name) or name).split(".")
+    parts = (moved_name(name) or name).split(".")
     if parts[0] != "precision":
         return None
     base = _PACKAGE.joinpath(*parts[1:])
