@@ -75,3 +75,15 @@ def test_a_break_fails_the_lint(tmp_path, edit, broken):
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr
     report = done.stdout.split("Broken contracts", 1)[-1]  # each broken contract's name, then its imports
     assert done.stdout.count("Broken contracts") == 1 and broken in report, done.stdout[-3000:]
+
+
+def test_the_docs_count_the_interfaces_names():
+    """README's layout section and docs/operators.md say how many names the operator's interface has."""
+    import re
+
+    import precision.sigmoid_focal_loss_grad as operator
+    n = len(operator.__all__)
+    assert len(set(operator.__all__)) == n and all(hasattr(operator, name) for name in operator.__all__)
+    for doc in ("README.md", "docs/operators.md"):
+        text = " ".join((ROOT / doc).read_text().split())
+        assert [int(k) for k in re.findall(r"interface: (\d+) names", text)] == [n], doc
