@@ -112,8 +112,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import (ROOT_NEIGHBOURHOOD_C, TermTable, cancellation_factor, derive_gradient,
-                                               evaluate, focal_term_tables, get_variant)
+from precision.sigmoid_focal_loss_grad import (ROOT_NEIGHBOURHOOD_C, TermTable, derive_gradient, evaluate,
+                                               focal_term_tables, get_variant, selected_cancellation,
+                                               selected_term_tables)
 from precision.errors import ParameterError, PrecisionError
 from precision.engine.executor import make_executor
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
@@ -194,20 +195,13 @@ class _Space:
         return np.array([c[2] for c in self.combos], dtype=np.int64)
 
 
-def _c_factor(x, target, gamma: float) -> np.ndarray:
-    """C of the term(s) each selector uses: A(x) for 0, A(-x) for 1, the larger for others."""
-    c_pos = cancellation_factor(x, gamma)
-    c_neg = cancellation_factor(-np.asarray(x, dtype=np.float64), gamma)
-    return np.where(target == 0, c_pos, np.where(target == 1, c_neg, np.maximum(c_pos, c_neg)))
-
-
 def _c_factors(space: _Space, x, combo) -> np.ndarray:
     out = np.ones(x.size)
     g_of, t_of = space.gammas[combo], space.targets[combo]
     for g in np.unique(g_of).tolist():
         if g < 0:
             sel = g_of == g
-            out[sel] = _c_factor(x[sel], t_of[sel], g)
+            out[sel] = selected_cancellation(x[sel], t_of[sel], g)
     return out
 
 
@@ -223,29 +217,6 @@ def _inside(space: _Space, x, combo) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # Scoring a batch
 # ---------------------------------------------------------------------------
-
-def _nan_table(n: int) -> TermTable:
-    return TermTable(np.zeros(n), np.zeros(n), np.zeros(n, np.int64), np.full(n, np.inf))
-
-
-def _terms(x, t, a, gamma: float):
-    """(pos, neg) term tables of A(x, gamma) and A(-x, gamma), computed only where a selector needs them."""
-    need_pos = a * (1 - t) != 0
-    need_neg = (1 - a) * t != 0
-    args = np.concatenate([x[need_pos], -x[need_neg]])
-    if args.size == 0:
-        return _nan_table(x.size), _nan_table(x.size)
-    keys, first = np.unique(args.view(np.int64), return_index=True)
-    table = focal_term_tables(args[first], [gamma])[gamma]
-
-    def lookup(values, need):
-        idx = np.searchsorted(keys, values.view(np.int64))
-        got = table.take(np.minimum(idx, keys.size - 1))
-        nan = _nan_table(values.size)
-        return TermTable(*(np.where(need, getattr(got, f), getattr(nan, f)) for f in ("hi", "lo", "exp", "rel")))
-
-    return lookup(x, need_pos), lookup(-x, need_neg)
-
 
 def _evaluate(space: _Space, preds, targets, alpha: float, gamma: float) -> np.ndarray:
     """The variant on the tensor pred[P, T] x target[P, T] (dout 1, no weight, reduction none)."""
@@ -269,7 +240,7 @@ def _score_points(space: _Space, ordinal, combo) -> dict:
     for g in np.unique(g_of).tolist():
         sel = np.flatnonzero(g_of == g)
         xs, ts, as_ = x[sel], t_of[sel], a_of[sel]
-        pos, neg = _terms(xs, ts, as_, g)
+        pos, neg = selected_term_tables(xs, ts, as_, g)
         m = sel.size
         d = derive_gradient(xs, ts, as_, np.full(m, g), np.ones(m), np.ones(m), np.ones(m, dtype=np.int64),
                             fmt, pos, neg)

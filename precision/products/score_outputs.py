@@ -72,9 +72,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import (DEFAULT_REGION_EDGES, ORACLE_VERSION, OperatorInputs, TermTable,
-                                               derive_gradient, evaluate, focal_term_tables, get_variant,
-                                               validate_inputs)
+from precision.sigmoid_focal_loss_grad import (DEFAULT_REGION_EDGES, ORACLE_VERSION, OperatorInputs, derive_gradient,
+                                               evaluate, get_variant, selected_term_tables, validate_inputs)
 from precision.engine.cache import atomic_write_npz
 from precision.errors import DtypeError, ParameterError, ShapeError
 from precision.products.report.document import Code, Details, Heading, Para, Table
@@ -257,30 +256,11 @@ def _check_finite(inputs: OperatorInputs) -> None:
 # Scoring
 # ---------------------------------------------------------------------------
 
-def _nan_table(n: int) -> TermTable:
-    return TermTable(np.zeros(n), np.zeros(n), np.zeros(n, np.int64), np.full(n, np.inf))
-
-
 def _exact(x, t, a: float, g: float, w, d, n: int, fmt):
     """(rounded, exact_hi, exact_lo) of every element: focal terms once per distinct x, derived as in a sweep."""
-    need_pos = a * (1 - t) != 0
-    need_neg = (1 - a) * t != 0
-    args = np.concatenate([x[need_pos], -x[need_neg]])
     size = x.size
-    if args.size:
-        keys, first = np.unique(args.view(np.int64), return_index=True)
-        table = focal_term_tables(args[first], [g])[g]
-
-    def lookup(values, need):
-        if not args.size:
-            return _nan_table(size)
-        idx = np.minimum(np.searchsorted(keys, values.view(np.int64)), keys.size - 1)
-        got = table.take(idx)
-        nan = _nan_table(size)
-        return TermTable(*(np.where(need, getattr(got, f), getattr(nan, f)) for f in ("hi", "lo", "exp", "rel")))
-
     d_ = derive_gradient(x, t, np.full(size, a), np.full(size, g), w, d, np.full(size, n, dtype=np.int64), fmt,
-                         lookup(x, need_pos), lookup(-x, need_neg))
+                         *selected_term_tables(x, t, a, g))
     return d_.rounded, d_.exact_hi, d_.exact_lo
 
 

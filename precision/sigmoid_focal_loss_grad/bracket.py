@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cancellation_factor", "bracket_band", "band_labels", "band_ranges", "neighbourhood", "roots",
-           "cancellation_windows", "ROOT_NEIGHBOURHOOD_C"]
+__all__ = ["cancellation_factor", "selected_cancellation", "bracket_band", "band_labels", "band_ranges",
+           "neighbourhood", "roots", "cancellation_windows", "ROOT_NEIGHBOURHOOD_C"]
 
 #: The documented root neighbourhood: the bracket cancels by a factor of 4 (2 bits) or more.
 ROOT_NEIGHBOURHOOD_C = 4.0
@@ -57,12 +57,16 @@ def bracket_band(x, target, gamma: float, edges) -> np.ndarray:
     uses both (the larger C).  ``edges`` increasing; band i is
     ``edges[i-1] <= C < edges[i]``.
     """
+    return np.searchsorted(np.asarray(edges, dtype=np.float64), selected_cancellation(x, target, gamma), side="right")
+
+
+def selected_cancellation(x, target, gamma: float) -> np.ndarray:
+    """C of the term(s) each (x, target) selects: A(x) for selector 0, A(-x) for 1, the larger for any other."""
     x = np.asarray(x, dtype=np.float64)
     target = np.asarray(target)
     c_pos = cancellation_factor(x, gamma)
     c_neg = cancellation_factor(-x, gamma)
-    c = np.where(target == 0, c_pos, np.where(target == 1, c_neg, np.maximum(c_pos, c_neg)))
-    return np.searchsorted(np.asarray(edges, dtype=np.float64), c, side="right")
+    return np.where(target == 0, c_pos, np.where(target == 1, c_neg, np.maximum(c_pos, c_neg)))
 
 
 def band_labels(edges) -> list:

@@ -43,7 +43,8 @@ from precision.sigmoid_focal_loss_grad import oracle
 from precision.errors import OracleUndecidedError
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 
-__all__ = ["TermTable", "focal_term_table", "focal_term_tables", "DerivedGradient", "derive_gradient", "EXP_CLAMP"]
+__all__ = ["TermTable", "focal_term_table", "focal_term_tables", "selected_term_tables", "absent_table",
+           "DerivedGradient", "derive_gradient", "EXP_CLAMP"]
 
 #: Exponents beyond +-EXP_CLAMP are stored clamped: 2**(2**40) is out of every format.
 EXP_CLAMP = 1 << 40
@@ -136,6 +137,33 @@ def focal_term_tables(x, gammas) -> dict:
             for g in gammas:
                 rows[g][i] = _tight_row(float(xs[i]), g, balls[(s, g)])
     return {g: _table_from_rows(r) for g, r in rows.items()}
+
+
+def absent_table(n: int) -> TermTable:
+    """n rows standing for a term no selector uses (hi = lo = 0, rel = inf: never a decided rounding)."""
+    return TermTable(np.zeros(n), np.zeros(n), np.zeros(n, np.int64), np.full(n, np.inf))
+
+
+def selected_term_tables(x, t, alpha, gamma: float) -> tuple[TermTable, TermTable]:
+    """(pos, neg): A(x, gamma) and A(-x, gamma) for scattered points, each computed only where its coefficient
+    (``alpha*(1-t)`` for A(x), ``(1-alpha)*t`` for A(-x)) is nonzero and once per distinct argument; the
+    :func:`absent_table` row elsewhere.  ``x``, ``t``, ``alpha``: equal-length arrays (alpha may be a scalar);
+    the two tables feed :func:`derive_gradient`."""
+    x = np.asarray(x, dtype=np.float64)
+    need_pos = alpha * (1 - t) != 0
+    need_neg = (1 - alpha) * t != 0
+    args = np.concatenate([x[need_pos], -x[need_neg]])
+    if args.size == 0:
+        return absent_table(x.size), absent_table(x.size)
+    keys, first = np.unique(args.view(np.int64), return_index=True)
+    table = focal_term_tables(args[first], [gamma])[gamma]
+
+    def lookup(values, need):
+        got = table.take(np.minimum(np.searchsorted(keys, values.view(np.int64)), keys.size - 1))
+        absent = absent_table(values.size)
+        return TermTable(*(np.where(need, getattr(got, f), getattr(absent, f)) for f in ("hi", "lo", "exp", "rel")))
+
+    return lookup(x, need_pos), lookup(-x, need_neg)
 
 
 def _tight_row(x: float, g: float, ball):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from precision.sigmoid_focal_loss_grad.bracket import (ROOT_NEIGHBOURHOOD_C, band_labels, band_ranges, bracket_band,
-                                                       cancellation_factor, neighbourhood)
+                                                       cancellation_factor, neighbourhood, selected_cancellation)
 
 
 def c_exact(s, g):
@@ -79,3 +79,14 @@ def test_bands_follow_the_selector():
     # each label's edges, as numbers, in the labels' order
     assert band_ranges(edges) == [(1.0, 2.0), (2.0, 4.0), (4.0, 16.0), (16.0, np.inf)]
     assert band_ranges(()) == [(1.0, np.inf)] and len(band_ranges(edges)) == len(band_labels(edges))
+
+
+def test_the_selected_cancellation_is_the_selected_terms():
+    """Selector 0 takes A(x)'s C, selector 1 A(-x)'s, any other the larger (the hunt's and the bands' C)."""
+    x = np.array([-0.92, 0.92, 0.0, 5.0, -3.0])
+    for g in (-2.0, -0.5, 1.0):
+        c_pos, c_neg = cancellation_factor(x, g), cancellation_factor(-x, g)
+        for t, expected in ((0, c_pos), (1, c_neg), (2, np.maximum(c_pos, c_neg)), (-1, np.maximum(c_pos, c_neg))):
+            np.testing.assert_array_equal(selected_cancellation(x, np.full(x.size, t), g), expected)
+    assert selected_cancellation(x, np.zeros(x.size, int), -2.0)[0] > selected_cancellation(x, np.ones(x.size, int),
+                                                                                            -2.0)[0]

@@ -5,7 +5,8 @@ import pytest
 
 from precision.sigmoid_focal_loss_grad import oracle
 from precision.exact.formats import get_format
-from precision.sigmoid_focal_loss_grad.terms import derive_gradient, focal_term_table, focal_term_tables
+from precision.sigmoid_focal_loss_grad.terms import (derive_gradient, focal_term_table, focal_term_tables,
+                                                     selected_term_tables)
 
 
 def random_points(n, seed):
@@ -80,3 +81,20 @@ def test_term_rows_do_not_depend_on_the_batch():
             assert np.array_equal(getattr(table, field), getattr(together[g], field)), (g, field)
             if g in split:
                 assert np.array_equal(getattr(table, field), getattr(split[g], field)[::-1]), (g, field)
+
+
+def test_selected_term_tables_hold_each_needed_term_and_the_absent_row_elsewhere():
+    """A(x) where alpha*(1-t) != 0, A(-x) where (1-alpha)*t != 0, row for row equal to focal_term_tables;
+    elsewhere hi = lo = 0 and rel = inf (never a decided rounding)."""
+    x = np.array([0.5, -0.5, 3.0, 0.5, -7.25, 3.0])
+    t = np.array([0, 1, 2, 1, 0, 0])
+    for alpha in (0.25, np.array([0.0, 0.25, 1.0, 0.5, 1.0, 0.25])):
+        pos, neg = selected_term_tables(x, t, alpha, -1.5)
+        full_pos, full_neg = focal_term_tables(x, [-1.5])[-1.5], focal_term_tables(-x, [-1.5])[-1.5]
+        for got, full, need in ((pos, full_pos, alpha * (1 - t) != 0), (neg, full_neg, (1 - alpha) * t != 0)):
+            assert need.any() and not need.all()
+            for f in ("hi", "lo", "exp", "rel"):
+                np.testing.assert_array_equal(getattr(got, f)[need], getattr(full, f)[need])
+            assert (got.hi[~need] == 0).all() and (got.lo[~need] == 0).all() and np.isinf(got.rel[~need]).all()
+    pos, neg = selected_term_tables(x, np.zeros(x.size, int), 0.0, 2.0)  # no coefficient: nothing computed
+    assert np.isinf(pos.rel).all() and np.isinf(neg.rel).all()
