@@ -137,33 +137,9 @@ _DENSE_CELLS = 1 << 24
 _DENSE_PER_ENTRY = 4
 
 
-def _reorder_sparse(key, rows, bins, counts) -> np.ndarray:
-    """A sparse histogram sorted by (row, bin) with its rows renamed by the permutation ``key``: the blocks of
-    rows move, their bins stay in order (a stable sort by the new row, done as a gather of the blocks).
-    Returns the (3, n) int64 block of rows, bins and counts (:func:`hist_frame`)."""
-    key = np.asarray(key, dtype=np.int64)
-    rows = np.asarray(rows, dtype=np.int64)
-    if rows.size and np.any(rows[1:] < rows[:-1]):  # not sorted by row: sort
-        new = key[rows]
-        order = np.argsort(new, kind="stable")
-    else:
-        lengths = np.bincount(rows, minlength=key.size)  # entries of each old row, a block
-        starts = np.cumsum(lengths) - lengths
-        old_of_new = np.empty(key.size, dtype=np.int64)
-        old_of_new[key] = np.arange(key.size)
-        moved = lengths[old_of_new]
-        offsets = np.cumsum(moved) - moved  # where each block lands
-        order = np.repeat(starts[old_of_new] - offsets, moved) + np.arange(rows.size)
-    block = np.empty((3, rows.size), dtype=np.int64)
-    np.take(key, rows[order], out=block[0])
-    np.take(np.asarray(bins), order, out=block[1])
-    np.take(np.asarray(counts), order, out=block[2])
-    return block
-
-
 def _merge_sparse(key, rows, bins, counts, n_bins: int):
-    """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed, sorted; the
-    (3, n) int64 block of rows, bins and counts (:func:`hist_frame`).
+    """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed, sorted by
+    (row, bin); the (3, n) int64 block of rows, bins and counts.
 
     The cells are (coarse group, bin) over the bins that occur only (numbered in bin order, so the order of
     the result is the same): a few hundred of the :data:`HIST_BINS` in practice, a table that many times
@@ -193,10 +169,10 @@ def _merge_sparse(key, rows, bins, counts, n_bins: int):
     return block
 
 
-def hist_frame(block) -> pd.DataFrame:
-    """A sparse histogram's frame (columns row, bin, count) over its (3, n) int64 block, not copied (a frame
-    built from three columns would copy them into one block)."""
-    return pd.DataFrame(np.asarray(block).T, columns=["row", "bin", "count"], copy=False)
+def hist_frame(rows, bins, counts) -> pd.DataFrame:
+    """A sparse histogram's frame (columns row, bin, count) over its three arrays, not copied (a frame built
+    from three columns by default copies them into one block)."""
+    return pd.DataFrame({"row": rows, "bin": bins, "count": counts}, copy=False)
 
 
 def packed_histogram(hist) -> np.ndarray:
@@ -214,7 +190,10 @@ class Mergeable:
     column prefix of each maximum's witness (``MAXIMA``: a witness column is
     copied from the first row attaining the maximum), and their histogram's
     bin count (``BINS``).  ``frame`` has one row per group; ``hist`` has
-    columns ``row`` (index of the frame row), ``bin`` and ``count``.
+    columns ``row`` (index of the frame row), ``bin`` and ``count``, each
+    row's entries contiguous and in ascending bin order (the rows themselves
+    in any order: a merge that only reorders the groups renames their rows
+    and moves no entry).
     """
 
     SUMS: tuple = ()
@@ -282,11 +261,9 @@ class Mergeable:
         else:
             source = self
         h = source.hist
-        if key.size == len(out):  # one row per key: the merge reorders rows, their histograms move with them
-            block = _reorder_sparse(key, h["row"], h["bin"], h["count"])
-        else:
-            block = _merge_sparse(key, h["row"], h["bin"], h["count"], self.BINS)
-        return type(self)(out, hist_frame(block))
+        if key.size == len(out):  # one row per key: the rows are renamed, their histograms stay where they are
+            return type(self)(out, hist_frame(key[h["row"].to_numpy()], h["bin"].to_numpy(), h["count"].to_numpy()))
+        return type(self)(out, hist_frame(*_merge_sparse(key, h["row"], h["bin"], h["count"], self.BINS)))
 
     def merge_frame(self, by) -> pd.DataFrame:
         """The frame of :meth:`merge` alone (its sums and maxima), for a caller that reads no histogram."""
@@ -328,7 +305,7 @@ class Mergeable:
     @classmethod
     def from_arrays(cls, arrays, prefix: str) -> "Mergeable":
         """The inverse of :meth:`to_arrays`."""
-        return cls(frame_from_arrays(arrays, prefix), hist_frame(np.asarray(arrays[f"{prefix}.hist"], dtype=np.int64)))
+        return cls(frame_from_arrays(arrays, prefix), hist_frame(*np.asarray(arrays[f"{prefix}.hist"], dtype=np.int64)))
 
 
 #: Summed columns of :class:`GroupStats`: points, points with a finite error and the sum of

@@ -65,7 +65,8 @@ def quantile_upper_bound(bins, counts, q: float) -> float:
 
 
 def histogram_quantiles(keys, bins, counts, qs, edge=bin_upper_edge) -> np.ndarray:
-    """The q-quantiles of every group of a sparse histogram sorted by (key, bin).
+    """The q-quantiles of every group of a sparse histogram grouped by key (each key's entries contiguous, in
+    ascending bin order; the keys' blocks in any order).
 
     Vectorized :func:`quantile_upper_bound`: row k of the result holds group
     k's values (keys are 0 .. K-1; a group without counts gets NaN); ``edge``
@@ -74,8 +75,10 @@ def histogram_quantiles(keys, bins, counts, qs, edge=bin_upper_edge) -> np.ndarr
     keys = np.asarray(keys, dtype=np.int64)
     K = int(keys.max()) + 1 if keys.size else 0
     totals = np.bincount(keys, counts, minlength=K)
-    before = np.concatenate([[0], np.cumsum(totals)[:-1]])
     cum = np.cumsum(counts)
+    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]])) if keys.size else np.empty(0, np.int64)
+    before = np.zeros(K)  # the counts ahead of each key's block
+    before[keys[starts]] = cum[starts] - np.asarray(counts)[starts]
     out = np.empty((K, len(qs)))
     for j, q in enumerate(qs):
         rank = np.maximum(1, np.ceil(q * totals))

@@ -606,10 +606,12 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     def table(merged, by):
         return sort_table(merged.table(by), variants, study.machines, region_names, band_names)
     run_keys = ["variant", "machine", "format", "profile"]
-    by_region = stats.merge(run_keys + ["region"])
-    by_gamma = stats.merge(run_keys + ["gamma"])
+    # the fine histogram is merged once, by gamma and region; by_region, by_gamma and summary re-merge smaller ones
+    by_gamma_region = stats.merge(run_keys + ["gamma", "region"])
+    by_region = stats.merge(run_keys + ["region"], within=by_gamma_region)
+    by_gamma = stats.merge(run_keys + ["gamma"], within=by_gamma_region)
     tables = {
-        "summary.csv": table(stats.merge(run_keys, within=by_region), run_keys),  # (the smaller histogram)
+        "summary.csv": table(stats.merge(run_keys, within=by_region), run_keys),
         "by_region.csv": table(by_region, run_keys + ["region"]),
         "by_gamma.csv": table(by_gamma, run_keys + ["gamma"]),
         "groups.csv": table(stats.merge(fine_keys), fine_keys),

@@ -8,7 +8,7 @@ import pytest
 
 import precision.analysis.groups as groups_module
 from precision.analysis.groups import GroupStats, Grouping, summarize
-from precision.analysis.histograms import HIST_BINS
+from precision.analysis.histograms import HIST_BINS, histogram_quantiles, quantile_upper_bound
 from precision.analysis.scoring import CLASS_NAN, CLASS_OK
 
 
@@ -161,25 +161,42 @@ def test_argmax_is_each_groups_max_at_its_first_point(seed):
         assert top[row] == v.max() and at[row] == members[np.argmax(v)]
 
 
-@pytest.mark.parametrize("sorted_rows", [True, False])
-def test_reordered_histogram_is_a_stable_sort_by_the_new_row(sorted_rows):
-    rng = np.random.default_rng(int(sorted_rows))
-    for _ in range(50):
-        n = int(rng.integers(1, 30))
-        lengths = rng.integers(0, 5, n)
-        rows = np.repeat(np.arange(n), lengths)
-        bins = rng.integers(0, 50, rows.size)
-        counts = rng.integers(1, 9, rows.size)
-        if not sorted_rows:
-            shuffle = rng.permutation(rows.size)
-            rows, bins, counts = rows[shuffle], bins[shuffle], counts[shuffle]
-        key = rng.permutation(n)
-        new = key[rows]
-        order = np.argsort(new, kind="stable")
-        got = groups_module._reorder_sparse(key, rows, bins, counts)
-        assert got.dtype == np.int64 and got.shape == (3, rows.size)
-        for expected, actual in zip((new[order], bins[order], counts[order]), got):
-            np.testing.assert_array_equal(actual, expected)
+def test_a_merge_that_reorders_the_groups_renames_their_histogram_rows():
+    """One group per key: the merge sorts the groups and renames their rows; each group keeps its own
+    histogram entries (contiguous, bins ascending) and so its quantiles."""
+    rng = np.random.default_rng(11)
+    group = rng.integers(0, 12, 2000)
+    err = np.exp2(rng.uniform(-6, 12, group.size))
+    fine = GroupStats.reduce(Grouping(group, 12), err, np.zeros(group.size), np.zeros(group.size, np.int8))
+    fine = fine.with_columns(key=rng.permutation(len(fine)))
+    merged = fine.merge(["key"])
+    assert merged.frame["key"].tolist() == sorted(fine.frame["key"])
+    h, old = merged.hist, fine.hist
+    for new_row, old_row in enumerate(np.argsort(fine.frame["key"].to_numpy())):
+        mine, theirs = h[h["row"] == new_row], old[old["row"] == old_row]
+        assert np.array_equal(mine["bin"], theirs["bin"]) and np.array_equal(mine["count"], theirs["count"])
+        assert np.all(np.diff(np.flatnonzero(h["row"].to_numpy() == new_row)) == 1)  # contiguous
+    q = ["p50_ulp", "p99_ulp", "p999_ulp"]
+    pd.testing.assert_frame_equal(merged.table(["key"])[q].reset_index(drop=True),
+                                  fine.table(["key"]).sort_values("key")[q].reset_index(drop=True))
+
+
+def test_quantiles_of_blocks_in_any_order_equal_those_of_the_sorted_histogram():
+    rng = np.random.default_rng(12)
+    for _ in range(40):
+        K = int(rng.integers(1, 9))
+        blocks = [(k, np.unique(rng.integers(0, 300, int(rng.integers(1, 12))))) for k in range(K)]
+        keys = np.concatenate([np.full(b.size, k) for k, b in blocks])
+        bins = np.concatenate([b for _, b in blocks])
+        counts = rng.integers(1, 50, bins.size)
+        qs = (0.5, 0.9, 0.999)
+        expected = histogram_quantiles(keys, bins, counts, qs)
+        order = np.concatenate([np.flatnonzero(keys == k) for k in rng.permutation(K)])
+        np.testing.assert_array_equal(histogram_quantiles(keys[order], bins[order], counts[order], qs), expected)
+        for k, b in blocks:  # the definition, one group at a time
+            c = counts[keys == k]
+            for j, q in enumerate(qs):
+                assert expected[k, j] == quantile_upper_bound(b, c, q)
 
 
 @pytest.mark.parametrize("dense", [True, False])
