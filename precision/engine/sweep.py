@@ -82,6 +82,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -602,6 +603,31 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     stats = GroupStats(f.drop(columns=["group", "task"]).assign(**cols), stats.hist)
     order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
     stats = GroupStats(stats.frame[order], stats.hist)
+    # the fine groups' raw sums and histograms, for re-merging by reports and the gate, are written while the
+    # tables are merged (hashing and writing 200 MB release the interpreter's lock)
+    with ThreadPoolExecutor(1) as background:
+        raw_written = background.submit(_write_raw, out, stats)
+        _write_tables(study, out, stats, paired_parts, context, variants, comparisons, fine_keys, bands,
+                      region_names, band_names, predbins)
+        raw_written.result()
+    if batch:
+        writer = _append_parquet(writer, points_tmp, pd.concat(batch, ignore_index=True))
+    if writer is None:
+        pd.DataFrame().to_parquet(points_tmp, index=False)
+    else:
+        writer.close()
+    os.replace(points_tmp, out / "points.parquet")
+    return sorted(unsupported), fallback
+
+
+def _write_raw(out: Path, stats: GroupStats) -> None:
+    atomic_write_npz(out / "hist.npz", {c: stats.hist[c].to_numpy() for c in ("row", "bin", "count")})
+    _atomic_parquet(out / "groups_raw.parquet", stats.frame)
+
+
+def _write_tables(study, out, stats, paired_parts, context, variants, comparisons, fine_keys, bands, region_names,
+                  band_names, predbins) -> None:
+    """The run's CSV tables, paired tables and pred-bin maxima from the stacked statistics."""
 
     def table(merged, by):
         return sort_table(merged.table(by), variants, study.machines, region_names, band_names)
@@ -639,9 +665,6 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         _atomic_csv(out / name, hex_witnesses(t))
     options = study.report.options_of("standards") if study.report is not None else {}
     _atomic_csv(out / "standards.csv", standards_table(stats, settings_from_options(options), variants, region_names))
-    # the fine groups' raw sums and histograms, for re-merging by reports and the gate
-    atomic_write_npz(out / "hist.npz", {c: stats.hist[c].to_numpy() for c in ("row", "bin", "count")})
-    _atomic_parquet(out / "groups_raw.parquet", stats.frame)
     atomic_write_npz(out / "paired_hist.npz", {c: paired.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")})
     _atomic_parquet(out / "paired_raw.parquet", paired.frame if len(paired) else pd.DataFrame(columns=pair_keys))
     vorder = {v: i for i, v in enumerate(variants)}
@@ -651,14 +674,6 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         "variant": np.array([k[0] for k in keys], dtype=str), "machine": np.array([k[1] for k in keys], dtype=str),
         "profile": np.array([k[2] for k in keys], dtype=str), "gamma": np.array([k[3] for k in keys]),
         "max_ulp": np.stack([predbins[k] for k in keys]) if keys else np.empty((0, PRED_BIN_EDGES.size - 1))})
-    if batch:
-        writer = _append_parquet(writer, points_tmp, pd.concat(batch, ignore_index=True))
-    if writer is None:
-        pd.DataFrame().to_parquet(points_tmp, index=False)
-    else:
-        writer.close()
-    os.replace(points_tmp, out / "points.parquet")
-    return sorted(unsupported), fallback
 
 
 #: Key columns of ``comparisons.csv`` (region ``all`` = every region of the run).

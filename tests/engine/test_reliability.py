@@ -56,6 +56,30 @@ def test_full_disk_leaves_no_partial_tables(tmp_path, monkeypatch, capsys):
     assert (out / "summary.csv").exists() and (out / "by_gamma.csv").exists()
 
 
+def test_a_full_disk_while_the_raw_tables_are_written_beside_the_others_is_the_same_one_line(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """hist.npz and groups_raw.parquet are written on a thread while the tables are merged: its failure is the
+    run's own one line, nothing written, the next run whole."""
+    from precision.engine import cache, sweep
+    study = tmp_path / "tiny.toml"
+    study.write_text(TINY)
+    real = cache.atomic_write_npz
+
+    def failing(path, arrays, durable=True):
+        if Path(path).name == "hist.npz":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, arrays, durable)
+    monkeypatch.setattr(sweep, "atomic_write_npz", failing)
+    out = tmp_path / "out"
+    assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err and "nothing was written" in err
+    assert sorted(p.name for p in out.iterdir()) == ["chunks"]
+    monkeypatch.setattr(sweep, "atomic_write_npz", real)
+    assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "1"]) == 0
+    assert (out / "hist.npz").exists() and (out / "groups_raw.parquet").exists() and (out / "summary.csv").exists()
+
+
 def test_read_only_output_folder_leaves_no_partial_tables(tmp_path, monkeypatch, capsys):
     # (root ignores permission bits, so the read-only folder is simulated where the tables move in)
     from precision.engine import sweep
