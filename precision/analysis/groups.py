@@ -146,13 +146,13 @@ def _merge_sparse(key, rows, bins, counts, n_bins: int):
     smaller.
     """
     key = np.asarray(key, dtype=np.int64)
-    bins = np.asarray(bins)
+    rows, bins = np.asarray(rows, dtype=np.int64), np.asarray(bins, dtype=np.int64)  # (an empty frame's are float)
     occurs = np.zeros(n_bins, dtype=bool)
     occurs[bins] = True
     used = np.flatnonzero(occurs)  # the bins that occur, ascending
     rank = np.cumsum(occurs) - 1  # bin -> its number among them
     width = max(used.size, 1)
-    codes = key[np.asarray(rows)] * width + rank[bins]
+    codes = key[rows] * width + rank[bins]
     weights = np.asarray(counts, dtype=np.int64)
     cells = (int(key.max()) + 1 if key.size else 0) * width
     if cells <= min(_DENSE_CELLS, _DENSE_PER_ENTRY * codes.size):
@@ -262,7 +262,8 @@ class Mergeable:
             source = self
         h = source.hist
         if key.size == len(out):  # one row per key: the rows are renamed, their histograms stay where they are
-            return type(self)(out, hist_frame(key[h["row"].to_numpy()], h["bin"].to_numpy(), h["count"].to_numpy()))
+            return type(self)(out, hist_frame(key[h["row"].to_numpy(np.int64)], h["bin"].to_numpy(np.int64),
+                                              h["count"].to_numpy(np.int64)))
         return type(self)(out, hist_frame(*_merge_sparse(key, h["row"], h["bin"], h["count"], self.BINS)))
 
     def merge_frame(self, by) -> pd.DataFrame:

@@ -181,6 +181,18 @@ def test_a_merge_that_reorders_the_groups_renames_their_histogram_rows():
                                   fine.table(["key"]).sort_values("key")[q].reset_index(drop=True))
 
 
+@pytest.mark.parametrize("by", [["a"], []])
+def test_groups_without_rows_merge_to_groups_without_rows(by):
+    """An empty set of groups (its histogram's columns are float, having no values) merges, renamed or summed,
+    to an empty one with an int64 histogram."""
+    empty = GroupStats.concat([]).with_columns(a=[])
+    merged = empty.merge(by) if by else empty.merge(["a"], within=empty.merge(["a"]))
+    assert len(merged) == 0 and len(merged.hist) == 0
+    assert [str(t) for t in merged.hist.dtypes] == ["int64"] * 3
+    block = groups_module._merge_sparse(np.array([0, 0, 1]), np.array([]), np.array([]), np.array([]), HIST_BINS)
+    assert block.shape == (3, 0) and block.dtype == np.int64  # groups whose histograms hold no entry
+
+
 def test_quantiles_of_blocks_in_any_order_equal_those_of_the_sorted_histogram():
     rng = np.random.default_rng(12)
     for _ in range(40):
