@@ -17,6 +17,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from precision.errors import ParameterError
+from precision.io.files import remove_pending
 
 __all__ = ["InlineExecutor", "LocalExecutor", "DaskExecutor", "make_executor"]
 
@@ -35,8 +36,15 @@ class InlineExecutor:
 
 
 def _ignore_sigint() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (one message, workers stopped by it)."""
+    """Worker initializer: Ctrl-C is the parent's to handle (one message, workers stopped by it); the parent's
+    SIGTERM stops a worker at once, removing the file it was writing (no ``*.tmp`` left in a cache)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _stop_worker)
+
+
+def _stop_worker(signum, frame) -> None:
+    remove_pending()
+    os._exit(128 + signum)
 
 
 class LocalExecutor:

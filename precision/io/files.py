@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_open", "file_mode", "probe_writable"]
+__all__ = ["atomic_open", "file_mode", "probe_writable", "remove_pending"]
 
 
 def _umask() -> int:
@@ -43,7 +44,13 @@ def atomic_open(path, mode: str = "w", durable: bool = False):
     ``path`` is left as it was.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    # a SIGTERM (a worker stopped by the parent's Ctrl-C) waits until the file is known to remove_pending
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+        _PENDING.add(tmp)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     try:
         os.fchmod(fd, file_mode())
         with os.fdopen(fd, mode) as fh:
@@ -56,6 +63,20 @@ def atomic_open(path, mode: str = "w", durable: bool = False):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    finally:
+        _PENDING.discard(tmp)
+
+
+#: The temporary files :func:`atomic_open` has open in this process.
+_PENDING: set = set()
+
+
+def remove_pending() -> None:
+    """Remove the temporary files being written in this process: for a process about to end without
+    unwinding (a worker's SIGTERM handler), so that it leaves no ``*.tmp`` behind."""
+    for tmp in list(_PENDING):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def probe_writable(folder) -> None:

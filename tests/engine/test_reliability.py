@@ -224,3 +224,36 @@ def test_no_pickle_anywhere():
     for path in root.rglob("*.py"):
         text = path.read_text()
         assert "allow_pickle=True" not in text and "import pickle" not in text, path
+
+
+def _write_slowly(path: str) -> None:
+    """A pool worker's life until the parent stops it: mid-write of a file (the initializer's handlers set)."""
+    import time
+
+    from precision.engine.executor import _ignore_sigint
+    from precision.io.files import atomic_open
+    _ignore_sigint()
+    with atomic_open(path, "wb") as fh:
+        fh.write(b"partial")
+        fh.flush()
+        time.sleep(60)
+
+
+def test_a_worker_stopped_mid_write_leaves_no_temporary_file(tmp_path):
+    """The parent's Ctrl-C stops its workers with SIGTERM: one that is writing a cache entry or chunk removes
+    its temporary file and exits 128 + 15; the target is never created."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+    target = tmp_path / "entry.safetensors"
+    worker = multiprocessing.get_context("fork").Process(target=_write_slowly, args=(str(target),))
+    worker.start()
+    deadline = time.time() + 30
+    while time.time() < deadline and not list(tmp_path.glob("*.tmp")):
+        time.sleep(0.01)
+    assert len(list(tmp_path.glob("*.tmp"))) == 1  # writing
+    os.kill(worker.pid, signal.SIGTERM)
+    worker.join(30)
+    assert worker.exitcode == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []
