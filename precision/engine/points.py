@@ -12,7 +12,7 @@ from precision.sigmoid_focal_loss_grad import window_preds
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.study import PredAxis, Study
 
-__all__ = ["pred_values", "study_pred_values", "study_preds_by_gamma", "window_values", "window_preds"]
+__all__ = ["pred_values", "study_pred_values", "study_preds_by_gamma", "window_values"]
 
 
 def _in_range(values: np.ndarray, axis: PredAxis) -> np.ndarray:

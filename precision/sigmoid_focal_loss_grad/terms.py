@@ -160,8 +160,8 @@ def selected_term_tables(x, t, alpha, gamma: float) -> tuple[TermTable, TermTabl
 
     def lookup(values, need):
         got = table.take(np.minimum(np.searchsorted(keys, values.view(np.int64)), keys.size - 1))
-        absent = absent_table(values.size)
-        return TermTable(*(np.where(need, getattr(got, f), getattr(absent, f)) for f in ("hi", "lo", "exp", "rel")))
+        absent = absent_table(values.size).as_arrays()
+        return TermTable(**{f: np.where(need, v, absent[f]) for f, v in got.as_arrays().items()})
 
     return lookup(x, need_pos), lookup(-x, need_neg)
 
