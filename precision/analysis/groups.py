@@ -146,14 +146,14 @@ def _merge_sparse(key, rows, bins, counts, n_bins: int):
     smaller.
     """
     key = np.asarray(key, dtype=np.int64)
-    rows, bins = np.asarray(rows, dtype=np.int64), np.asarray(bins, dtype=np.int64)  # (an empty frame's are float)
+    rows, bins = _integers(rows), _integers(bins)
     occurs = np.zeros(n_bins, dtype=bool)
     occurs[bins] = True
     used = np.flatnonzero(occurs)  # the bins that occur, ascending
     rank = np.cumsum(occurs) - 1  # bin -> its number among them
     width = max(used.size, 1)
     codes = key[rows] * width + rank[bins]
-    weights = np.asarray(counts, dtype=np.int64)
+    weights = np.asarray(counts)
     cells = (int(key.max()) + 1 if key.size else 0) * width
     if cells <= min(_DENSE_CELLS, _DENSE_PER_ENTRY * codes.size):
         dense = np.bincount(codes, weights, minlength=cells)
@@ -169,6 +169,13 @@ def _merge_sparse(key, rows, bins, counts, n_bins: int):
     return block
 
 
+def _integers(column) -> np.ndarray:
+    """A histogram column's array as stored (int32 or int64, not copied); int64 if it is not integer (an empty
+    frame's columns are float)."""
+    a = np.asarray(column)
+    return a if a.dtype.kind == "i" else a.astype(np.int64)
+
+
 def hist_frame(rows, bins, counts) -> pd.DataFrame:
     """A sparse histogram's frame (columns row, bin, count) over its three arrays, not copied (a frame built
     from three columns by default copies them into one block)."""
@@ -177,7 +184,8 @@ def hist_frame(rows, bins, counts) -> pd.DataFrame:
 
 def packed_histogram(hist) -> np.ndarray:
     """A sparse histogram's (rows, bins, counts) as one stored matrix: int32 while every entry fits (half the
-    bytes of the task results and caches), else int64; read back as int64 (:meth:`Mergeable.from_arrays`)."""
+    bytes of the task results and caches), else int64; read back in that dtype (:meth:`Mergeable.from_arrays`;
+    merges widen what they compute, never the entries they only carry)."""
     stacked = np.stack([np.asarray(a, dtype=np.int64) for a in hist])
     fits = stacked.size == 0 or (int(stacked.min()) >= 0 and int(stacked.max()) < 2**31)
     return stacked.astype(np.int32) if fits else stacked
@@ -190,7 +198,8 @@ class Mergeable:
     column prefix of each maximum's witness (``MAXIMA``: a witness column is
     copied from the first row attaining the maximum), and their histogram's
     bin count (``BINS``).  ``frame`` has one row per group; ``hist`` has
-    columns ``row`` (index of the frame row), ``bin`` and ``count``, each
+    integer columns ``row`` (index of the frame row), ``bin`` and ``count``
+    (int32 as the tasks store them, int64 where a merge summed them), each
     row's entries contiguous and in ascending bin order (the rows themselves
     in any order: a merge that only reorders the groups renames their rows
     and moves no entry).
@@ -224,7 +233,7 @@ class Mergeable:
         frames, hists, offset = [], [], 0
         for p in parts:
             frames.append(p.frame)
-            hists.append(p.hist.assign(row=p.hist["row"].to_numpy() + offset))
+            hists.append(p.hist.assign(row=_integers(p.hist["row"]).astype(np.int64) + offset))
             offset += len(p.frame)
         if not parts:
             return cls(pd.DataFrame(), pd.DataFrame({"row": [], "bin": [], "count": []}))
@@ -262,8 +271,7 @@ class Mergeable:
             source = self
         h = source.hist
         if key.size == len(out):  # one row per key: the rows are renamed, their histograms stay where they are
-            return type(self)(out, hist_frame(key[h["row"].to_numpy(np.int64)], h["bin"].to_numpy(np.int64),
-                                              h["count"].to_numpy(np.int64)))
+            return type(self)(out, hist_frame(key[_integers(h["row"])], _integers(h["bin"]), _integers(h["count"])))
         return type(self)(out, hist_frame(*_merge_sparse(key, h["row"], h["bin"], h["count"], self.BINS)))
 
     def merge_frame(self, by) -> pd.DataFrame:
@@ -306,7 +314,7 @@ class Mergeable:
     @classmethod
     def from_arrays(cls, arrays, prefix: str) -> "Mergeable":
         """The inverse of :meth:`to_arrays`."""
-        return cls(frame_from_arrays(arrays, prefix), hist_frame(*np.asarray(arrays[f"{prefix}.hist"], dtype=np.int64)))
+        return cls(frame_from_arrays(arrays, prefix), hist_frame(*np.asarray(arrays[f"{prefix}.hist"])))
 
 
 #: Summed columns of :class:`GroupStats`: points, points with a finite error and the sum of

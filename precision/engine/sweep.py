@@ -38,8 +38,8 @@ statistic is :mod:`precision.analysis.scoring`'s:
     With ``bracket_bands`` only: per (variant, machine, format, profile, gamma, bracket).
 ``groups_raw.parquet``, ``hist.npz``
     The fine groups' mergeable sums, maxima and witnesses, and their sparse
-    ulp histograms (``row``, ``bin``, ``count``): :class:`precision.analysis.groups.GroupStats`
-    (:func:`load_stats`).
+    ulp histograms (``row``, ``bin``, ``count``; int32 while every entry fits, as the tasks store them,
+    else int64): :class:`precision.analysis.groups.GroupStats` (:func:`load_stats`).
 ``comparisons.csv``
     Every paired comparison of the run (:mod:`precision.sigmoid_focal_loss_grad.comparisons`: guard
     pairs, G5 thresholds against never and against 1/64, declared pairs), per
@@ -452,8 +452,7 @@ def _stack_tasks(parts: list, prefix: str, cls):
                 and np.array_equal(a[f"{prefix}.columns"], first[f"{prefix}.columns"])
                 and np.array_equal(a[f"{prefix}.dtypes"], first[f"{prefix}.dtypes"]))
     if all(packed_alike(a) for _, a in parts):
-        stacked = stack_arrays([a for _, a in parts], prefix, "task", [ti for ti, _ in parts], hist=True,
-                               hist_dtype=np.int64)  # (read as int64: widened once, while stacking)
+        stacked = stack_arrays([a for _, a in parts], prefix, "task", [ti for ti, _ in parts], hist=True)
         return cls.from_arrays(stacked, prefix)
     return cls.concat(cls.from_arrays(a, prefix).with_columns(task=ti) for ti, a in parts)
 

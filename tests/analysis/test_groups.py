@@ -231,14 +231,35 @@ def test_merged_histogram_sums_the_counts_of_each_new_row_and_bin(dense, monkeyp
             np.testing.assert_array_equal(block[j], expected[column].to_numpy(np.int64))
 
 
-def test_histograms_are_stored_as_int32_and_read_back_as_int64():
+def test_histograms_are_stored_as_int32_and_read_back_as_stored():
     g = GroupStats.reduce(Grouping(np.array([0, 0, 1, 1, 1]), 2), np.array([0.0, 3.0, 0.5, 0.5, np.inf]),
                           np.zeros(5), np.zeros(5, np.int8))
     arrays = g.to_arrays("stats")
     assert arrays["stats.hist"].dtype == np.int32
     back = GroupStats.from_arrays(arrays, "stats")
-    assert all(back.hist[c].dtype == np.int64 for c in ("row", "bin", "count"))
-    pd.testing.assert_frame_equal(back.hist, g.hist.astype(np.int64))
+    assert all(back.hist[c].dtype == np.int32 for c in ("row", "bin", "count"))
+    pd.testing.assert_frame_equal(back.hist, g.hist.astype(np.int32))
     # an entry beyond int32 keeps int64
     wide = groups_module.packed_histogram([np.array([0]), np.array([1]), np.array([2**31])])
     assert wide.dtype == np.int64 and wide[2, 0] == 2**31
+
+
+def test_int32_histograms_merge_to_the_int64_merge_entry_for_entry():
+    """Histograms carried as stored (int32) merge, reorder, concatenate and select exactly as widened ones."""
+    rng = np.random.default_rng(3)
+    group = rng.integers(0, 40, 5000)
+    err = np.where(rng.random(5000) < 0.1, 0.0, np.exp2(rng.uniform(-30, 30, 5000)))
+    g = GroupStats.reduce(Grouping(group, 40), err, np.zeros(5000), np.zeros(5000, np.int8))
+    g = g.with_columns(a=g.frame["group"].to_numpy() % 3, b=g.frame["group"].to_numpy() % 5)
+    narrow = GroupStats(g.frame, g.hist.astype(np.int32))
+    wide = GroupStats(g.frame, g.hist.astype(np.int64))
+    for by in (["a"], ["b", "a"], ["group"]):  # ["group"]: one row per key, the rows only renamed
+        m32, m64 = narrow.merge(by), wide.merge(by)
+        pd.testing.assert_frame_equal(m32.frame, m64.frame)
+        pd.testing.assert_frame_equal(m32.hist.astype(np.int64), m64.hist)
+        pd.testing.assert_frame_equal(m32.table(by), m64.table(by))
+    both = GroupStats.concat([narrow, narrow])
+    assert both.hist["row"].dtype == np.int64 and both.hist["row"].max() == 2 * len(g) - 1
+    pd.testing.assert_frame_equal(both.merge(["a"]).table(["a"]), GroupStats.concat([wide, wide]).merge(["a"]).table(["a"]))
+    pd.testing.assert_frame_equal(narrow.select(g.frame["a"].to_numpy() == 1).hist.astype(np.int64),
+                                  wide.select(g.frame["a"].to_numpy() == 1).hist)

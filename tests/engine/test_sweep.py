@@ -17,7 +17,7 @@ from precision.sigmoid_focal_loss_grad.guards import evaluate
 from precision.analysis.scoring import ulp_error
 from precision.engine.study import parse_study
 from precision.engine.points import pred_values
-from precision.engine.sweep import run_study
+from precision.engine.sweep import load_stats, run_study
 
 TABLES = ("summary.csv", "by_region.csv", "by_gamma.csv", "groups.csv", "comparisons.csv")
 
@@ -143,6 +143,18 @@ class TestPipeline:
 
 
 class TestDeterminism:
+    def test_hist_npz_is_stored_int32_and_remerges_to_the_summary(self, reference_run):
+        out, _ = reference_run
+        with np.load(out / "hist.npz") as hist:
+            assert all(hist[c].dtype == np.int32 for c in ("row", "bin", "count"))
+        stats = load_stats(out)
+        by = ["variant", "machine", "format", "profile"]
+        summary = pd.read_csv(out / "summary.csv")
+        merged = stats.merge(by).table(by)
+        merged = summary[by].merge(merged, on=by, how="left")  # summary.csv's row order
+        for column in ("count", "p50_ulp", "p99_ulp", "p999_ulp", "over_1ulp"):
+            np.testing.assert_array_equal(merged[column].to_numpy(), summary[column].to_numpy(), err_msg=column)
+
     def test_pool_and_reuse_give_identical_tables(self, reference_run, tmp_path):
         out, _ = reference_run
         run_study(small_study(), tmp_path / "pool", cache_dir=tmp_path / "c", workers=2)
