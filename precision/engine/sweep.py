@@ -333,6 +333,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                 bar.update(1)
         searched = _threshold_search(study, tasks, variants, executor, cache_folder) \
             if study.threshold_search else None
+        if study.attribution is None:  # the workers' last job is done: what their allocators hold (up to a GB
+            executor.close()           # each) is returned before this process assembles the tables
         # the tables are written into a staging folder and moved into place only when all are written,
         # so a failed write (full disk, read-only folder) leaves no partial set of tables behind
         staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))

@@ -209,6 +209,38 @@ per_point = "none"
 """
 
 
+@pytest.mark.parametrize("attribution", [False, True])
+def test_workers_are_released_before_the_tables_are_assembled(tmp_path, monkeypatch, attribution):
+    """The pool is closed once its last job is done: before the assembly (its memory back to the machine),
+    or, with an attribution to run on it, only after that."""
+    from precision.engine import sweep
+    from precision.engine.executor import InlineExecutor
+    events = []
+
+    class Recording(InlineExecutor):
+        def close(self):
+            events.append("close")
+
+    def recorded(name):
+        real = getattr(sweep, name)
+
+        def call(*args, **kwargs):
+            events.append(name)
+            return real(*args, **kwargs)
+        monkeypatch.setattr(sweep, name, call)
+    monkeypatch.setattr(sweep, "make_executor", lambda scheduler, workers: Recording())
+    recorded("_write_outputs")
+    recorded("write_attribution")
+    text = SMALL.format(values='"0x1.0p+0", "-0x1.8p+1"')
+    if attribution:
+        text = text.replace('per_point = "all"', 'per_point = "all"\nattribution = { variants = ["kernel"], points = 2 }')
+    run_study(parse_study(text, "small.toml"), tmp_path / "out", cache_dir=tmp_path / "cache", workers=2)
+    if attribution:
+        assert events.index("_write_outputs") < events.index("write_attribution") < events.index("close")
+    else:
+        assert events.index("close") < events.index("_write_outputs") and "write_attribution" not in events
+
+
 def test_kill_9_then_resume_gives_identical_results(tmp_path):
     study = tmp_path / "resume.toml"
     study.write_text(RESUME)
