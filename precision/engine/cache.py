@@ -42,7 +42,6 @@ from precision.sigmoid_focal_loss_grad import ORACLE_VERSION, TermTable
 __all__ = ["CacheIntegrityWarning", "TermCache", "ResultCache", "default_cache_dir", "atomic_write_npz",
            "read_checked_npz", "RESULTS_VERSION"]
 
-_COLUMNS = ("hi", "lo", "exp", "rel")
 #: What reading a truncated, altered or foreign .npz raises.
 _UNREADABLE = (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError, safetensors.SafetensorError)
 
@@ -199,7 +198,7 @@ class TermCache:
         pos = np.clip(np.searchsorted(keys, want), 0, max(len(keys) - 1, 0))
         found = (len(keys) > 0) & (keys[pos] == want) if len(keys) else found
         rows = pos[found]
-        return found, TermTable(*(arrays[c][rows] for c in _COLUMNS))
+        return found, TermTable.from_arrays(arrays, rows)
 
     def store(self, gamma: float, x: np.ndarray, table: TermTable) -> None:
         """Merge new terms into gamma's shard (locked, atomic)."""
@@ -213,9 +212,9 @@ class TermCache:
             cols = table.as_arrays()
             if current is not None:
                 keys = np.concatenate([current["x_bits"], keys])
-                cols = {c: np.concatenate([current[c], cols[c]]) for c in _COLUMNS}
+                cols = {c: np.concatenate([current[c], v]) for c, v in cols.items()}
             keys, first = np.unique(keys, return_index=True)
-            arrays = {"x_bits": keys, **{c: cols[c][first] for c in _COLUMNS}}
+            arrays = {"x_bits": keys, **{c: v[first] for c, v in cols.items()}}
             atomic_write_npz(path, arrays)
 
     def info(self) -> dict:

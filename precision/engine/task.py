@@ -242,8 +242,8 @@ def _read_terms(path: str) -> tuple[TermTable, TermTable]:
     arrays = read_checked_npz(Path(path))
     if arrays is None:
         raise PrecisionError(f"{path}: the focal terms of a running study are missing or corrupt; run it again")
-    return tuple(TermTable(**{name.partition(".")[2]: values for name, values in arrays.items()
-                              if name.startswith(f"{side}.")}) for side in ("pos", "neg"))
+    return tuple(TermTable.from_arrays({name.partition(".")[2]: values for name, values in arrays.items()
+                                        if name.startswith(f"{side}.")}) for side in ("pos", "neg"))
 
 
 def task_terms(task: Task) -> tuple[TermTable, TermTable]:

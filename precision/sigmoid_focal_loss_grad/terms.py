@@ -34,6 +34,7 @@ Term table columns (:class:`TermTable`, one row per (x, gamma)):
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,15 +83,24 @@ class TermTable:
         return self.hi.size
 
     def take(self, index) -> "TermTable":
-        return TermTable(self.hi[index], self.lo[index], self.exp[index], self.rel[index])
+        return TermTable.from_arrays(self.as_arrays(), index)
 
     @staticmethod
     def concatenate(tables) -> "TermTable":
-        tables = list(tables)
-        return TermTable(*(np.concatenate([getattr(t, f) for t in tables]) for f in ("hi", "lo", "exp", "rel")))
+        columns = [t.as_arrays() for t in tables]
+        return TermTable.from_arrays({f: np.concatenate([c[f] for c in columns]) for f in _TERM_FIELDS})
 
     def as_arrays(self) -> dict:
-        return {"hi": self.hi, "lo": self.lo, "exp": self.exp, "rel": self.rel}
+        """The columns by field name: the layout of the term cache's shards and of the shared term files."""
+        return {f: getattr(self, f) for f in _TERM_FIELDS}
+
+    @classmethod
+    def from_arrays(cls, arrays, rows=slice(None)) -> "TermTable":
+        """The inverse of :meth:`as_arrays` (``rows`` of each column: an index or a mask)."""
+        return cls(**{f: np.asarray(arrays[f])[rows] for f in _TERM_FIELDS})
+
+
+_TERM_FIELDS = tuple(f.name for f in dataclasses.fields(TermTable))
 
 
 def _ball_to_row(ball: oracle.Ball):

@@ -24,6 +24,12 @@ class TestTermCache:
         want = table_for(np.array([2.0, -3.0]), 2.0)
         assert np.array_equal(t.hi, want.hi) and np.array_equal(t.exp, want.exp)
         assert not cache.lookup(-2.0, x)[0].any()  # another gamma, another shard
+        cache.store(2.0, np.array([7.0, 0.5]), table_for(np.array([7.0, 0.5]), 2.0))  # merged into the shard
+        everything = np.array([7.0, -3.0, 0.5, 2.0])
+        found, t = cache.lookup(2.0, everything)
+        assert found.all()
+        for name, column in table_for(everything, 2.0).as_arrays().items():
+            np.testing.assert_array_equal(t.as_arrays()[name], column, err_msg=name)
 
     def test_signed_zero_keys_are_distinct(self, tmp_path):
         cache = TermCache(tmp_path)

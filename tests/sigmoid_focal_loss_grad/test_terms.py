@@ -5,7 +5,7 @@ import pytest
 
 from precision.sigmoid_focal_loss_grad import oracle
 from precision.exact.formats import get_format
-from precision.sigmoid_focal_loss_grad.terms import (derive_gradient, focal_term_table, focal_term_tables,
+from precision.sigmoid_focal_loss_grad.terms import (TermTable, derive_gradient, focal_term_table, focal_term_tables,
                                                      selected_term_tables)
 
 
@@ -98,3 +98,16 @@ def test_selected_term_tables_hold_each_needed_term_and_the_absent_row_elsewhere
             assert (got.hi[~need] == 0).all() and (got.lo[~need] == 0).all() and np.isinf(got.rel[~need]).all()
     pos, neg = selected_term_tables(x, np.zeros(x.size, int), 0.0, 2.0)  # no coefficient: nothing computed
     assert np.isinf(pos.rel).all() and np.isinf(neg.rel).all()
+
+
+def test_term_table_columns_round_trip_through_their_arrays():
+    """as_arrays names the fields (the stored layout); from_arrays, take and concatenate keep every column."""
+    t = focal_term_table(np.array([-3.0, 0.5, 7.0, 2.0**-20]), np.full(4, 2.0))
+    arrays = t.as_arrays()
+    assert list(arrays) == ["hi", "lo", "exp", "rel"]
+    assert arrays["exp"].dtype == np.int64
+    for got, rows in ((TermTable.from_arrays(arrays), slice(None)), (t.take([3, 0]), [3, 0]),
+                      (TermTable.from_arrays(arrays, np.array([True, False, True, False])), [0, 2]),
+                      (TermTable.concatenate([t.take([0, 1]), t.take([2, 3])]), slice(None))):
+        for name, column in got.as_arrays().items():
+            np.testing.assert_array_equal(column, arrays[name][rows], err_msg=name)
