@@ -27,6 +27,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import warnings
 import zipfile
@@ -242,11 +243,17 @@ class TermCache:
 
 
 #: Version of the stored task results' layout (:mod:`precision.engine.task`); part of every key.
-#: 4: one bundle file per task holding every piece (was one file per piece); 5: histograms stored as int32.
-RESULTS_VERSION = 5
+#: 4: one bundle file per task holding every piece (was one file per piece); 5: histograms stored as int32;
+#: 6: a bundle stores each distinct array once (:meth:`ResultCache.put_bundle`).
+RESULTS_VERSION = 6
 
 #: Separates a piece's key from its array's name inside a bundle.
 _PIECE_SEP = "/"
+#: A bundle's entry naming, for each array stored once but held by several pieces, the entry holding it.
+_ALIASES = "aliases#json"
+#: Arrays up to this many bytes are matched by content too (equal column names, counts of no change); larger
+#: ones by identity (the pieces of variants whose outputs are equal share their arrays).
+_ALIAS_BY_CONTENT_BYTES = 1 << 16
 
 
 class ResultCache:
@@ -304,8 +311,12 @@ class ResultCache:
         atomic_write_npz(path, arrays, durable=False)
 
     def get_bundle(self, key: str) -> dict:
-        """{piece key: arrays} of the bundle under ``key`` (empty: absent, corrupt, or the cache disabled)."""
+        """{piece key: arrays} of the bundle under ``key`` (empty: absent, corrupt, or the cache disabled); an
+        array stored once for several pieces is one object in each (so a rewrite stores it once again)."""
         arrays = self.get(key) or {}
+        if _ALIASES in arrays:
+            for name, source in json.loads(arrays.pop(_ALIASES).tobytes()).items():
+                arrays[name] = arrays[source]
         pieces: dict = {}
         for name, a in arrays.items():
             if name != "digest":
@@ -314,8 +325,28 @@ class ResultCache:
         return pieces
 
     def put_bundle(self, key: str, pieces: dict) -> None:
-        """Store {piece key: arrays} as one bundle under ``key`` (replacing it; atomic)."""
-        self.put(key, {f"{piece}{_PIECE_SEP}{name}": a for piece, arrays in pieces.items() for name, a in arrays.items()})
+        """Store {piece key: arrays} as one bundle under ``key`` (replacing it; atomic), each distinct array once:
+        an array held by several pieces (the same object, or equal and small) is stored under the first entry
+        holding it and named in the bundle's alias table (the pieces of variants with equal outputs share their
+        histograms and points: about 70 % of a bundle's bytes on ``fp16_exhaustive``)."""
+        stored, aliases, first, held = {}, {}, {}, []
+        for piece, arrays in pieces.items():
+            for name, a in arrays.items():
+                entry = f"{piece}{_PIECE_SEP}{name}"
+                a = np.asarray(a)
+                held.append(a)  # (an id is an array's only while the array lives)
+                same = [("id", id(a))]
+                if a.nbytes <= _ALIAS_BY_CONTENT_BYTES:
+                    same.append(("content", a.dtype.str, a.shape, a.tobytes()))
+                source = next((first[k] for k in same if k in first), None)
+                if source is None:
+                    stored[entry] = a
+                    first.update(dict.fromkeys(same, entry))
+                else:
+                    aliases[entry] = source
+        if aliases:
+            stored[_ALIASES] = np.frombuffer(json.dumps(aliases, sort_keys=True).encode(), dtype=np.uint8)
+        self.put(key, stored)
 
     def _files(self) -> list:
         if self.root is None or not self.root.is_dir():

@@ -84,3 +84,43 @@ def test_concurrent_stores_lose_nothing(tmp_path):
         pool.map(_store_range, [(str(tmp_path), s) for s in range(0, 320, 40)])
     x = np.arange(0, 320, dtype=np.float64) / 8
     assert TermCache(tmp_path).lookup(2.0, x)[0].all()
+
+
+class TestResultBundles:
+    def test_each_distinct_array_is_stored_once_and_read_back_for_every_piece(self, tmp_path):
+        from precision.engine.cache import ResultCache
+        import safetensors.numpy
+        cache = ResultCache(tmp_path)
+        hist = np.arange(30_000, dtype=np.int32).reshape(3, -1)  # large: shared by identity
+        names = np.array(["count", "max_ulp"])  # small: equal by content in two pieces
+        pieces = {"a": {"hist": hist, "names": names, "values": np.array([1.0, 2.0])},
+                  "b": {"hist": hist, "names": np.array(["count", "max_ulp"]), "values": np.array([1.0, 3.0])},
+                  "c": {"hist": hist.copy(), "names": names, "values": np.array([1.0, 2.0])}}
+        cache.put_bundle("k" * 64, pieces)
+        path = tmp_path / f"results-v6/kk/{'k' * 64}.safetensors"
+        raw = safetensors.numpy.load(path.read_bytes())
+        # a/hist stored; b/hist is a's object; c/hist is equal but large and another object: stored again;
+        # names and values equal by content alias the first
+        assert sorted(k for k in raw if not k.startswith(("aliases", "digest"))) == \
+            ["a/hist", "a/names#text", "a/values", "b/values", "c/hist"]
+        back = cache.get_bundle("k" * 64)
+        for piece, arrays in pieces.items():
+            assert set(back[piece]) == set(arrays)
+            for name, a in arrays.items():
+                np.testing.assert_array_equal(back[piece][name], a, err_msg=f"{piece}/{name}")
+        assert back["b"]["hist"] is back["a"]["hist"]  # one object again: a rewrite stores it once
+        cache.put_bundle("k" * 64, back)
+        assert path.stat().st_size == len(path.read_bytes()) and \
+            sorted(safetensors.numpy.load(path.read_bytes())) == sorted(raw)
+
+    def test_an_altered_alias_table_is_caught_by_the_digest(self, tmp_path):
+        from precision.engine.cache import ResultCache
+        cache = ResultCache(tmp_path)
+        v = np.arange(5.0)
+        cache.put_bundle("a" * 64, {"x": {"v": v}, "y": {"v": v}})
+        path = tmp_path / f"results-v6/aa/{'a' * 64}.safetensors"
+        data = path.read_bytes().replace(b'{"y/v": "x/v"}', b'{"y/v": "y/v"}')  # the alias table, in place
+        assert data != path.read_bytes()
+        path.write_bytes(data)
+        with pytest.warns(CacheIntegrityWarning):
+            assert cache.get_bundle("a" * 64) == {}
