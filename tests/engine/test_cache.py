@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from precision.engine.cache import CacheIntegrityWarning, TermCache
+from precision.engine.cache import RESULTS_VERSION, CacheIntegrityWarning, TermCache
 from precision.sigmoid_focal_loss_grad.terms import focal_term_table
 
 
@@ -97,7 +97,7 @@ class TestResultBundles:
                   "b": {"hist": hist, "names": np.array(["count", "max_ulp"]), "values": np.array([1.0, 3.0])},
                   "c": {"hist": hist.copy(), "names": names, "values": np.array([1.0, 2.0])}}
         cache.put_bundle("k" * 64, pieces)
-        path = tmp_path / f"results-v6/kk/{'k' * 64}.safetensors"
+        path = tmp_path / f"results-v{RESULTS_VERSION}/kk/{'k' * 64}.safetensors"
         raw = safetensors.numpy.load(path.read_bytes())
         # a/hist stored; b/hist is a's object; c/hist is equal but large and another object: stored again;
         # names and values equal by content alias the first
@@ -118,7 +118,7 @@ class TestResultBundles:
         cache = ResultCache(tmp_path)
         v = np.arange(5.0)
         cache.put_bundle("a" * 64, {"x": {"v": v}, "y": {"v": v}})
-        path = tmp_path / f"results-v6/aa/{'a' * 64}.safetensors"
+        path = tmp_path / f"results-v{RESULTS_VERSION}/aa/{'a' * 64}.safetensors"
         data = path.read_bytes().replace(b'{"y/v": "x/v"}', b'{"y/v": "y/v"}')  # the alias table, in place
         assert data != path.read_bytes()
         path.write_bytes(data)
