@@ -66,16 +66,16 @@ def frame_from_arrays(arrays: dict, prefix: str) -> pd.DataFrame:
     return pd.DataFrame({str(c): cols[str(c)] for c in arrays[f"{prefix}.order"]}, index=range(values.shape[0]))
 
 
-def stack_arrays(parts, prefix: str, label: str, labels, hist: bool = False, hist_dtype=None) -> dict:
+def stack_arrays(parts, prefix: str, label: str, labels, hist: bool = False) -> dict:
     """Several packed frames (same numeric columns) stacked into one, each part's rows labelled.
 
     ``parts`` are dicts of :func:`frame_to_arrays` arrays under ``prefix``;
     the stacked frame gets the int64 column ``label`` (first) holding each
     part's entry of ``labels``.  With ``hist``, each part's ``prefix.hist``
     (rows, bins, counts: rows index the part's frame) is stacked too, its
-    rows shifted to the stacked frame's, in ``hist_dtype`` (default: the
-    parts' own, int32 when they are stored so, widened when the shifted rows
-    would not fit).  Equal to stacking the unpacked frames, without building
+    rows shifted to the stacked frame's, in the parts' own dtype (int32
+    when they are stored so; int64 when one part's is, or when the shifted
+    rows would not fit).  Equal to stacking the unpacked frames, without building
     them (the task assembly's fast path).
     """
     parts = list(parts)
@@ -94,7 +94,7 @@ def stack_arrays(parts, prefix: str, label: str, labels, hist: bool = False, his
            f"{prefix}.order": np.concatenate([[label], first[f"{prefix}.order"]]).astype(str)}
     if hist:  # filled in place: one allocation, no copy per part
         widths = [p[f"{prefix}.hist"].shape[1] for p in parts]
-        dtype = hist_dtype or np.result_type(*(p[f"{prefix}.hist"].dtype for p in parts))
+        dtype = np.result_type(*(p[f"{prefix}.hist"].dtype for p in parts))
         if np.iinfo(dtype).max < sum(sizes):  # the shifted rows would not fit
             dtype = np.int64
         stacked = np.empty((3, sum(widths)), dtype=dtype)

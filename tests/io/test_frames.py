@@ -30,14 +30,13 @@ def _part(rows: int, entries: int, dtype, seed: int) -> dict:
     return part
 
 
-@pytest.mark.parametrize("dtypes, hist_dtype, expected", [
-    ((np.int32, np.int32), None, np.int32),  # a task's pieces, stored as int32, stay so in its chunk
-    ((np.int32, np.int64), None, np.int64),
-    ((np.int32, np.int32), np.int64, np.int64),  # the run's tables: widened once, while stacking
+@pytest.mark.parametrize("dtypes, expected", [
+    ((np.int32, np.int32), np.int32),  # a task's pieces, stored as int32, stay so in its chunk and the run's
+    ((np.int32, np.int64), np.int64),
 ])
-def test_stacked_histograms_shift_each_parts_rows_in_the_parts_or_asked_dtype(dtypes, hist_dtype, expected):
+def test_stacked_histograms_shift_each_parts_rows_in_the_parts_dtype(dtypes, expected):
     parts = [_part(5, 7, dtypes[0], 1), _part(3, 4, dtypes[1], 2)]
-    out = stack_arrays(parts, "s", "task", [10, 11], hist=True, hist_dtype=hist_dtype)
+    out = stack_arrays(parts, "s", "task", [10, 11], hist=True)
     hist = out["s.hist"]
     assert hist.dtype == expected and hist.shape == (3, 11)
     np.testing.assert_array_equal(hist[:, :7], parts[0]["s.hist"])
