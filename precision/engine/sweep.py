@@ -92,8 +92,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from precision.sigmoid_focal_loss_grad import (ORACLE_VERSION, TermTable, band_labels, find_comparisons,
-                                               focal_term_tables, plugin_digest, variant_names)
+from precision.sigmoid_focal_loss_grad import (ORACLE_VERSION, TermTable, absent_table, band_labels,
+                                               find_comparisons, focal_term_tables, plugin_digest, variant_names)
 from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.engine.executor import InlineExecutor, make_executor
@@ -230,14 +230,14 @@ def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executo
     result = {}
     for g, pieces in parts.items():
         preds = preds_by_gamma[g]
-        nan = TermTable(*(np.full(preds.size, v) for v in (0.0, 0.0, 0, np.inf)))
+        absent = absent_table(preds.size)
         x_all = np.concatenate([p[0] for p in pieces])
         t_all = TermTable.concatenate([p[1] for p in pieces])
         keys, first = np.unique(x_all.view(np.int64), return_index=True)
 
         def lookup(values, keys=keys, first=first, t_all=t_all):
             return t_all.take(first[np.searchsorted(keys, values.view(np.int64))])
-        result[g] = (lookup(preds) if need_pos else nan, lookup(-preds) if need_neg else nan)
+        result[g] = (lookup(preds) if need_pos else absent, lookup(-preds) if need_neg else absent)
     return result, total, cached
 
 

@@ -38,7 +38,8 @@ from precision.sigmoid_focal_loss_grad.implementations.common import (ALL_GUARDS
                                                                       validate_inputs)
 # 2. the exact value and its certified rounding; its reuse across a sweep
 from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION, exact_decimal, round_gradient
-from precision.sigmoid_focal_loss_grad.terms import TermTable, derive_gradient, focal_term_tables, selected_term_tables
+from precision.sigmoid_focal_loss_grad.terms import (TermTable, absent_table, derive_gradient, focal_term_tables,
+                                                     selected_term_tables)
 # 3. where the exact value is ill-conditioned
 from precision.sigmoid_focal_loss_grad.bracket import (ROOT_NEIGHBOURHOOD_C, band_labels, band_ranges, bracket_band,
                                                        cancellation_factor, cancellation_windows, neighbourhood, roots,
@@ -67,7 +68,7 @@ __all__ = [
     "ALL_GUARDS", "OperatorInputs", "resolve_machine", "validate_inputs",
     # 2. exact value
     "ORACLE_VERSION", "exact_decimal", "round_gradient", "TermTable", "derive_gradient", "focal_term_tables",
-    "selected_term_tables",
+    "selected_term_tables", "absent_table",
     # 3. conditioning
     "ROOT_NEIGHBOURHOOD_C", "band_labels", "band_ranges", "bracket_band", "cancellation_factor",
     "cancellation_windows", "neighbourhood", "roots", "selected_cancellation",

@@ -5,8 +5,8 @@ import pytest
 
 from precision.sigmoid_focal_loss_grad import oracle
 from precision.exact.formats import get_format
-from precision.sigmoid_focal_loss_grad.terms import (TermTable, derive_gradient, focal_term_table, focal_term_tables,
-                                                     selected_term_tables)
+from precision.sigmoid_focal_loss_grad.terms import (TermTable, absent_table, derive_gradient, focal_term_table,
+                                                     focal_term_tables, selected_term_tables)
 
 
 def random_points(n, seed):
@@ -111,3 +111,12 @@ def test_term_table_columns_round_trip_through_their_arrays():
                       (TermTable.concatenate([t.take([0, 1]), t.take([2, 3])]), slice(None))):
         for name, column in got.as_arrays().items():
             np.testing.assert_array_equal(column, arrays[name][rows], err_msg=name)
+
+
+def test_absent_table_stands_for_an_unused_term():
+    """hi = lo = 0 and rel = inf (a rounding never decided from it), exp int64: the rows a sweep and
+    selected_term_tables give a term no selector uses."""
+    t = absent_table(3)
+    assert len(t) == 3 and t.exp.dtype == np.int64
+    np.testing.assert_array_equal(np.stack([t.hi, t.lo, t.exp]), np.zeros((3, 3)))
+    assert np.isposinf(t.rel).all()
