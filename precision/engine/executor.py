@@ -35,7 +35,7 @@ class InlineExecutor:
         pass
 
 
-def _ignore_sigint() -> None:
+def _worker_signals() -> None:
     """Worker initializer: Ctrl-C is the parent's to handle (one message, workers stopped by it); the parent's
     SIGTERM stops a worker at once, removing the file it was writing (no ``*.tmp`` left in a cache)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -58,7 +58,7 @@ class LocalExecutor:
 
     def __init__(self, workers: int | None = None):
         self.workers = workers or os.cpu_count() or 1
-        self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_ignore_sigint,
+        self._pool = ProcessPoolExecutor(max_workers=self.workers, initializer=_worker_signals,
                                          mp_context=multiprocessing.get_context("fork"))
 
     def map_unordered(self, function, tasks):

@@ -605,7 +605,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
     stats = GroupStats(stats.frame[order], stats.hist)
     # the fine groups' raw sums and histograms, for re-merging by reports and the gate, are written while the
-    # tables are merged (hashing and writing 200 MB release the interpreter's lock)
+    # tables are merged (hashing and writing them, 110 MB for fp16_exhaustive, release the interpreter's lock)
     with ThreadPoolExecutor(1) as background:
         raw_written = background.submit(_write_raw, out, stats)
         _write_tables(study, out, stats, paired_parts, context, variants, comparisons, fine_keys, bands,

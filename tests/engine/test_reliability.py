@@ -230,9 +230,9 @@ def _write_slowly(path: str) -> None:
     """A pool worker's life until the parent stops it: mid-write of a file (the initializer's handlers set)."""
     import time
 
-    from precision.engine.executor import _ignore_sigint
+    from precision.engine.executor import _worker_signals
     from precision.io.files import atomic_open
-    _ignore_sigint()
+    _worker_signals()
     with atomic_open(path, "wb") as fh:
         fh.write(b"partial")
         fh.flush()
