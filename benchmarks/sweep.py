@@ -46,7 +46,8 @@ import numpy as np
 from precision.engine.cache import TermCache
 from precision.engine.executor import InlineExecutor, make_executor
 from precision.sigmoid_focal_loss_grad.guards import evaluate, evaluate_variants
-from precision.engine.task import DECISIONS, _Tensor
+from precision.engine.task import _Tensor
+from precision.sigmoid_focal_loss_grad import FIRED_STEPS
 from precision.sigmoid_focal_loss_grad.terms import derive_gradient
 from precision.engine.study import load_study
 from precision.engine.points import pred_values
@@ -123,7 +124,7 @@ def _shared_evaluation_seconds(study, preds, terms, variants) -> float:
         t0 = time.perf_counter()
         evaluate_variants(list(task.variants), tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
                           alpha=task.alpha, gamma=task.gamma, reduction=task.reduction, machine=task.machine,
-                          keep_steps=tuple(DECISIONS))
+                          keep_steps=FIRED_STEPS)  # as run_task keeps them
         seconds += time.perf_counter() - t0
     return seconds
 

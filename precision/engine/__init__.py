@@ -8,6 +8,9 @@
 (:mod:`~precision.engine.cache`) and writes the run's tables;
 :mod:`~precision.engine.attribution_table` and
 :mod:`~precision.engine.threshold_search` are the run's attribution and
-threshold-search stages.  May import :mod:`precision.sigmoid_focal_loss_grad`
-and every layer below it; never the products or the command line.
+threshold-search stages.  The operator is not imported but received as an
+object: :mod:`~precision.engine.operators` resolves the name a study file
+gives (:attr:`~precision.engine.study.Study.operator`), and a task carries
+that name to its worker.  May import :mod:`precision.analysis` and every layer
+below it; never an operator, the products or the command line.
 """

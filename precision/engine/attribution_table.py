@@ -77,13 +77,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from precision.sigmoid_focal_loss_grad import (attribute_bound, bind_recipe, ensure_loaded, find_comparisons,
-                                               recipe_call, variant_names)
 from precision.errors import ParameterError
 from precision.engine.executor import InlineExecutor
 from precision.exact.formats import get_format, round_to_format
 from precision.analysis.paired import compare_points
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
+from precision.engine.operators import get_operator
 from precision.engine.study import Study
 from precision.engine.points import study_preds_by_gamma
 from precision.io.frames import write_csv
@@ -139,7 +138,7 @@ def _study_variants(study: Study) -> list:
     """The run's variants in run order ("all" expanded, as the sweep does)."""
     names = []
     for v in study.variants:
-        names.extend(variant_names() if v == "all" else [v])
+        names.extend(get_operator(study.operator).variant_names() if v == "all" else [v])
     return list(dict.fromkeys(names))
 
 
@@ -147,7 +146,7 @@ def _attributed_variants(study: Study) -> list:
     spec = study.attribution
     run = _study_variants(study)
     chosen = run if not spec.variants else [v for v in run if v in spec.variants]
-    return [v for v in chosen if recipe_call(v) is not None]
+    return [v for v in chosen if get_operator(study.operator).recipe_call(v) is not None]
 
 
 def _region_labels(study: Study) -> list:
@@ -227,7 +226,7 @@ class _Tensors:
 
     def g4_flags(self, variant, machine, profile, batch: dict, pred, target):
         """The task tensor's G4 tile decision at each point (None for a variant without G4)."""
-        call = recipe_call(variant)
+        call = get_operator(self.study.operator).recipe_call(variant)
         plan = call.recipe.plan(call.config)
         if "g4_tile" not in plan.names:
             return None
@@ -259,8 +258,8 @@ class _Tensors:
 
 def _bind(variant, x, t, d, w, study: Study, machine, batch):
     kwargs = {"count": int(batch["count"])} if study.reduction == "mean" else {}
-    return bind_recipe(variant, x, t, d, w, alpha=batch["alpha"], gamma=batch["gamma"], reduction=study.reduction,
-                       machine=machine, **kwargs)
+    return get_operator(study.operator).bind_recipe(variant, x, t, d, w, alpha=batch["alpha"], gamma=batch["gamma"],
+                                                    reduction=study.reduction, machine=machine, **kwargs)
 
 
 def _progress(total: int, desc: str, progress):
@@ -296,7 +295,7 @@ class _Job:
 
 def _attribute_job(job: _Job) -> list:
     """The attributed rows of each batch of one job (its machines share exact values, kept only meanwhile)."""
-    ensure_loaded(job.study.plugins)  # a worker of a remote cluster has not loaded the study's plugins
+    get_operator(job.study.operator).ensure_loaded(job.study.plugins)  # a worker of a remote cluster has not loaded the study's plugins
     study, tensors = job.study, _Tensors(job.study, job.preds_by_gamma)
     exact_cache: dict = {}
     parts = []
@@ -308,7 +307,7 @@ def _attribute_job(job: _Job) -> list:
         flags = tensors.g4_flags(batch["variant"], batch["machine"], profile, batch, pred, target) \
             if job.task_tiles else None
         n_mean = int(batch["count"]) if study.reduction == "mean" else 1
-        att = attribute_bound(bound, attributes={"alpha": float(batch["alpha"]), "gamma": float(batch["gamma"]),
+        att = get_operator(study.operator).attribute_bound(bound, attributes={"alpha": float(batch["alpha"]), "gamma": float(batch["gamma"]),
                                                  "count": n_mean, "machine": batch["machine"],
                                                  "target": t.reshape(-1)},
                               g4_tile=flags, exact_cache=exact_cache)
@@ -371,9 +370,9 @@ def _cause_table(pts: pd.DataFrame) -> pd.DataFrame:
     return t[list(CAUSE_COLUMNS)]
 
 
-def _same_recipe(a: str, b: str) -> bool:
-    """Both variants are the same recipe table (so their steps can be compared by name)."""
-    ca, cb = recipe_call(a), recipe_call(b)
+def _same_recipe(a: str, b: str, op) -> bool:
+    """Both variants are the same recipe table of the operator ``op`` (so their steps can be compared by name)."""
+    ca, cb = op.recipe_call(a), op.recipe_call(b)
     return ca is not None and cb is not None and ca.recipe is cb.recipe and ca.compute == cb.compute
 
 
@@ -430,9 +429,10 @@ def _first_differences(plan_b, env_b, plan_o, env_o, top) -> tuple:
 
 def _guard_table(pts: pd.DataFrame, study: Study, tensors: _Tensors, task_tiles: bool) -> pd.DataFrame:
     attributed = set(pts["variant"]) if len(pts) else set()
-    comparisons = [c for c in find_comparisons(_study_variants(study), study.compare)
+    op = get_operator(study.operator)
+    comparisons = [c for c in op.find_comparisons(_study_variants(study), study.compare)
                    if (c.without_variant in attributed or c.with_variant in attributed)
-                   and _same_recipe(c.with_variant, c.without_variant)]
+                   and _same_recipe(c.with_variant, c.without_variant, op)]
     by_base: dict = {}
     for c in comparisons:
         base = c.without_variant if c.without_variant in attributed else c.with_variant

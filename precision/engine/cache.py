@@ -1,12 +1,13 @@
 """The persistent cache of focal terms A(x, gamma), keyed by exact input bits.
 
 Layout: one shard per (oracle version, gamma), a ``.npz`` file (no pickle)
-named ``terms-v{ORACLE_VERSION}-g{gamma float32 bits:08x}.npz`` holding
+named ``terms-v{ORACLE_VERSION}-g{gamma float32 bits:08x}.npz`` (the operator's oracle version) holding
 
 ``x_bits`` (int64, sorted)
     The float64 bit patterns of the x values present.
 ``hi``, ``lo``, ``exp``, ``rel``
-    The :class:`precision.sigmoid_focal_loss_grad.terms.TermTable` columns for those x.
+    The columns of the operator's ``TermTable`` (:class:`precision.sigmoid_focal_loss_grad.terms.TermTable`)
+    for those x.
 ``digest`` (uint8[32])
     SHA-256 of the other arrays' bytes: the integrity check.
 
@@ -37,8 +38,8 @@ import numpy as np
 import platformdirs
 import safetensors.numpy
 
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.io.files import atomic_open
-from precision.sigmoid_focal_loss_grad import ORACLE_VERSION, TermTable
 
 __all__ = ["CacheIntegrityWarning", "TermCache", "ResultCache", "default_cache_dir", "atomic_write_npz",
            "read_checked_npz", "RESULTS_VERSION"]
@@ -159,9 +160,13 @@ class TermCache:
     create : bool
         Create the folder now (default True); False leaves a missing folder
         missing (``precision cache info|clear``: an absent cache is empty).
+    operator : str
+        Whose focal terms (:func:`precision.engine.operators.get_operator`): its
+        ``TermTable`` and ``ORACLE_VERSION``.
     """
 
-    def __init__(self, folder, create: bool = True):
+    def __init__(self, folder, create: bool = True, operator: str = DEFAULT_OPERATOR):
+        self.operator = operator
         self.folder = Path(folder) if folder is not None else None
         if self.folder is not None and create:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -172,7 +177,7 @@ class TermCache:
 
     def _shard(self, gamma: float) -> Path:
         bits = int(np.float32(gamma).view(np.uint32))
-        return self.folder / f"terms-v{ORACLE_VERSION}-g{bits:08x}.npz"
+        return self.folder / f"terms-v{get_operator(self.operator).ORACLE_VERSION}-g{bits:08x}.npz"
 
     @contextlib.contextmanager
     def _locked(self, gamma: float):
@@ -188,7 +193,8 @@ class TermCache:
         """(found mask, TermTable of the found rows in x's order) for one gamma."""
         x = np.asarray(x, dtype=np.float64)
         found = np.zeros(x.size, dtype=bool)
-        empty = TermTable(np.empty(0), np.empty(0), np.empty(0, np.int64), np.empty(0))
+        table = get_operator(self.operator).TermTable
+        empty = table(np.empty(0), np.empty(0), np.empty(0, np.int64), np.empty(0))
         if not self.enabled:
             return found, empty
         arrays = read_checked_npz(self._shard(gamma))
@@ -199,9 +205,9 @@ class TermCache:
         pos = np.clip(np.searchsorted(keys, want), 0, max(len(keys) - 1, 0))
         found = (len(keys) > 0) & (keys[pos] == want) if len(keys) else found
         rows = pos[found]
-        return found, TermTable.from_arrays(arrays, rows)
+        return found, table.from_arrays(arrays, rows)
 
-    def store(self, gamma: float, x: np.ndarray, table: TermTable) -> None:
+    def store(self, gamma: float, x: np.ndarray, table) -> None:
         """Merge new terms into gamma's shard (locked, atomic)."""
         if not self.enabled or len(table) == 0:
             return

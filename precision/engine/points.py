@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from precision.errors import ParameterError
-from precision.sigmoid_focal_loss_grad import window_preds
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.study import PredAxis, Study
 
@@ -61,9 +61,10 @@ def study_pred_values(study: "Study", gamma: float | None = None) -> np.ndarray:
     parts = []
     for i, axis in enumerate(study.pred_sets):
         if axis.per_gamma:
-            parts += [pred_values(axis, study.seed + i, g) for g in (study.gammas if gamma is None else [gamma])]
+            parts += [pred_values(axis, study.seed + i, g, study.operator)
+                      for g in (study.gammas if gamma is None else [gamma])]
         else:
-            parts.append(pred_values(axis, study.seed + i))
+            parts.append(pred_values(axis, study.seed + i, operator=study.operator))
     return _unique_sorted(np.concatenate(parts))
 
 
@@ -76,23 +77,26 @@ def study_preds_by_gamma(study: "Study") -> dict:
     return {g: study_pred_values(study, g) for g in study.gammas}
 
 
-def window_values(axis: PredAxis, seed: int, gamma: float) -> np.ndarray:
-    """The ``windows`` pred set at one gamma (:func:`window_preds` with the axis' parameters)."""
-    return window_preds(axis.format, *axis.get("range"), axis.get("selector"), axis.get("cancellation"),
-                        axis.get("per_window"), axis.get("core"), seed, gamma)
+def window_values(axis: PredAxis, seed: int, gamma: float, operator: str = DEFAULT_OPERATOR) -> np.ndarray:
+    """The ``windows`` pred set at one gamma (the operator's ``window_preds`` with the axis' parameters)."""
+    return get_operator(operator).window_preds(axis.format, *axis.get("range"), axis.get("selector"),
+                                               axis.get("cancellation"), axis.get("per_window"), axis.get("core"),
+                                               seed, gamma)
 
 
-def pred_values(axis: PredAxis, seed: int, gamma: float | None = None) -> np.ndarray:
+def pred_values(axis: PredAxis, seed: int, gamma: float | None = None,
+                operator: str = DEFAULT_OPERATOR) -> np.ndarray:
     """The exact pred values of one set (float64, unique by bits, sorted, finite; -0 kept).
 
-    ``gamma`` is required by the sets that depend on it (``windows``) and ignored by the others.
+    ``gamma`` is required by the sets that depend on it (``windows``, the ``operator``'s) and ignored by the
+    others.
     """
     fmt = get_format(axis.format)
     rng = np.random.default_rng(seed)
     if axis.per_gamma:
         if gamma is None:
             raise ParameterError(f"pred kind={axis.kind!r} depends on gamma; pass one")
-        values = window_values(axis, seed, gamma)
+        values = window_values(axis, seed, gamma, operator)
     elif axis.kind == "exhaustive":
         values = _in_range(fmt.finite_values().astype(np.float64), axis)
     elif axis.kind == "stratified":

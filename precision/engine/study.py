@@ -5,6 +5,7 @@ A study file (``studies/NAME.toml``)::
     name = "fp16_exhaustive"          # also the default output folder name
     description = "..."
     seed = 0                          # every random point set derives from it
+    operator = "sigmoid_focal_loss_grad"   # optional (the default): whose gradient (precision.engine.operators)
 
     [pred]                            # the pred axis: one point set, or several [[pred]] (their union)
     kind = "exhaustive"               # exhaustive | stratified | grid | list | file | normal | uniform_real
@@ -73,12 +74,11 @@ import numpy as np
 
 from precision.errors import PrecisionError, StudyFileError
 from precision.exact.formats import FORMATS, round_to_format
-from precision.sigmoid_focal_loss_grad import (DEFAULT_REGION_EDGES, check_study_variants, get_variant, load_plugins,
-                                               recipe_call)
+from precision.engine.operators import DEFAULT_OPERATOR, OPERATORS, get_operator
 from precision.machine import get_machine
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "PER_POINT_MODES",
-           "AttributionSpec", "region_labels", "SECTION_OPTIONS", "DEFAULT_SECTIONS"]
+           "AttributionSpec", "region_labels", "SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_options"]
 
 PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real", "windows")
 #: Which distribution each pred kind samples (uniform over floats and over reals weigh errors differently).
@@ -91,7 +91,7 @@ PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "worst", "none")
 #: per_point = "worst" keeps this many worst points per (variant, target, region) of each task.
 WORST_PER_GROUP = 8
 _INPUT_FORMATS = ("fp16", "fp32")
-_TOP_KEYS = {"name", "description", "seed", "pred", "points", "run", "report"}
+_TOP_KEYS = {"name", "description", "seed", "operator", "pred", "points", "run", "report"}
 _PRED_KEYS = {
     "exhaustive": {"kind", "format", "range"},
     "stratified": {"kind", "format", "range", "per_binade"},
@@ -114,8 +114,9 @@ def region_labels(edges) -> list:
     return labels
 
 
-#: The ``[report]`` sections (:mod:`precision.products.report.sections`) and their options:
-#: section -> {option: (kind, default)}; kinds: number, string, numbers, strings.
+#: The generic ``[report]`` sections (:mod:`precision.products.report.sections`) and their options:
+#: section -> {option: (kind, default)}; kinds: number, string, numbers, strings.  An operator adds its own
+#: (its ``SECTION_OPTIONS``; :func:`section_options`).
 SECTION_OPTIONS = {
     "verdicts": {},
     "targets": {"variant": ("string", "candidate"), "fp32_max_ulp": ("number", 4.0), "nan_inf": ("number", 0.0),
@@ -125,12 +126,6 @@ SECTION_OPTIONS = {
     "attribution": {},
     "summary": {},
     "ablation": {},
-    "threshold": {},
-    "recovery": {},
-    "q": {"x": ("numbers", (1.0, 2.0, 4.0, 8.0, 10.0, 12.0, 14.0, 16.0, 16.5, 17.0, 18.0, 20.0, 24.0, 30.0,
-                            40.0, 60.0, 87.0, 88.0, 89.0, 100.0)),
-          "gamma": ("number", 2.0), "machine": ("string", "npu")},
-    "bracket": {},
     "selector": {},
     "standards": {"third_party": ("string", "golden"), "third_party_machine": ("string", "ieee"),
                   "allclose": ("string", "unit_test"), "ratio_floor": ("number", 0.0), "max_ulp": ("number", 1.0),
@@ -139,6 +134,13 @@ SECTION_OPTIONS = {
 
 #: Sections of a study file without ``[report]`` (a section with nothing to show is left out).
 DEFAULT_SECTIONS = ("verdicts", "dominant", "summary", "selector")
+
+
+def section_options(op) -> dict:
+    """Every ``[report]`` section a study of the operator ``op`` (its interface,
+    :func:`~precision.engine.operators.get_operator`) may name, with its options: the generic ones
+    (:data:`SECTION_OPTIONS`), then the operator's own (its ``SECTION_OPTIONS``)."""
+    return {**SECTION_OPTIONS, **op.SECTION_OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,7 @@ class Study:
     region_names: tuple = ()  # one per region; () = the labels of the edges (region_labels)
     separate: tuple = ()  # region names kept out of the pooled comparisons
     threshold_search: bool = False  # [run] threshold_search: precision.engine.threshold_search on the pooled points
+    operator: str = DEFAULT_OPERATOR  # the operator's name (precision.engine.operators); get_operator gives it
 
     @property
     def regions(self) -> list:
@@ -232,7 +235,7 @@ class ReportSpec:
     """The ``[report]`` table: section names in order and each section's options.
 
     ``options`` holds ``(section, ((key, value), ...))`` pairs, checked
-    against :data:`SECTION_OPTIONS`.
+    against :func:`section_options`.
     """
 
     sections: tuple
@@ -448,6 +451,8 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
         raise top.error("name", f"{name!r}; expected a plain folder name")
     description = top.string("description", default="")
     seed = top.number("seed", default=0, integer=True)
+    operator = top.string("operator", tuple(OPERATORS), default=DEFAULT_OPERATOR)
+    op = get_operator(operator)
     if "pred" not in data:
         raise top.error("pred", "missing; expected a [pred] table or [[pred]] tables")
     tables = data["pred"] if isinstance(data["pred"], list) else [data["pred"]]
@@ -474,7 +479,7 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     first = pred_sets[0].format
     profiles = tuple(_parse_profile(pts, p) for p in pts.array("profiles", [first if first in _INPUT_FORMATS
                                                                               else "fp32"]))
-    edges = tuple(_parse_float_text(pts, "regions", v) for v in pts.array("regions", list(DEFAULT_REGION_EDGES)))
+    edges = tuple(_parse_float_text(pts, "regions", v) for v in pts.array("regions", list(op.DEFAULT_REGION_EDGES)))
     if any(b <= a for a, b in zip(edges, edges[1:])):
         raise pts.error("regions", f"{list(edges)}; expected strictly increasing edges")
     region_names, separate = _parse_region_names(pts, edges)
@@ -489,21 +494,21 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     if not all(isinstance(v, str) for v in machines):
         raise run.error("machines", "expected an array of machine specs")
     per_point = run.string("per_point", PER_POINT_MODES, default="all")
-    plugin_paths = _load_study_plugins(run, path, plugins)
-    _check_registry_names(run, variants, machines)
-    check_study_variants(variants, machines, profiles, alpha=alphas[0], gamma=gammas[0], reduction=reduction,
+    plugin_paths = _load_study_plugins(run, path, plugins, op)
+    _check_registry_names(run, variants, machines, op)
+    op.check_study_variants(variants, machines, profiles, alpha=alphas[0], gamma=gammas[0], reduction=reduction,
                          count=count, weight=any(w is not None for w in weights))
     compare = _parse_compare(run, variants)
-    attribution = _parse_attribution(run, variants, per_point)
-    search = _parse_threshold_search(run, variants)
-    report = _parse_report(top, data) if "report" in data else None
+    attribution = _parse_attribution(run, variants, per_point, op)
+    search = _parse_threshold_search(run, variants, op)
+    report = _parse_report(top, data, op) if "report" in data else None
     return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
                  tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(machines)), per_point, text, path, bands,
-                 compare, report, attribution, plugin_paths, region_names, separate, search)
+                 compare, report, attribution, plugin_paths, region_names, separate, search, operator)
 
 
-def _parse_threshold_search(run: "_Reader", variants) -> bool:
+def _parse_threshold_search(run: "_Reader", variants, op) -> bool:
     """``[run] threshold_search = true``: needs kernel[G5=always], kernel[G5=never] and some finite threshold."""
     if not run.has("threshold_search"):
         return False
@@ -511,10 +516,9 @@ def _parse_threshold_search(run: "_Reader", variants) -> bool:
     if not isinstance(value, bool):
         raise run.error("threshold_search", f"{value!r}; expected true or false")
     if value:
-        from precision.sigmoid_focal_loss_grad import ALWAYS, NEVER, thresholds_of
-        missing = [v for v in (ALWAYS, NEVER) if v not in variants]
-        if missing or not thresholds_of(variants):
-            raise run.error("threshold_search", f"needs {ALWAYS}, {NEVER} and some kernel[G5=2^-k] among the "
+        missing = [v for v in (op.ALWAYS, op.NEVER) if v not in variants]
+        if missing or not op.thresholds_of(variants):
+            raise run.error("threshold_search", f"needs {op.ALWAYS}, {op.NEVER} and some kernel[G5=2^-k] among the "
                                                 "variants" + (f"; {missing[0]} is missing" if missing else ""))
     return value
 
@@ -576,7 +580,7 @@ def _axis_values(reader: "_Reader", key: str, value, seed: int, index: int) -> l
     return [float(v) for v in drawn[:n]]
 
 
-def _load_study_plugins(run: _Reader, path: str, extra) -> tuple:
+def _load_study_plugins(run: _Reader, path: str, extra, op) -> tuple:
     """``[run] plugins`` (relative to the study file) after ``extra``: resolved, loaded; their absolute paths."""
     base = Path(path).parent if path != "<study>" else Path(".")
     own = []
@@ -590,7 +594,7 @@ def _load_study_plugins(run: _Reader, path: str, extra) -> tuple:
             raise run.error("plugins", f"{rel!r}: no such file ({base / rel}); paths are relative to the study file")
         own.append(base / rel)
     paths = tuple(dict.fromkeys(Path(os.path.abspath(p)) for p in [*extra, *own]))
-    load_plugins(paths)  # PluginError names the file
+    op.load_plugins(paths)  # PluginError names the file
     return paths
 
 
@@ -612,7 +616,7 @@ def _parse_compare(run: _Reader, variants) -> tuple:
     return tuple(dict.fromkeys(pairs))
 
 
-def _parse_attribution(run: _Reader, variants, per_point: str) -> "AttributionSpec | None":
+def _parse_attribution(run: _Reader, variants, per_point: str, op) -> "AttributionSpec | None":
     """``[run] attribution``: true/false, or a table ``{variants = [...], points = "kept" | N}``."""
     if not run.has("attribution"):
         return None
@@ -629,7 +633,7 @@ def _parse_attribution(run: _Reader, variants, per_point: str) -> "AttributionSp
             if v != "all" and v not in variants and "all" not in variants:
                 raise sub.error("variants", f"{v!r} is not among the study's variants; add it to [run] variants")
             try:
-                recipe = v == "all" or recipe_call(v) is not None
+                recipe = v == "all" or op.recipe_call(v) is not None
             except PrecisionError as exc:
                 raise sub.error("variants", str(exc)) from None
             if not recipe:
@@ -647,31 +651,32 @@ def _parse_attribution(run: _Reader, variants, per_point: str) -> "AttributionSp
     return spec
 
 
-def _parse_report(top: _Reader, data: dict) -> ReportSpec:
+def _parse_report(top: _Reader, data: dict, op) -> ReportSpec:
     """``[report]``: known section names, and for each ``[report.<section>]`` only that section's options."""
     table = data["report"]
     if not isinstance(table, dict):
         raise top.error("report", "expected a table [report]")
-    rep = _Reader(top.path, table, "report.", {"sections"} | set(SECTION_OPTIONS))
+    known = section_options(op)
+    rep = _Reader(top.path, table, "report.", {"sections"} | set(known))
     sections = rep.array("sections")
     for name in sections:
-        if name not in SECTION_OPTIONS:
+        if name not in known:
             raise rep.error("sections", f"{name!r} is not a report section; expected some of "
-                                        f"{', '.join(SECTION_OPTIONS)}")
+                                        f"{', '.join(known)}")
     options = []
     for name in (k for k in table if k != "sections"):
-        sub = rep.table_of(name, set(SECTION_OPTIONS[name]))
+        sub = rep.table_of(name, set(known[name]))
         values = []
-        for key, (kind, _default) in SECTION_OPTIONS[name].items():
+        for key, (kind, _default) in known[name].items():
             if sub.has(key):
                 values.append((key, _report_option(sub, key, kind)))
         if name == "standards":
-            _check_standards_options(sub, dict(values))
+            _check_standards_options(sub, dict(values), op)
         options.append((name, tuple(values)))
     return ReportSpec(tuple(dict.fromkeys(sections)), tuple(options))
 
 
-def _check_standards_options(reader: _Reader, values: dict) -> None:
+def _check_standards_options(reader: _Reader, values: dict, op) -> None:
     """``[report.standards]``: a known allclose preset and third party, a machine, a floor >= 0."""
     from precision.analysis.acceptance import ALLCLOSE_PRESETS
     if values.get("allclose", "unit_test") not in ALLCLOSE_PRESETS:
@@ -685,7 +690,7 @@ def _check_standards_options(reader: _Reader, values: dict) -> None:
         raise reader.error(key, f"{values[key]!r}; expected a non-negative number")
     if "third_party" in values:
         try:
-            get_variant(values["third_party"])
+            op.get_variant(values["third_party"])
         except PrecisionError as exc:
             raise reader.error("third_party", str(exc)) from None
     if "third_party_machine" in values:
@@ -709,12 +714,12 @@ def _report_option(reader: _Reader, key: str, kind: str):
     return tuple(values)
 
 
-def _check_registry_names(run: _Reader, variants, machines) -> None:
+def _check_registry_names(run: _Reader, variants, machines, op) -> None:
     for v in variants:
         if v == "all":
             continue
         try:
-            get_variant(v)
+            op.get_variant(v)
         except PrecisionError as exc:
             raise run.error("variants", str(exc)) from None
     for m in machines:

@@ -92,11 +92,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from precision.sigmoid_focal_loss_grad import (ORACLE_VERSION, TermTable, absent_table, band_labels,
-                                               find_comparisons, focal_term_tables, plugin_digest, variant_names)
 from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.engine.executor import InlineExecutor, make_executor
+from precision.engine.operators import get_operator
 from precision.io.files import atomic_open
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.attribution_table import write_attribution
@@ -107,7 +106,6 @@ from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import CLASS_NAMES
 from precision.engine.study import Study, region_labels
 from precision.engine.points import study_preds_by_gamma
-from precision.engine import threshold_search
 from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, share_terms,
                                    task_digest, threshold_search_digest, variant_digest)
@@ -167,7 +165,7 @@ def _task_key(task: Task) -> str:
     """The chunk file's name: the task's inputs, machine, variants with their source digests, comparisons."""
     h = hashlib.sha256()
     h.update(json.dumps(dict(inputs=task_digest(task), machine=task.machine,
-                             variants=[(v, variant_digest(v)) for v in task.variants],
+                             variants=[(v, variant_digest(v, task.operator)) for v in task.variants],
                              comparisons=[list(c) for c in task.comparisons]), sort_keys=True).encode())
     return h.hexdigest()[:32]
 
@@ -184,6 +182,7 @@ def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executo
     sharing exp and log1p across them; x and -x in one chunk share their
     parts).
     """
+    op = get_operator(study.operator)
     need_pos = any(a * (1 - t) != 0 for a in study.alphas for t in study.targets)
     need_neg = any((1 - a) * t != 0 for a in study.alphas for t in study.targets)
     gammas = list(study.gammas)
@@ -217,7 +216,7 @@ def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executo
         unstored: dict = {}  # gamma -> [(x, TermTable)] computed since the last store
         stored_at = time.perf_counter()
         with _progress(len(chunks), "oracle") as bar:
-            for i, tables in executor.map_unordered(_term_chunk, chunks):
+            for i, tables in executor.map_unordered(_term_chunk, [(*c, study.operator) for c in chunks]):
                 x = chunks[i][0]
                 for g, table in tables.items():
                     unstored.setdefault(g, []).append((x, table))
@@ -230,9 +229,9 @@ def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executo
     result = {}
     for g, pieces in parts.items():
         preds = preds_by_gamma[g]
-        absent = absent_table(preds.size)
+        absent = op.absent_table(preds.size)
         x_all = np.concatenate([p[0] for p in pieces])
-        t_all = TermTable.concatenate([p[1] for p in pieces])
+        t_all = op.TermTable.concatenate([p[1] for p in pieces])
         keys, first = np.unique(x_all.view(np.int64), return_index=True)
 
         def lookup(values, keys=keys, first=first, t_all=t_all):
@@ -244,26 +243,27 @@ def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executo
 def _store_terms(cache: TermCache, unstored: dict) -> None:
     """Merge the terms computed since the last store into the cache (one shard write per gamma); empties it."""
     for g, pieces in unstored.items():
-        cache.store(g, np.concatenate([x for x, _ in pieces]), TermTable.concatenate(t for _, t in pieces))
+        cache.store(g, np.concatenate([x for x, _ in pieces]),
+                    get_operator(cache.operator).TermTable.concatenate(t for _, t in pieces))
     unstored.clear()
 
 
 def _term_chunk(chunk):
-    x, gammas = chunk
-    return focal_term_tables(x, gammas)
+    x, gammas, operator = chunk
+    return get_operator(operator).focal_term_tables(x, gammas)
 
 
 def _variants_of(study: Study) -> tuple:
     names = []
     for v in study.variants:
-        names.extend(variant_names() if v == "all" else [v])
+        names.extend(get_operator(study.operator).variant_names() if v == "all" else [v])
     return tuple(dict.fromkeys(names))
 
 
 def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparisons, result_cache) -> list:
     index = {v: i for i, v in enumerate(variants)}
     pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
-    plugins = tuple((str(p), plugin_digest(p)) for p in study.plugins)
+    plugins = tuple((str(p), get_operator(study.operator).plugin_digest(p)) for p in study.plugins)
     golden = (study.report.options_of("standards") if study.report is not None else {}).get("golden", "exact")
     tasks = []
     for machine in study.machines:
@@ -281,7 +281,7 @@ def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparison
                 for alpha in study.alphas:
                     for weight in study.weights:
                         for dout in study.douts:
-                            task = Task("", machine, profile, alpha, gamma, weight, dout, study.reduction,
+                            task = Task("", study.operator, machine, profile, alpha, gamma, weight, dout, study.reduction,
                                         study.count, study.targets, variants, study.region_edges, study.per_point,
                                         preds, pos, neg, study.bracket_edges, pairs,
                                         result_cache, plugins=plugins, golden=golden)
@@ -297,7 +297,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     chunk_dir = out / "chunks"
     preds_by_gamma = study_preds_by_gamma(study)
     variants = _variants_of(study)
-    comparisons = find_comparisons(variants, study.compare)
+    comparisons = get_operator(study.operator).find_comparisons(variants, study.compare)
     executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
     terms_folder = None
     try:
@@ -308,7 +308,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         if not os.access(out, os.W_OK):
             raise PrecisionError(f"--out={out}: the output folder is not writable")
         cache_folder = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
-        cache = TermCache(cache_folder)
+        cache = TermCache(cache_folder, operator=study.operator)
         ResultCache(cache_folder)  # created here, once, before the workers use it
         terms, pairs, pairs_cached = _compute_terms(study, preds_by_gamma, cache, executor)
         tasks = _build_tasks(study, preds_by_gamma, terms, variants, comparisons,
@@ -364,26 +364,27 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
 
 
 def _threshold_search(study: Study, tasks, variants, executor, cache_folder) -> tuple:
-    """``threshold_search.csv`` and ``threshold_search_octaves.csv`` (:mod:`precision.engine.threshold_search`) over the
-    study's pooled regions; stored in the result cache under the tasks' inputs and the code that decides them."""
+    """``threshold_search.csv`` and ``threshold_search_octaves.csv`` (the operator's
+    ``collect_threshold_evidence`` and ``search_thresholds``) over the study's pooled regions; stored in the result cache under the tasks' inputs and the code that decides them."""
     pooled = tuple(name not in study.separate for name in study.regions)
-    taus = threshold_search.thresholds_of(variants)
+    op = get_operator(study.operator)
+    taus = op.thresholds_of(variants)
     key = hashlib.sha256(json.dumps(dict(
         kind="threshold_search", tasks=[[task_digest(t), t.machine] for t in tasks], pooled=pooled,
-        taus=[float(t).hex() for t in taus], code=threshold_search_digest(),
-        variants=[variant_digest(v) for v in (threshold_search.ALWAYS, threshold_search.NEVER)]),
+        taus=[float(t).hex() for t in taus], code=threshold_search_digest(study.operator),
+        variants=[variant_digest(v, study.operator) for v in (op.ALWAYS, op.NEVER)]),
         sort_keys=True).encode()).hexdigest()
     cache = ResultCache(cache_folder, create=False)
     stored = cache.get(key)
     if stored is not None:
         return tuple(frame_from_arrays(stored, name) for name in ("search", "octaves"))
     rows, octaves = [], []
-    for evidence in threshold_search.collect(tasks, executor, pooled):
-        row, per_octave = threshold_search.search_thresholds(evidence, taus)
+    for evidence in op.collect_threshold_evidence(tasks, executor, pooled):
+        row, per_octave = op.search_thresholds(evidence, taus)
         rows.append(row)
         octaves += per_octave
-    frames = (pd.DataFrame(rows, columns=list(threshold_search.SEARCH_COLUMNS)),
-              pd.DataFrame(octaves, columns=list(threshold_search.OCTAVE_COLUMNS)))
+    frames = (pd.DataFrame(rows, columns=list(op.SEARCH_COLUMNS)),
+              pd.DataFrame(octaves, columns=list(op.OCTAVE_COLUMNS)))
     cache.put(key, {**frame_to_arrays(frames[0], "search"), **frame_to_arrays(frames[1], "octaves")})
     return frames
 
@@ -550,7 +551,7 @@ POINTS_BATCH_ROWS = 1 << 20
 def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> tuple[list, int]:
     """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks)."""
     region_names = study.regions
-    band_names = band_labels(study.bracket_edges)  # ["all"] without bands
+    band_names = get_operator(study.operator).band_labels(study.bracket_edges)  # ["all"] without bands
     bands = len(band_names) > 1
     stats_parts, paired_parts = [], []
     unsupported = set()
@@ -738,10 +739,10 @@ def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
             versions[pkg] = md.version(pkg)
     data = {
         "study": study.name, "study_file": study.path, "study_sha256": study.digest, "seed": study.seed,
-        "oracle_version": ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
+        "operator": study.operator, "oracle_version": get_operator(study.operator).ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
         "versions": versions, "machines": list(study.machines), "variants": list(_variants_of(study)),
         "region_edges": list(study.region_edges), "regions": study.regions, "separate": list(study.separate),
-        "bracket_edges": list(study.bracket_edges), "brackets": band_labels(study.bracket_edges),
+        "bracket_edges": list(study.bracket_edges), "brackets": get_operator(study.operator).band_labels(study.bracket_edges),
         "report": None if study.report is None else {
             "sections": list(study.report.sections),
             "options": {name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts}

@@ -44,9 +44,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import (FIRED_COLUMNS, FIRED_STEPS, ORACLE_VERSION, TermTable, bracket_band,
-                                               derive_gradient, ensure_loaded, evaluate_variants, get_variant,
-                                               guard_fired)
 from precision.layout import moved_name
 from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_npz, read_checked_npz
 from precision.errors import PluginError, PrecisionError
@@ -55,26 +52,22 @@ from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.analysis.groups import GroupStats, Grouping
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import Scorer
+from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile
 
 __all__ = ["Task", "TaskResult", "run_task", "share_terms", "task_terms", "exact_input", "PRED_BIN_EDGES",
-           "DECISIONS", "variant_digest", "shared_digest", "task_digest", "module_closure"]
+           "variant_digest", "shared_digest", "task_digest", "module_closure"]
 
 #: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
 PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
 
-#: The group-statistics columns counting where each guard acted (``fired_g1`` .. ``fired_g8``; meanings in
-#: :data:`precision.sigmoid_focal_loss_grad.implementations.kernel.FIRED_MEANING`).
-DECISIONS = tuple(FIRED_COLUMNS.values())
-
 _PACKAGE = Path(__file__).resolve().parents[1]  # precision/
-#: Modules every result depends on beyond a variant's own: the scoring, the exact values, the recipe machinery
-#: and the registry that binds variants to it, and this module.
+#: Modules every result depends on beyond a variant's own: the scoring, the recipe machinery, the exact
+#: formats, this module; with the operator's own (its ``RESULT_SOURCES``: its exact values and the registry
+#: that binds its variants to the recipes).
 SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "analysis/histograms.py", "analysis/acceptance.py",
-                  "analysis/groups.py", "analysis/paired.py", "sigmoid_focal_loss_grad/terms.py",
-                  "sigmoid_focal_loss_grad/oracle.py", "exact/formats.py", "sigmoid_focal_loss_grad/bracket.py",
-                  "sigmoid_focal_loss_grad/guards.py", "recipes/steps.py", "errors.py", "exact/certify.py",
-                  "engine/cache.py")
+                  "analysis/groups.py", "analysis/paired.py", "exact/formats.py", "recipes/steps.py", "errors.py",
+                  "exact/certify.py", "engine/cache.py")
 
 
 # ---------------------------------------------------------------------------
@@ -136,29 +129,35 @@ def _source_bytes(path: Path) -> bytes:
     return Path(path).read_bytes()
 
 
-@functools.lru_cache(maxsize=1)
-def shared_digest() -> str:
-    """SHA-256 of :data:`SHARED_SOURCES`: the code every result depends on besides its variant's own."""
-    return _digest_files(_PACKAGE / name for name in SHARED_SOURCES)
+@functools.lru_cache(maxsize=None)
+def shared_digest(operator: str) -> str:
+    """SHA-256 of :data:`SHARED_SOURCES` and the operator's ``RESULT_SOURCES``: the code every result depends on
+    besides its variant's own."""
+    op = get_operator(operator)
+    package = Path(op.__file__).resolve().parent
+    return _digest_files([*(_PACKAGE / name for name in SHARED_SOURCES), *(package / name for name in op.RESULT_SOURCES)])
 
 
 @functools.lru_cache(maxsize=None)
-def variant_digest(name: str) -> str:
+def variant_digest(name: str, operator: str) -> str:
     """SHA-256 of the source of a variant's implementation and every module of the package it imports.
 
     The implementation is the file defining the variant's function (a
     plugin's file for a plugin variant, see :attr:`precision.sigmoid_focal_loss_grad.guards.Variant.source`
     when it is set).
     """
-    row = get_variant(name)
+    row = get_operator(operator).get_variant(name)
     source = getattr(row, "source", None) or inspect.getsourcefile(row.function)
     return _digest_files(module_closure(Path(source)))
 
 
-@functools.lru_cache(maxsize=1)
-def threshold_search_digest() -> str:
-    """SHA-256 of :mod:`precision.engine.threshold_search` and every module of the package it imports."""
-    return _digest_files(module_closure(_PACKAGE / "engine" / "threshold_search.py"))
+@functools.lru_cache(maxsize=None)
+def threshold_search_digest(operator: str) -> str:
+    """SHA-256 of the operator's threshold search (the modules defining its ``collect_threshold_evidence`` and
+    ``search_thresholds``) and every module of the package they import."""
+    op = get_operator(operator)
+    files = (Path(inspect.getsourcefile(f)) for f in (op.collect_threshold_evidence, op.search_thresholds))
+    return _digest_files(frozenset().union(*(module_closure(f) for f in files)))
 
 
 def clear_digests() -> None:
@@ -178,6 +177,7 @@ def clear_digests() -> None:
 class Task:
     """One tensor evaluation: every variant on pred x target for fixed scalars (picklable).
 
+    ``operator`` is the operator's name (:func:`precision.engine.operators.get_operator`);
     ``comparisons`` holds (with, without) index pairs into ``variants``;
     ``result_cache`` is the cache folder of the pieces (None: no cache);
     ``pos`` and ``neg`` hold the focal terms A(x, gamma) and A(-x, gamma)
@@ -191,6 +191,7 @@ class Task:
     """
 
     key: str
+    operator: str
     machine: str
     profile: Profile
     alpha: float
@@ -204,8 +205,8 @@ class Task:
     region_edges: tuple
     per_point: str
     preds: np.ndarray
-    pos: TermTable | None
-    neg: TermTable | None
+    pos: object | None  # the operator's TermTable
+    neg: object | None
     bracket_edges: tuple = ()
     comparisons: tuple = ()
     result_cache: str | None = None
@@ -238,19 +239,20 @@ def share_terms(tasks: list, folder: Path) -> list:
 
 
 @functools.lru_cache(maxsize=2)
-def _read_terms(path: str) -> tuple[TermTable, TermTable]:
+def _read_terms(path: str, operator: str) -> tuple:
     arrays = read_checked_npz(Path(path))
     if arrays is None:
         raise PrecisionError(f"{path}: the focal terms of a running study are missing or corrupt; run it again")
-    return tuple(TermTable.from_arrays({name.partition(".")[2]: values for name, values in arrays.items()
-                                        if name.startswith(f"{side}.")}) for side in ("pos", "neg"))
+    table = get_operator(operator).TermTable
+    return tuple(table.from_arrays({name.partition(".")[2]: values for name, values in arrays.items()
+                                    if name.startswith(f"{side}.")}) for side in ("pos", "neg"))
 
 
-def task_terms(task: Task) -> tuple[TermTable, TermTable]:
+def task_terms(task: Task) -> tuple:
     """(pos, neg): the task's focal terms, read from its ``terms_file`` when it does not carry them."""
     if task.pos is not None:
         return task.pos, task.neg
-    return _read_terms(task.terms_file)
+    return _read_terms(task.terms_file, task.operator)
 
 
 def task_digest(task: Task) -> str:
@@ -263,8 +265,9 @@ def task_digest(task: Task) -> str:
                              dout=float(task.dout).hex(), reduction=task.reduction, count=task.count,
                              targets=list(task.targets), regions=[float(e).hex() for e in task.region_edges],
                              brackets=[float(e).hex() for e in task.bracket_edges], per_point=task.per_point,
-                             golden=task.golden,
-                             oracle=ORACLE_VERSION, layout=RESULTS_VERSION, shared=shared_digest()),
+                             golden=task.golden, operator=task.operator,
+                             oracle=get_operator(task.operator).ORACLE_VERSION, layout=RESULTS_VERSION,
+                             shared=shared_digest(task.operator)),
                         sort_keys=True).encode())
     return h.hexdigest()
 
@@ -343,6 +346,7 @@ class _Tensor:
     """The task's operands, exact values and groups (built only when some piece must be computed)."""
 
     def __init__(self, task: Task):
+        op = get_operator(task.operator)
         self.fmt = fmt = get_format(task.profile.pred)
         P, T = task.preds.size, len(task.targets)
         self.P, self.T = P, T
@@ -362,7 +366,7 @@ class _Tensor:
         terms = task_terms(task)
         for j, t in enumerate(task.targets):
             n = np.full(P, 1.0)
-            d = derive_gradient(task.preds, np.full(P, t), np.full(P, task.alpha), np.full(P, task.gamma),
+            d = op.derive_gradient(task.preds, np.full(P, t), np.full(P, task.alpha), np.full(P, task.gamma),
                                 n * weight_exact, n * dout_exact, np.full(P, self.count, dtype=np.int64), fmt,
                                 *terms)
             rounded[:, j], exact_hi[:, j], exact_lo[:, j] = d.rounded, d.exact_hi, d.exact_lo
@@ -375,7 +379,7 @@ class _Tensor:
         regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
         group = (np.arange(T)[None, :] * R + regions[:, None]) * B
         if B > 1:
-            group = group + bracket_band(task.preds[:, None], np.asarray(task.targets)[None, :], task.gamma,
+            group = group + op.bracket_band(task.preds[:, None], np.asarray(task.targets)[None, :], task.gamma,
                                          task.bracket_edges)
         self.grouping = Grouping(group.ravel(), T * R * B)
         self.flat_preds = np.repeat(task.preds, T)
@@ -388,9 +392,10 @@ class _Tensor:
 
 def _fired(task: Task, tensor: _Tensor, variant: str, steps: dict) -> dict:
     """The per-point masks of where each guard of ``variant`` acted (all false for a guard it lacks)."""
-    row = get_variant(variant)
+    op = get_operator(task.operator)
+    row = op.get_variant(variant)
     guards = row.guards if row.family in ("kernel", "naive") else None
-    return guard_fired(steps, guards, task.machine, task.alpha, tensor.P * tensor.T)
+    return op.guard_fired(steps, guards, task.machine, task.alpha, tensor.P * tensor.T)
 
 
 def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dict,
@@ -453,10 +458,11 @@ def run_task(task: Task) -> dict:
     task names a ``chunk_file``, writes them there (atomically) and returns
     only the counts ``reused`` and ``computed_pieces``.
     """
-    ensure_loaded([p for p, _ in task.plugins], dict(task.plugins))
+    op = get_operator(task.operator)
+    op.ensure_loaded([p for p, _ in task.plugins], dict(task.plugins))
     cache = ResultCache(task.result_cache, create=False)
     base = task_digest(task)
-    digests = [variant_digest(v) for v in task.variants]
+    digests = [variant_digest(v, task.operator) for v in task.variants]
     vkeys = [_key("variant", base, task.machine, v, d) for v, d in zip(task.variants, digests)]
     pkeys = [_key("pair", base, task.machine, task.variants[w], digests[w], task.variants[o], digests[o])
              for w, o in task.comparisons]
@@ -476,9 +482,9 @@ def run_task(task: Task) -> dict:
         fallback = tensor.fallback
         names = [task.variants[i] for i in sorted(need)]
         kwargs = {"count": tensor.count} if task.reduction == "mean" else {}
-        outputs, decided = evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
+        outputs, decided = op.evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
                                              alpha=task.alpha, gamma=task.gamma, reduction=task.reduction,
-                                             machine=task.machine, keep_steps=FIRED_STEPS, **kwargs)
+                                             machine=task.machine, keep_steps=op.FIRED_STEPS, **kwargs)
         scores, seen = {}, {}
         for i in sorted(need):
             out = outputs[task.variants[i]]

@@ -10,38 +10,36 @@ import functools
 
 import numpy as np
 
-from precision.sigmoid_focal_loss_grad import (ALWAYS, NEVER, EVIDENCE_STEPS, OCTAVE_COLUMNS, OCTAVES, SEARCH_COLUMNS,
-                                               ThresholdEvidence, evaluate_variants, evidence_arrays,
-                                               search_thresholds, thresholds_of)
+from precision.engine.operators import get_operator
 
-__all__ = ["ALWAYS", "NEVER", "ThresholdEvidence", "EVIDENCE_STEPS", "evidence_arrays", "task_evidence", "collect",
-           "search_thresholds", "thresholds_of", "SEARCH_COLUMNS", "OCTAVE_COLUMNS", "OCTAVES"]
+__all__ = ["task_evidence", "collect"]
 
 
 def task_evidence(task, pooled_regions=None) -> dict:
-    """The arrays of one sweep task's :class:`ThresholdEvidence`, or {} when its variants lack kernel[G5=always]
-    and kernel[G5=never].
+    """The arrays of one sweep task's ``ThresholdEvidence`` (its operator's), or {} when its variants lack
+    kernel[G5=always] and kernel[G5=never].
 
     ``pooled_regions`` holds one bool per region of the task (its ``region_edges`` cut them): only the
     elements of pooled regions are kept (default: every element).
     """
     from precision.engine.task import _Tensor  # the task module imports the guards registry this module uses too
 
-    if ALWAYS not in task.variants or NEVER not in task.variants:
+    op = get_operator(task.operator)
+    if op.ALWAYS not in task.variants or op.NEVER not in task.variants:
         return {}
     tensor = _Tensor(task)
-    outputs, steps = evaluate_variants([ALWAYS, NEVER], tensor.pred2d, tensor.target2d, tensor.dout2d,
+    outputs, steps = op.evaluate_variants([op.ALWAYS, op.NEVER], tensor.pred2d, tensor.target2d, tensor.dout2d,
                                        tensor.weight2d, alpha=task.alpha, gamma=task.gamma,
-                                       reduction=task.reduction, machine=task.machine, keep_steps=EVIDENCE_STEPS,
+                                       reduction=task.reduction, machine=task.machine, keep_steps=op.EVIDENCE_STEPS,
                                        **({"count": tensor.count} if task.reduction == "mean" else {}))
     regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
     keep = np.ones(len(task.region_edges) + 1, dtype=bool) if pooled_regions is None else np.asarray(pooled_regions)
     pooled = np.repeat(keep[regions], len(task.targets))
-    return evidence_arrays(outputs, steps[ALWAYS], tensor.scorer, tensor.fmt, task.machine, pooled)
+    return op.evidence_arrays(outputs, steps[op.ALWAYS], tensor.scorer, tensor.fmt, task.machine, pooled)
 
 
 def collect(tasks, executor, pooled_regions=None) -> list:
-    """:class:`ThresholdEvidence` per (machine, format, profile) from a study's tasks (run on the executor), over the
+    """The operator's ``ThresholdEvidence`` per (machine, format, profile) from a study's tasks (run on the executor), over the
     elements of the pooled regions (:func:`task_evidence`)."""
     parts: dict = {}
     for i, arrays in executor.map_unordered(functools.partial(task_evidence, pooled_regions=pooled_regions),
@@ -53,6 +51,6 @@ def collect(tasks, executor, pooled_regions=None) -> list:
     for (machine, fmt, profile), pieces in parts.items():
         pieces.sort(key=lambda p: p[0])  # task order: the evidence does not depend on completion order
         cols = {k: np.concatenate([p[1][k] for p in pieces]) for k in pieces[0][1]}
-        out.append(ThresholdEvidence(machine, fmt, profile, **cols))
+        out.append(get_operator(tasks[0].operator).ThresholdEvidence(machine, fmt, profile, **cols))
     order = {(t.machine, t.profile.name): i for i, t in enumerate(tasks)}
     return sorted(out, key=lambda e: order[(e.machine, e.profile)])

@@ -112,11 +112,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import (ROOT_NEIGHBOURHOOD_C, TermTable, derive_gradient, evaluate,
-                                               focal_term_tables, get_variant, selected_cancellation,
-                                               selected_term_tables)
 from precision.errors import ParameterError, PrecisionError
 from precision.engine.executor import make_executor
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 from precision.machine import get_machine
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
@@ -174,13 +172,20 @@ _FIELDS = ("ordinal", "combo", "err", "computed", "rounded", "exact_hi", "exact_
 
 @dataclass(frozen=True)
 class _Space:
-    """What is searched: a variant on a machine, one pred format, the (gamma, alpha, target) combinations."""
+    """What is searched: a variant of an operator on a machine, one pred format, the (gamma, alpha, target)
+    combinations."""
 
     variant: object  # registry name (picklable) or Variant
     machine: str
     fmt: str
     combos: tuple  # ((gamma, alpha, target), ...) in gamma, alpha, target order
     outside: bool
+    operator: str = DEFAULT_OPERATOR  # its name (picklable); the object is op
+
+    @property
+    def op(self):
+        """The operator (:func:`precision.engine.operators.get_operator`)."""
+        return get_operator(self.operator)
 
     @property
     def gammas(self) -> np.ndarray:
@@ -201,7 +206,7 @@ def _c_factors(space: _Space, x, combo) -> np.ndarray:
     for g in np.unique(g_of).tolist():
         if g < 0:
             sel = g_of == g
-            out[sel] = selected_cancellation(x[sel], t_of[sel], g)
+            out[sel] = space.op.selected_cancellation(x[sel], t_of[sel], g)
     return out
 
 
@@ -210,7 +215,7 @@ def _inside(space: _Space, x, combo) -> np.ndarray:
     g = space.gammas[combo]
     inside = np.zeros(x.size, dtype=bool)
     if np.any(g < -1):
-        inside = (g < -1) & (_c_factors(space, x, combo) >= ROOT_NEIGHBOURHOOD_C)
+        inside = (g < -1) & (_c_factors(space, x, combo) >= space.op.ROOT_NEIGHBOURHOOD_C)
     return inside
 
 
@@ -220,8 +225,8 @@ def _inside(space: _Space, x, combo) -> np.ndarray:
 
 def _evaluate(space: _Space, preds, targets, alpha: float, gamma: float) -> np.ndarray:
     """The variant on the tensor pred[P, T] x target[P, T] (dout 1, no weight, reduction none)."""
-    return evaluate(space.variant, preds, targets, np.ones(preds.shape, dtype=preds.dtype), None,
-                    alpha=alpha, gamma=gamma, reduction="none", machine=space.machine)
+    return space.op.evaluate(space.variant, preds, targets, np.ones(preds.shape, dtype=preds.dtype), None,
+                             alpha=alpha, gamma=gamma, reduction="none", machine=space.machine)
 
 
 def _score_points(space: _Space, ordinal, combo) -> dict:
@@ -230,6 +235,7 @@ def _score_points(space: _Space, ordinal, combo) -> dict:
     Returns the arrays of ``_FIELDS`` (``err`` NaN where the oracle is undecided).
     """
     fmt = get_format(space.fmt)
+    op = space.op
     n = ordinal.size
     preds = from_ordinal(ordinal, fmt)
     x = preds.astype(np.float64)
@@ -240,10 +246,10 @@ def _score_points(space: _Space, ordinal, combo) -> dict:
     for g in np.unique(g_of).tolist():
         sel = np.flatnonzero(g_of == g)
         xs, ts, as_ = x[sel], t_of[sel], a_of[sel]
-        pos, neg = selected_term_tables(xs, ts, as_, g)
+        pos, neg = op.selected_term_tables(xs, ts, as_, g)
         m = sel.size
-        d = derive_gradient(xs, ts, as_, np.full(m, g), np.ones(m), np.ones(m), np.ones(m, dtype=np.int64),
-                            fmt, pos, neg)
+        d = op.derive_gradient(xs, ts, as_, np.full(m, g), np.ones(m), np.ones(m), np.ones(m, dtype=np.int64),
+                               fmt, pos, neg)
         computed = np.empty(m, dtype=fmt.dtype)
         for a in np.unique(as_).tolist():
             k = np.flatnonzero(as_ == a)
@@ -418,8 +424,8 @@ def _run_stream(job: _StreamJob) -> dict:
 # ---------------------------------------------------------------------------
 
 def _term_chunk(job):
-    x, gammas = job
-    return focal_term_tables(x, gammas)
+    x, gammas, operator = job
+    return get_operator(operator).focal_term_tables(x, gammas)
 
 
 def _exhaust(space: _Space, executor, top: int) -> tuple:
@@ -428,13 +434,14 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     Returns (worst finite points, first special points, points scored, unresolved, special points).
     """
     fmt = get_format(space.fmt)
+    op = space.op
     values = fmt.finite_values()
     x = values.astype(np.float64)
     xs = np.unique(np.concatenate([x, -x]).view(np.int64)).view(np.float64)
     xs = xs[np.argsort(np.abs(xs), kind="stable")]  # x and -x in one chunk share exp and log1p
     gammas = sorted(set(space.gammas.tolist()))
     chunk = -(-xs.size // (4 * max(1, executor.workers)))
-    jobs = [(xs[i:i + chunk], tuple(gammas)) for i in range(0, xs.size, chunk)]
+    jobs = [(xs[i:i + chunk], tuple(gammas), space.operator) for i in range(0, xs.size, chunk)]
     pieces = {}
     for i, tables in executor.map_unordered(_term_chunk, jobs):
         pieces[i] = tables
@@ -447,7 +454,7 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     points = unresolved = special = 0
     combos = np.arange(len(space.combos))
     for g in gammas:
-        table = TermTable.concatenate([p[g] for p in order]).take(sort)
+        table = op.TermTable.concatenate([p[g] for p in order]).take(sort)
         pos = table.take(np.searchsorted(keys, x.view(np.int64)))
         neg = table.take(np.searchsorted(keys, (-x).view(np.int64)))
         for a in sorted(set(space.alphas[space.gammas == g].tolist())):
@@ -458,8 +465,8 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
                                  np.broadcast_to(targets.astype(np.int32), (values.size, T)).copy(), a, g)
             for j, ci in enumerate(mine.tolist()):
                 P = values.size
-                d = derive_gradient(x, np.full(P, targets[j]), np.full(P, a), np.full(P, g), np.ones(P), np.ones(P),
-                                    np.ones(P, dtype=np.int64), fmt, pos, neg)
+                d = op.derive_gradient(x, np.full(P, targets[j]), np.full(P, a), np.full(P, g), np.ones(P),
+                                       np.ones(P), np.ones(P, dtype=np.int64), fmt, pos, neg)
                 c = computed[:, j]
                 err = ulp_error(c, (d.exact_hi, d.exact_lo), fmt, d.rounded)
                 err = np.where(np.isnan(d.rounded.astype(np.float64)), np.nan,
@@ -558,7 +565,7 @@ def _int_list(values, name: str) -> tuple:
 
 def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alphas=(0.25,), targets=(0, 1),
          outside_neighbourhood: bool = False, seconds: float | None = None, points: int | None = None,
-         seed: int = 0, workers: int | None = None, top: int = 10) -> HuntResult:
+         seed: int = 0, workers: int | None = None, top: int = 10, operator: str = DEFAULT_OPERATOR) -> HuntResult:
     """Search for the inputs where a variant's ulp error is largest.
 
     Parameters
@@ -593,6 +600,9 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alp
         Worker processes (default: every core; 1 runs in this process).
     top : int, optional
         Finite points reported in :attr:`HuntResult.top` (default 10).
+    operator : str, optional
+        The name of the operator whose variant is hunted (:func:`precision.engine.operators.get_operator`).
+        Default :data:`~precision.engine.operators.DEFAULT_OPERATOR`.
 
     Returns
     -------
@@ -622,7 +632,7 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alp
     if fmt not in ("fp16", "fp32"):
         raise ParameterError(f"format={fmt!r}; expected fp32 (hunted) or fp16 (exhausted)")
     name = variant if isinstance(variant, str) else getattr(variant, "name", variant)
-    get_variant(variant)
+    get_operator(operator).get_variant(variant)
     get_machine(machine)
     gammas = _float32_list(gammas, "gamma")
     alphas = _float32_list(alphas, "alpha")
@@ -644,7 +654,8 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alp
     if fmt == "fp32" and seconds is None and points is None:
         seconds = DEFAULT_SECONDS
     combos = tuple((g, a, t) for g in gammas for a in alphas for t in targets)
-    space = _Space(name if isinstance(variant, str) else variant, machine, fmt, combos, bool(outside_neighbourhood))
+    space = _Space(name if isinstance(variant, str) else variant, machine, fmt, combos, bool(outside_neighbourhood),
+                   operator)
     dtype = get_format(fmt).dtype
     try:  # the variant takes this format (e.g. naive-fp16 takes fp16 pred only)
         _evaluate(space, np.zeros((1, 1), dtype=dtype), np.array([[targets[0]]], np.int32), alphas[0], gammas[0])
@@ -690,16 +701,18 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alp
         witness=witness, top=frame, points=int(n_points), specials=int(n_special), unresolved=int(unresolved),
         seconds=time.monotonic() - started, budget_seconds=budget_seconds, budget_points=budget_points,
         seed=int(seed), workers=int(workers), streams=int(streams), gammas=gammas, alphas=alphas, targets=targets,
-        outside_neighbourhood=bool(outside_neighbourhood))
+        outside_neighbourhood=bool(outside_neighbourhood), operator=operator)
 
 
-def rescore(variant, pred, target, alpha, gamma, *, machine: str = "npu", fmt: str = "fp32") -> pd.DataFrame:
+def rescore(variant, pred, target, alpha, gamma, *, machine: str = "npu", fmt: str = "fp32",
+            operator: str = DEFAULT_OPERATOR) -> pd.DataFrame:
     """Score given points with the current code, as a hunt scores its own (dout 1, no weight, reduction none).
 
     For known witnesses (a hunt file's, a corpus's) whose stored errors may
     come from older code.  ``pred`` are exact ``fmt`` values; ``target``,
     ``alpha``, ``gamma`` one per point (alpha and gamma float32 values).  Each
-    (gamma, alpha) group is evaluated as one [n, 1] tensor.
+    (gamma, alpha) group is evaluated as one [n, 1] tensor; ``operator`` names the
+    variant's operator (:func:`precision.engine.operators.get_operator`).
 
     Returns one row per point, in order: ``pred``, ``target``, ``alpha``,
     ``gamma``, ``err_ulp`` (ulps of the exact value's binade; inf for a
@@ -711,7 +724,8 @@ def rescore(variant, pred, target, alpha, gamma, *, machine: str = "npu", fmt: s
     cols = [np.asarray(v, dtype=np.float64).ravel() * np.ones(pred.size) for v in (gamma, alpha, target)]
     triples = np.stack(cols, axis=1)
     combos, combo = np.unique(triples, axis=0, return_inverse=True)
-    space = _Space(variant, machine, fmt, tuple((float(g), float(a), int(t)) for g, a, t in combos), False)
+    space = _Space(variant, machine, fmt, tuple((float(g), float(a), int(t)) for g, a, t in combos), False,
+                   operator)
     if pred.size == 0:
         return pd.DataFrame(columns=["pred", "target", "alpha", "gamma", "err_ulp", "class", "computed", "rounded",
                                      "c_factor", "inside"])

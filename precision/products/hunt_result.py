@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import ROOT_NEIGHBOURHOOD_C
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 
 __all__ = ["HuntResult"]
 
@@ -48,6 +48,8 @@ class HuntResult:
     gammas, alphas, targets : tuple
         The lists searched (float32 values, selectors).
     outside_neighbourhood : bool
+    operator : str
+        The name of the operator hunted (:func:`precision.engine.operators.get_operator`).
     """
 
     variant: str
@@ -71,6 +73,7 @@ class HuntResult:
     alphas: tuple
     targets: tuple
     outside_neighbourhood: bool
+    operator: str = DEFAULT_OPERATOR
 
     @property
     def label(self) -> str:
@@ -99,7 +102,8 @@ class HuntResult:
                 f"pred={r['pred_hex']} ({r['pred']!r}) target={r['target']} alpha={r['alpha_hex']} "
                 f"gamma={r['gamma_hex']} weight=none dout={(1.0).hex()} got={r['computed_hex']} "
                 f"want={r['rounded_hex']} C={r['c_factor']:.4g}")
-        zone = f" outside the root neighbourhood (C < {ROOT_NEIGHBOURHOOD_C:g})" if self.outside_neighbourhood else ""
+        c_threshold = get_operator(self.operator).ROOT_NEIGHBOURHOOD_C
+        zone = f" outside the root neighbourhood (C < {c_threshold:g})" if self.outside_neighbourhood else ""
         w = " ".join(f"{k}={v}" for k, v in self.witness.items())
         out.append(f"hunt {self.variant} {self.fmt} {self.machine}{zone}: max_ulp={_ulps(self.max_ulp)} "
                    f"max_finite_ulp={_ulps(self.max_finite_ulp)} {self.label}, {self.workers} workers, "

@@ -72,9 +72,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import (DEFAULT_REGION_EDGES, ORACLE_VERSION, OperatorInputs, derive_gradient,
-                                               evaluate, get_variant, selected_term_tables, validate_inputs)
 from precision.engine.cache import atomic_write_npz
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.errors import DtypeError, ParameterError, ShapeError
 from precision.products.report.document import Code, Details, Heading, Para, Table
 from precision.products.report.findings import fmt_num, fmt_share
@@ -223,8 +222,9 @@ def load_outputs(path, *, shape=None, dtype=None, pred=None) -> np.ndarray:
     return np.frombuffer(data, dtype=dt).astype(dt.newbyteorder("="), copy=True).reshape(shape)
 
 
-def check_outputs(outputs, inputs: OperatorInputs) -> np.ndarray:
-    """The operator's output contract: an array of pred's dtype and shape.
+def check_outputs(outputs, inputs) -> np.ndarray:
+    """The operator's output contract: an array of pred's dtype and shape (``inputs``: the operator's
+    ``OperatorInputs``).
 
     Raises
     ------
@@ -240,7 +240,7 @@ def check_outputs(outputs, inputs: OperatorInputs) -> np.ndarray:
     return out
 
 
-def _check_finite(inputs: OperatorInputs) -> None:
+def _check_finite(inputs) -> None:
     for name in ("pred", "dout", "weight"):
         arr = getattr(inputs, name)
         if arr is None:
@@ -256,11 +256,12 @@ def _check_finite(inputs: OperatorInputs) -> None:
 # Scoring
 # ---------------------------------------------------------------------------
 
-def _exact(x, t, a: float, g: float, w, d, n: int, fmt):
-    """(rounded, exact_hi, exact_lo) of every element: focal terms once per distinct x, derived as in a sweep."""
+def _exact(x, t, a: float, g: float, w, d, n: int, fmt, op):
+    """(rounded, exact_hi, exact_lo) of every element: the operator ``op``'s focal terms once per distinct x, derived
+    as in a sweep."""
     size = x.size
-    d_ = derive_gradient(x, t, np.full(size, a), np.full(size, g), w, d, np.full(size, n, dtype=np.int64), fmt,
-                         *selected_term_tables(x, t, a, g))
+    d_ = op.derive_gradient(x, t, np.full(size, a), np.full(size, g), w, d, np.full(size, n, dtype=np.int64), fmt,
+                            *op.selected_term_tables(x, t, a, g))
     return d_.rounded, d_.exact_hi, d_.exact_lo
 
 
@@ -287,6 +288,7 @@ class ScoreResult:
     disagreements: pd.DataFrame | None = None
     seconds: float = 0.0
     meta: dict = field(default_factory=dict)
+    operator: str = DEFAULT_OPERATOR  # the name of the operator scored (precision.engine.operators)
 
     @property
     def headline(self) -> pd.Series:
@@ -341,14 +343,15 @@ def _fmt_name(dtype) -> str:
     return "fp16" if np.dtype(dtype) == np.float16 else "fp32"
 
 
-def score_outputs(inputs: OperatorInputs, outputs, *, label: str = "device", count=None, compare_with=None,
-                  machine: str = "npu", region_edges=DEFAULT_REGION_EDGES) -> ScoreResult:
+def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare_with=None, machine: str = "npu",
+                  region_edges=None, operator: str = DEFAULT_OPERATOR) -> ScoreResult:
     """Score an implementation's outputs against the oracle (see the module docstring).
 
     Parameters
     ----------
     inputs : OperatorInputs
-        From :func:`precision.sigmoid_focal_loss_grad.implementations.common.validate_inputs`.
+        The operator's, from :func:`validate_score_inputs`
+        (:func:`precision.sigmoid_focal_loss_grad.implementations.common.validate_inputs`).
     outputs : numpy.ndarray
         The gradient it returned (pred's dtype and shape).
     label : str
@@ -359,8 +362,11 @@ def score_outputs(inputs: OperatorInputs, outputs, *, label: str = "device", cou
         A variant to evaluate on the same inputs and compare with point by point.
     machine : str
         The machine of ``compare_with`` (default ``npu``).
-    region_edges : sequence of float
-        pred region edges for ``by_region.csv`` (a study's default).
+    region_edges : sequence of float, optional
+        pred region edges for ``by_region.csv`` (default: the operator's, a study's default).
+    operator : str
+        The name of the operator whose outputs these are (:func:`precision.engine.operators.get_operator`);
+        default :data:`~precision.engine.operators.DEFAULT_OPERATOR`.
 
     Raises
     ------
@@ -368,6 +374,7 @@ def score_outputs(inputs: OperatorInputs, outputs, *, label: str = "device", cou
         A broken contract, non-finite inputs, an unknown variant or machine.
     """
     started = time.perf_counter()
+    op = get_operator(operator)
     out = check_outputs(outputs, inputs)
     _check_finite(inputs)
     if not isinstance(label, str) or not label or any(c.isspace() or c in "/\\" for c in label):
@@ -381,18 +388,18 @@ def score_outputs(inputs: OperatorInputs, outputs, *, label: str = "device", cou
         n = 1
     emulated = None
     if compare_with is not None:
-        get_variant(compare_with)
-        emulated = evaluate(compare_with, inputs.pred, inputs.target, inputs.dout, inputs.weight,
-                            alpha=inputs.alpha, gamma=inputs.gamma, reduction=inputs.reduction, machine=machine,
-                            count=n if inputs.reduction == "mean" else None)
+        op.get_variant(compare_with)
+        emulated = op.evaluate(compare_with, inputs.pred, inputs.target, inputs.dout, inputs.weight,
+                               alpha=inputs.alpha, gamma=inputs.gamma, reduction=inputs.reduction, machine=machine,
+                               count=n if inputs.reduction == "mean" else None)
     N, C = inputs.shape
     x = inputs.pred.astype(np.float64).ravel()
     t = inputs.target.astype(np.int64).ravel()
     w = np.ones(x.size) if inputs.weight is None else inputs.weight.astype(np.float64).ravel()
     d = inputs.dout.astype(np.float64).ravel()
     a, g = float(inputs.alpha), float(inputs.gamma)
-    rounded, hi, lo = _exact(x, t, a, g, w, d, n, fmt)
-    edges = np.asarray(region_edges, dtype=np.float64)
+    rounded, hi, lo = _exact(x, t, a, g, w, d, n, fmt, op)
+    edges = np.asarray(op.DEFAULT_REGION_EDGES if region_edges is None else region_edges, dtype=np.float64)
     regions = region_labels(edges)
     region = np.searchsorted(edges, x, side="right")
     targets = np.unique(t)
@@ -446,7 +453,8 @@ def score_outputs(inputs: OperatorInputs, outputs, *, label: str = "device", cou
     worst = dev.assign(_e=dev["err_ulp"].fillna(np.inf)).sort_values("_e", ascending=False, kind="stable") \
         .drop(columns="_e").head(WORST_SHOWN)
     result = ScoreResult(label, fmt, profile, (N, C), a, g, inputs.reduction, n, inputs.weight is not None, stats,
-                         tables, points, _hex_points(worst), compare_with, machine if compare_with else None)
+                         tables, points, _hex_points(worst), compare_with, machine if compare_with else None,
+                         operator=operator)
     if emulated is not None:
         result.comparisons, result.disagreements = _compare(scores, grouping, witness, targets, regions, R, fmt,
                                                            profile, label, compare_with, machine, rounded,
@@ -552,7 +560,8 @@ def write_score(result: ScoreResult, out_dir, files: dict, command: str = "") ->
             "alpha": result.alpha, "gamma": result.gamma, "reduction": result.reduction, "count": result.count,
             "weight": result.weight, "compare_with": result.compare_with, "machine": result.machine,
             "files": {k: {"path": str(v), "sha256": _sha256(v)} for k, v in files.items() if v is not None},
-            "oracle_version": ORACLE_VERSION, "versions": versions, "command": command}
+            "oracle_version": get_operator(result.operator).ORACLE_VERSION, "versions": versions,
+            "command": command}
 
     def build(folder: Path) -> None:
         for name, frame in result.tables.items():
@@ -648,10 +657,12 @@ def _blocks(r: ScoreResult, meta: dict) -> tuple:
     return first, body
 
 
-def validate_score_inputs(arrays: dict, *, alpha, gamma, reduction) -> OperatorInputs:
-    """The operator contract on loaded arrays; dout absent means ones of pred's dtype."""
+def validate_score_inputs(arrays: dict, *, alpha, gamma, reduction, operator: str = DEFAULT_OPERATOR):
+    """The contract of the operator named ``operator`` on loaded arrays (its ``OperatorInputs``); dout absent
+    means ones of pred's dtype."""
     pred = arrays["pred"]
     dout = arrays.get("dout")
     if dout is None and isinstance(pred, np.ndarray):
         dout = np.ones(pred.shape, dtype=pred.dtype if pred.dtype in (np.float16, np.float32) else np.float32)
-    return validate_inputs(pred, arrays["target"], dout, arrays.get("weight"), alpha, gamma, reduction)
+    return get_operator(operator).validate_inputs(pred, arrays["target"], dout, arrays.get("weight"), alpha, gamma,
+                                                  reduction)

@@ -26,9 +26,12 @@ docs/operators.md):
 - its domain in a study: the default pred regions and the ``windows`` pred
   set (:mod:`.regions`).
 
-May import :mod:`precision.analysis`, :mod:`precision.recipes`,
-:mod:`precision.machine`, :mod:`precision.exact`, :mod:`precision.io` and
-:mod:`precision.errors`; the sweep engine and the products import it.
+The operator sits above the products in the layers: it may import
+:mod:`precision.products`, :mod:`precision.engine` and every layer below
+them; only the command line imports it.  The sweep engine and the products
+receive it as an object (this module, from
+:func:`precision.engine.operators.get_operator`), by the name a study file or
+a run folder gives.
 """
 
 from __future__ import annotations
@@ -57,17 +60,24 @@ from precision.sigmoid_focal_loss_grad.comparisons import (ALWAYS, NEVER, PRODUC
                                                            g5_threshold, threshold_name, thresholds_of)
 from precision.sigmoid_focal_loss_grad.threshold_search import (EVIDENCE_STEPS, OCTAVE_COLUMNS, OCTAVES, SEARCH_COLUMNS,
                                                                 ThresholdEvidence, evidence_arrays, search_thresholds)
+from precision.engine.threshold_search import collect as collect_threshold_evidence
 # 6. why a point is wrong; what a variant costs
 from precision.sigmoid_focal_loss_grad.attribution import attribute, attribute_bound, describe
 from precision.sigmoid_focal_loss_grad.opcount import count_ops
-# 7. regions and studies
+# 7. regions and studies; its report sections
 from precision.sigmoid_focal_loss_grad.regions import DEFAULT_REGION_EDGES, window_preds
+from precision.sigmoid_focal_loss_grad.report import REPORT_SECTIONS, SECTION_OPTIONS
+
+#: The operator's modules (relative to this package) that every sweep result depends on besides a variant's own
+#: source: its exact values and their reuse across a sweep, the bracket's bands (the groups), the registry
+#: binding variants to recipes.  Part of every result's cache key (precision.engine.task.shared_digest).
+RESULT_SOURCES = ("terms.py", "oracle.py", "bracket.py", "guards.py")
 
 __all__ = [
     # 1. inputs
     "ALL_GUARDS", "OperatorInputs", "resolve_machine", "validate_inputs",
     # 2. exact value
-    "ORACLE_VERSION", "exact_decimal", "round_gradient", "TermTable", "derive_gradient", "focal_term_tables",
+    "ORACLE_VERSION", "RESULT_SOURCES", "exact_decimal", "round_gradient", "TermTable", "derive_gradient", "focal_term_tables",
     "selected_term_tables", "absent_table",
     # 3. conditioning
     "ROOT_NEIGHBOURHOOD_C", "band_labels", "band_ranges", "bracket_band", "cancellation_factor",
@@ -79,9 +89,9 @@ __all__ = [
     # 5. comparisons
     "ALWAYS", "NEVER", "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "thresholds_of",
     "EVIDENCE_STEPS", "OCTAVE_COLUMNS", "OCTAVES", "SEARCH_COLUMNS", "ThresholdEvidence", "evidence_arrays",
-    "search_thresholds",
+    "search_thresholds", "collect_threshold_evidence",
     # 6. attribution, cost
     "attribute", "attribute_bound", "describe", "count_ops",
     # 7. regions and studies
-    "DEFAULT_REGION_EDGES", "window_preds",
+    "DEFAULT_REGION_EDGES", "window_preds", "SECTION_OPTIONS", "REPORT_SECTIONS",
 ]

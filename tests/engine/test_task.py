@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from precision import sigmoid_focal_loss_grad
 from precision.sigmoid_focal_loss_grad import guards
 
 from precision.engine import task
@@ -133,7 +134,7 @@ def test_shared_evaluation_gives_the_tables_of_one_by_one(tmp_path, monkeypatch)
             out, steps = guards.evaluate_variants([name], *args, keep_steps=keep_steps, **kwargs)
             outputs[name], kept[name] = out[name], steps[name]
         return outputs, kept
-    monkeypatch.setattr(task, "evaluate_variants", one_by_one)
+    monkeypatch.setattr(sigmoid_focal_loss_grad, "evaluate_variants", one_by_one)  # the interface the tasks call
     _, alone = _run(tmp_path, "alone", use_cache=False)
     _same_tables(shared, alone)
     pts = [pd.read_parquet(p / "points.parquet") for p in (shared, alone)]
@@ -257,8 +258,9 @@ class TestSharedTerms:
 
     def test_a_missing_terms_file_is_one_clear_error(self, tmp_path):
         study = parse_study(STUDY, "cached.toml")
-        t = task.Task("", "ieee", study.profiles[0], 0.25, 2.0, None, 1.0, "none", 1, (0, 1), ("naive",), (), "none",
-                      np.array([1.0]), None, None, terms_file=str(tmp_path / "gone.safetensors"))
+        t = task.Task("", study.operator, "ieee", study.profiles[0], 0.25, 2.0, None, 1.0, "none", 1, (0, 1),
+                      ("naive",), (), "none", np.array([1.0]), None, None,
+                      terms_file=str(tmp_path / "gone.safetensors"))
         with pytest.raises(task.PrecisionError, match="focal terms of a running study are missing"):
             task.task_terms(t)
 

@@ -17,7 +17,7 @@ from precision.sigmoid_focal_loss_grad.guards import evaluate_variants
 from precision.engine.study import load_study
 from precision.engine.points import study_pred_values
 from precision.engine.sweep import run_study
-from precision.engine.threshold_search import ALWAYS, NEVER
+from precision.sigmoid_focal_loss_grad import ALWAYS, NEVER
 
 STUDY = """
 name = "ts"

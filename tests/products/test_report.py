@@ -614,7 +614,9 @@ def test_the_pointer_names_a_reviewed_study_whose_axes_let_the_guard_act(tmp_pat
     """exercising_study reads the reviewed studies beside a study file: G7 needs a weight, G5 a gamma < 0, G8
     an fp16 output, and the study must compare the guard; a study without [report] is never named, nor the
     study itself; with no such study the pointer says so."""
+    from precision.engine.operators import DEFAULT_OPERATOR, get_operator
     from precision.products.report.answers import exercising_study, pointer_text
+    op = get_operator(DEFAULT_OPERATOR)
     head = '[report]\nsections = ["verdicts"]\n'
     def study(name, variants, gamma="[2.0]", weight='["none"]', profiles='["fp32"]', report=True):
         (tmp_path / f"{name}.toml").write_text(
@@ -625,8 +627,22 @@ def test_the_pointer_names_a_reviewed_study_whose_axes_let_the_guard_act(tmp_pat
     study("c_weights", '["kernel-G7", "kernel"]', weight='[1.0, { random = 4, low = "0x1p-149", high = 1.0 }]')
     study("d_negative_gamma", '["all"]', gamma='[-1.0, 2.0]', profiles='["fp16", "fp32"]')
     me = str(tmp_path / "a_plain.toml")
-    assert exercising_study(me, "G7") == "c_weights"
-    assert exercising_study(me, "G5") == "d_negative_gamma" and exercising_study(me, "G8") == "d_negative_gamma"
-    assert exercising_study(str(tmp_path / "d_negative_gamma.toml"), "G5") is None
+    assert exercising_study(me, "G7", op) == "c_weights"
+    assert exercising_study(me, "G5", op) == "d_negative_gamma" and exercising_study(me, "G8", op) == "d_negative_gamma"
+    assert exercising_study(str(tmp_path / "d_negative_gamma.toml"), "G5", op) is None
     assert pointer_text(None) == "no reviewed study exercises it"
     assert pointer_text("c_weights") == "see the c_weights report"
+
+
+def test_a_run_gives_its_operator_and_an_older_run_is_sigmoid_focal_loss_grads(tmp_path):
+    """RunData.operator is the operator run.json names (get_operator), SigmoidFocalLossGrad's where run.json
+    predates the key; an unknown name is an error."""
+    import precision.sigmoid_focal_loss_grad as sigmoid_focal_loss_grad
+    from precision.errors import PrecisionError
+    from precision.products.report.load import RunData
+    older, named, unknown = (RunData(tmp_path, run, *[None] * 7) for run in
+                             ({}, {"operator": "sigmoid_focal_loss_grad"}, {"operator": "nope"}))
+    assert older.operator is sigmoid_focal_loss_grad and older.operator_name == "sigmoid_focal_loss_grad"
+    assert named.operator is sigmoid_focal_loss_grad
+    with pytest.raises(PrecisionError, match="nope"):
+        unknown.operator

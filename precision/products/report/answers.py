@@ -29,7 +29,6 @@ import pandas as pd
 
 from pathlib import Path
 
-from precision.sigmoid_focal_loss_grad import FIRED_COLUMNS, GUARD_NAMES
 from precision.products.report.findings import cite, fmt_num
 from precision.products.report.tables import region_text
 
@@ -109,9 +108,9 @@ _TOTAL_KEYS = ["variant", "machine", "format", "profile", "region"]
 
 def variant_totals(run) -> pd.DataFrame:
     """Per variant, machine, format, profile and region (plus ``all``: the regions the verdicts pool): the
-    point count, correctly rounded outputs and every ``fired_gi`` count."""
+    point count, correctly rounded outputs and every ``fired_gi`` count (the run's operator's)."""
     merged = run.stats.merge_frame(_TOTAL_KEYS)
-    sums = ["count", "n_correct", *[c for c in FIRED_COLUMNS.values() if c in merged.columns]]
+    sums = ["count", "n_correct", *[c for c in run.operator.FIRED_COLUMNS.values() if c in merged.columns]]
     per = merged[_TOTAL_KEYS + sums]
     pooled = per[~per["region"].isin(list(run.separate))].groupby(_TOTAL_KEYS[:-1], sort=False, as_index=False)[
         sums].sum()
@@ -168,12 +167,12 @@ def not_exercised_reason(run, guard: str) -> str:
     return "its condition holds at none of the study's points"
 
 
-def exercising_study(study_file: str, guard: str) -> str | None:
-    """The study that can exercise ``guard``, for the pointer of a "not exercised" verdict: the first, by file
-    name, of the reviewed studies (those with a ``[report]`` table) beside ``study_file`` whose variants
-    compare the guard (a variant name holds it: ``kernel-G7``, ``naive+G7``, ``kernel[G5=...]``; ``all``)
-    and whose axes allow it to act (:func:`axis_reason`); None when there is none."""
-    return _exercising_studies(str(Path(study_file).resolve().parent)).get((Path(study_file).stem, guard))
+def exercising_study(study_file: str, guard: str, op) -> str | None:
+    """The study that can exercise ``guard`` (one of the operator ``op``'s), for the pointer of a "not exercised"
+    verdict: the first, by file name, of the reviewed studies (those with a ``[report]`` table) beside
+    ``study_file`` whose variants compare the guard (a variant name holds it: ``kernel-G7``, ``naive+G7``,
+    ``kernel[G5=...]``; ``all``) and whose axes allow it to act (:func:`axis_reason`); None when there is none."""
+    return _exercising_studies(str(Path(study_file).resolve().parent), op).get((Path(study_file).stem, guard))
 
 
 def pointer_text(study) -> str:
@@ -184,10 +183,11 @@ def pointer_text(study) -> str:
 _STUDIES: dict = {}
 
 
-def _exercising_studies(folder: str) -> dict:
-    """(study file stem, guard) -> the other study that can exercise the guard (read once per folder)."""
+def _exercising_studies(folder: str, op) -> dict:
+    """(study file stem, guard of ``op``) -> the other study that can exercise the guard (read once per folder and
+    operator)."""
     paths = sorted(Path(folder).glob("*.toml"))
-    key = (folder, tuple((p.name, p.stat().st_mtime_ns) for p in paths))
+    key = (folder, op.__name__, tuple((p.name, p.stat().st_mtime_ns) for p in paths))
     if key in _STUDIES:
         return _STUDIES[key]
     able = []
@@ -206,14 +206,14 @@ def _exercising_studies(folder: str) -> dict:
         except (TypeError, ValueError):
             continue
         formats = [str(f) for f in points.get("profiles", [])]
-        for guard in GUARD_NAMES:
+        for guard in op.GUARD_NAMES:
             named = "all" in variants or any(re.search(rf"\b{guard}\b", v) for v in variants)
             if named and axis_reason(guard, gammas, weights, formats) is None:
                 able.append((path.stem, data.get("name", path.stem), guard))
     stems = [p.stem for p in paths]
     out = {}
     for stem in stems:
-        for guard in GUARD_NAMES:
+        for guard in op.GUARD_NAMES:
             other = next((name for s, name, g in able if g == guard and s != stem), None)
             if other is not None:
                 out[(stem, guard)] = other
@@ -227,6 +227,7 @@ def verdict_table(run) -> pd.DataFrame:
     t = run.comparisons.copy()
     if t.empty:
         return t
+    op = run.operator
     totals = variant_totals(run)
     keys = ["machine", "format", "profile", "region"]
     with_ = t[["with_variant", *keys]].rename(columns={"with_variant": "variant"}).merge(
@@ -235,7 +236,7 @@ def verdict_table(run) -> pd.DataFrame:
         totals, on=["variant", *keys], how="left")
     guards = t["subject"].map(subject_guard)
     fired = np.full(len(t), np.nan)
-    for g, column in FIRED_COLUMNS.items():
+    for g, column in op.FIRED_COLUMNS.items():
         at = (guards == g).to_numpy()
         if at.any() and column in with_.columns:
             fired[at] = with_.loc[at, column].to_numpy(np.float64)
@@ -245,7 +246,7 @@ def verdict_table(run) -> pd.DataFrame:
     t["exercised"] = exercised
     t["not_exercised_because"] = [None if e else reasons[g] for e, g in zip(exercised, guards)]
     study_file = str(run.run.get("study_file", ""))
-    t["exercised_in"] = [None if e else exercising_study(study_file, g) for e, g in zip(exercised, guards)]
+    t["exercised_in"] = [None if e else exercising_study(study_file, g, op) for e, g in zip(exercised, guards)]
     with np.errstate(invalid="ignore", divide="ignore"):
         t["share_correct_with"] = with_["n_correct"].to_numpy(np.float64) / with_["count"].to_numpy(np.float64)
         t["share_correct_without"] = (without["n_correct"].to_numpy(np.float64)
@@ -419,9 +420,9 @@ def merged_shorts(answers: list) -> list:
     return [f"{', '.join(machines)}{tail}: {body}" if machines else body for machines, tail, body in lines]
 
 
-def guard_label(guard: str) -> str:
-    """``G4 clamped_power_fallback``."""
-    return f"{guard} {GUARD_NAMES.get(guard, '')}".strip()
+def guard_label(guard: str, op) -> str:
+    """``G4 clamped_power_fallback``: a guard of the operator ``op`` with its name."""
+    return f"{guard} {op.GUARD_NAMES.get(guard, '')}".strip()
 
 
 __all__ += ["MAGNITUDE_COLUMNS", "magnitude_cites", "magnitude_sentence", "guard_label", "not_exercised_reason",

@@ -1,6 +1,6 @@
 """Words defined: the glossary block of every report and its scope (which guards its points exercise).
 
-The guard rows come from the registry (:data:`precision.sigmoid_focal_loss_grad.guards.GUARD_NAMES`,
+The guard rows come from the run's operator's registry (:data:`precision.sigmoid_focal_loss_grad.guards.GUARD_NAMES`,
 :data:`precision.sigmoid_focal_loss_grad.guards.GUARD_PURPOSE`) and the meaning of each fired count
 (:data:`precision.sigmoid_focal_loss_grad.implementations.kernel.FIRED_MEANING`); the other terms are
 listed only when the page uses them (:func:`used_terms` reads the page's own text).
@@ -15,7 +15,6 @@ import re
 import pandas as pd
 
 from precision.errors import PrecisionError
-from precision.sigmoid_focal_loss_grad import FIRED_COLUMNS, FIRED_MEANING, GUARD_NAMES, GUARD_PURPOSE, get_variant
 from precision.products.report.answers import exercising_study, not_exercised_reason, variant_totals
 
 __all__ = ["TERMS", "guard_table", "used_terms", "scope_table"]
@@ -56,11 +55,11 @@ TERMS = {
 }
 
 
-def guard_table() -> pd.DataFrame:
-    """One row per guard: id, name, what it does, what its fired count counts."""
-    return pd.DataFrame({"guard": list(GUARD_NAMES), "name": list(GUARD_NAMES.values()),
-                         "what it does": [GUARD_PURPOSE[g] for g in GUARD_NAMES],
-                         "fired counts points where": [FIRED_MEANING[g] for g in GUARD_NAMES]})
+def guard_table(op) -> pd.DataFrame:
+    """One row per guard of the operator ``op``: id, name, what it does, what its fired count counts."""
+    return pd.DataFrame({"guard": list(op.GUARD_NAMES), "name": list(op.GUARD_NAMES.values()),
+                         "what it does": [op.GUARD_PURPOSE[g] for g in op.GUARD_NAMES],
+                         "fired counts points where": [op.FIRED_MEANING[g] for g in op.GUARD_NAMES]})
 
 
 def used_terms(text: str) -> pd.DataFrame:
@@ -73,29 +72,30 @@ def used_terms(text: str) -> pd.DataFrame:
 def scope_table(run) -> pd.DataFrame:
     """Per guard: the variants of the study that carry it, the points it acted on among theirs (pooled regions),
     whether the study exercises it, and if not why and which report does."""
+    op = run.operator
     totals = variant_totals(run)
     totals = totals[totals["region"] == "all"]
     rows = []
-    for g, column in FIRED_COLUMNS.items():
+    for g, column in op.FIRED_COLUMNS.items():
         fired = int(totals[column].sum()) if column in totals.columns else 0
-        carrying = [v for v in dict.fromkeys(totals["variant"]) if _carries(v, g)]
+        carrying = [v for v in dict.fromkeys(totals["variant"]) if _carries(v, g, op)]
         points = int(totals[totals["variant"].isin(carrying)]["count"].sum()) if carrying else 0
         exercised = fired > 0
-        elsewhere = None if exercised else exercising_study(str(run.run.get("study_file", "")), g)
+        elsewhere = None if exercised else exercising_study(str(run.run.get("study_file", "")), g, op)
         if not carrying:
             why = "no variant of the study has this guard"
         else:
             why = "" if exercised else not_exercised_reason(run, g)
-        rows.append({"guard": g, "name": GUARD_NAMES[g], "variants with it": len(carrying),
+        rows.append({"guard": g, "name": op.GUARD_NAMES[g], "variants with it": len(carrying),
                      "points (all variants with it)": points, "fired": fired, "exercised": exercised,
                      "why not": why, "exercised in": "" if exercised else
                      f"{elsewhere} report (../{elsewhere}/report.html)" if elsewhere else "no reviewed study"})
     return pd.DataFrame(rows)
 
 
-def _carries(variant: str, guard: str) -> bool:
+def _carries(variant: str, guard: str, op) -> bool:
     try:
-        row = get_variant(variant)
+        row = op.get_variant(variant)
     except PrecisionError:  # a plugin variant not loaded: it carries no guard of the kernel
         return False
     return row.family in ("kernel", "naive") and row.guards is not None and guard in row.guards

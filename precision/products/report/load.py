@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pandas as pd
@@ -20,6 +21,7 @@ import pyarrow.parquet as pq
 from precision.errors import ParameterError
 from precision.analysis.groups import GroupStats
 from precision.analysis.paired import PairedStats
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.engine.sweep import load_paired, load_stats
 
 __all__ = ["RunData", "load_run", "REQUIRED_FILES"]
@@ -42,7 +44,7 @@ class RunData:
     folder : Path
         The run folder.
     run : dict
-        ``run.json``: study name, study file and its SHA-256, seed, versions,
+        ``run.json``: study name, study file and its SHA-256, seed, operator, versions,
         variants, machines, region and bracket edges with their labels.
     summary, by_region, by_gamma, comparisons : pandas.DataFrame
         The CSV tables of the run (columns: :mod:`precision.engine.sweep`).
@@ -75,6 +77,18 @@ class RunData:
             if col in frame.columns:
                 frame[col] = frame[col].astype(str)
         return frame
+
+    @property
+    def operator_name(self) -> str:
+        """The name of the run's operator (``run.json``'s ``operator``; older runs, without it, are
+        SigmoidFocalLossGrad's: :data:`~precision.engine.operators.DEFAULT_OPERATOR`)."""
+        return self.run.get("operator", DEFAULT_OPERATOR)
+
+    @property
+    def operator(self) -> ModuleType:
+        """The run's operator, as an object (:func:`precision.engine.operators.get_operator` of
+        :attr:`operator_name`): its registry, thresholds and bracket, for the sections."""
+        return get_operator(self.operator_name)
 
     @property
     def variants(self) -> list:

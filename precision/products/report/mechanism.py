@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import attribute
 from precision.products.report.answers import (effect_short, magnitude, magnitude_cites, magnitude_sentence,
                                                region_shares)
 from precision.products.report.findings import cite
@@ -110,23 +109,24 @@ def explain_line(w: Witness) -> str:
 _MEMO: dict = {}
 
 
-def attribute_witness(w: Witness) -> tuple[str, str]:
-    """(top step, top cause) of the witness, as ``precision explain`` shows them (``none`` when no step loses
-    bits)."""
-    if w in _MEMO:
-        return _MEMO[w]
+def attribute_witness(w: Witness, op) -> tuple[str, str]:
+    """(top step, top cause) of the witness, a point of the operator ``op``, as ``precision explain`` shows them
+    (``none`` when no step loses bits)."""
+    key = (op.__name__, w)
+    if key in _MEMO:
+        return _MEMO[key]
     dtype = np.dtype(np.float16 if w.format == "fp16" else np.float32)
     with np.errstate(over="ignore"):
         alpha = float(np.float32(float.fromhex(w.alpha)))
         gamma = float(np.float32(float.fromhex(w.gamma)))
         weight = None if w.weight is None else dtype.type(float.fromhex(w.weight))
-        att = attribute(w.variant, np.array([float.fromhex(w.pred)], dtype), [w.target],
-                        dout=dtype.type(float.fromhex(w.dout)), weight=weight, alpha=alpha, gamma=gamma,
-                        reduction="mean", count=w.count, machine=w.machine)
+        att = op.attribute(w.variant, np.array([float.fromhex(w.pred)], dtype), [w.target],
+                           dout=dtype.type(float.fromhex(w.dout)), weight=weight, alpha=alpha, gamma=gamma,
+                           reduction="mean", count=w.count, machine=w.machine)
     point = att.points.loc[0]
     step = point["top_step"] if isinstance(point["top_step"], str) else "none"
-    _MEMO[w] = (step, str(point["top_cause"]))
-    return _MEMO[w]
+    _MEMO[key] = (step, str(point["top_cause"]))
+    return _MEMO[key]
 
 
 def mechanism_of(run, t: pd.DataFrame, row, table: str = "verdicts.csv") -> tuple[dict, str, list]:
@@ -154,7 +154,7 @@ def mechanism_of(run, t: pd.DataFrame, row, table: str = "verdicts.csv") -> tupl
         w = witness_of(run, row, side)
         if w is None:
             continue
-        step, cause = attribute_witness(w)
+        step, cause = attribute_witness(w, run.operator)
         mech[side] = {"step": step, "cause": cause, "witness": {k: v for k, v in w.__dict__.items()},
                       "explain": explain_line(w)}
         clauses.append(f"{label} at pred={w.pred} t={w.target} gamma={w.gamma}: {w.variant} loses it at step "

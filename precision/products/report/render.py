@@ -36,7 +36,7 @@ from precision.products.report.findings import findings_json
 from precision.products.report.glossary import guard_table, scope_table, used_terms
 from precision.products.report.load import RunData, load_run
 from precision.products.report.page import write_folder, write_page
-from precision.products.report.sections import DEFAULT_SECTIONS, SECTION_OPTIONS, section_module
+from precision.products.report.sections import DEFAULT_SECTIONS, section_module, section_options
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
 from precision.io.frames import write_csv
@@ -62,7 +62,7 @@ class ReportContext:
         if key in given:
             v = given[key]
             return tuple(v) if isinstance(v, list) else v
-        return SECTION_OPTIONS[section][key][1]
+        return section_options(self.run.operator)[section][key][1]
 
 
 def _write_csv(frame, path: Path) -> None:
@@ -130,7 +130,7 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     spec = run.run.get("report") or {}
     names = spec.get("sections") or list(DEFAULT_SECTIONS)
     ctx = ReportContext(run, study, spec.get("options") or {}, pdir)
-    sections = [s for s in (section_module(n).build(ctx) for n in names) if not s.empty]
+    sections = [s for s in (section_module(n, run.operator).build(ctx) for n in names) if not s.empty]
     for s in sections:
         for name, frame in s.tables.items():
             _write_csv(frame, tdir / name)
@@ -162,7 +162,7 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     _write_csv(scope, tdir / "scope.csv")
     body += [Heading("Words and scope", 2, "glossary"),
              Para("The guards G1..G8 (the kernel's registry): what each does and what its fired count counts."),
-             Table(guard_table()),
+             Table(guard_table(run.operator)),
              Para("Scope of this study: per guard, the points it acted on in the variants that have it; a guard "
                   "never exercised here is exercised by the report named."),
              Table(scope, "scope.csv"),

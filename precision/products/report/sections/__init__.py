@@ -2,9 +2,12 @@
 
 This package's top level only *names* the sections; their options are part of
 the study file format (:data:`precision.engine.study.SECTION_OPTIONS`, re-exported
-here); each section
-lives in its own module with a ``build(context) -> Section`` function
-(:mod:`precision.products.report.context`).
+here, with an operator's own: :func:`section_options`); each section lives in
+its own module with a ``build(context) -> Section`` function
+(:class:`precision.products.report.render.ReportContext`).  The generic ones
+are here; an operator's own (its ``REPORT_SECTIONS``, e.g. SigmoidFocalLossGrad's
+``threshold``, ``recovery``, ``q`` and ``bracket``:
+:mod:`precision.sigmoid_focal_loss_grad.report`) live in its package.
 
 ==============  ===============================================================
 section         what it shows
@@ -22,10 +25,6 @@ section         what it shows
                 labelled exhaustive or sampled and set against the known
                 witnesses (hunts, corpora) re-evaluated, plots
 ``ablation``    each guard's comparisons per region and gamma
-``threshold``   the G5 threshold against never and against 1/64
-``recovery``    G7 by band of raw*weight: outputs rescued and zeroed
-``q``           q = 1 - p, ln p and the powers as x grows; where errors start
-``bracket``     errors by band of the bracket's cancellation factor C
 ``selector``    statistics per selector and region
 ``standards``   the acceptance standards (MERE / MARE / RMSE threshold and
                 ratio levels, allclose) beside the ULP verdict, and what they
@@ -37,11 +36,12 @@ from __future__ import annotations
 
 import importlib
 
-from precision.engine.study import DEFAULT_SECTIONS, SECTION_OPTIONS  # the study file format defines them
+from precision.engine.study import DEFAULT_SECTIONS, SECTION_OPTIONS, section_options  # the study file format
 
-__all__ = ["SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_module"]
+__all__ = ["SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_module", "section_options"]
 
 
-def section_module(name: str):
-    """The module implementing a section (imported on first use)."""
-    return importlib.import_module(f"precision.products.report.sections.{name}")
+def section_module(name: str, op):
+    """The module implementing a section (imported on first use): the operator ``op``'s own (its
+    ``REPORT_SECTIONS``), else the generic one of this package."""
+    return importlib.import_module(op.REPORT_SECTIONS.get(name, f"precision.products.report.sections.{name}"))

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from precision.engine.attribution_table import confusion_table
-from precision.sigmoid_focal_loss_grad import recipe_call
 from precision.products.report.document import Details, Para, Section, Table
 from precision.products.report.findings import Cite, Finding, cite, fmt_num
 from precision.products.report.tables import ordered
@@ -59,10 +58,11 @@ def read_attribution(run) -> tuple:
     return tuple(out)
 
 
-def step_formula(variant: str, step: str) -> str:
-    """``q = 1 - p``: a step of a variant's recipe with its formula (the name alone if unknown)."""
+def step_formula(variant: str, step: str, op) -> str:
+    """``q = 1 - p``: a step of the recipe of a variant of the operator ``op`` with its formula (the name alone if
+    unknown)."""
     try:
-        call = recipe_call(variant)
+        call = op.recipe_call(variant)
         return f"{step} = {call.recipe.plan(call.config).step(step).formula}"
     except (KeyError, ValueError, AttributeError):
         return step

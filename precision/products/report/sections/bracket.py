@@ -15,7 +15,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import ROOT_NEIGHBOURHOOD_C, band_ranges, neighbourhood
 from precision.products.report.document import Details, Image, Para, Section, Table
 from precision.products.report.plots import draw_curves, error_axis, legend_outside, save, special_level
 from precision.products.report.tables import stat_table
@@ -26,7 +25,7 @@ __all__ = ["build", "bracket_table", "band_lower_edges", "neighbourhood_table", 
 
 def band_lower_edges(run) -> dict:
     """Band label -> its lower edge of C, from the run's bracket edges (numbers, never parsed from labels)."""
-    return {label: lo for label, (lo, _) in zip(run.brackets, band_ranges(run.bracket_edges))}
+    return {label: lo for label, (lo, _) in zip(run.brackets, run.operator.band_ranges(run.bracket_edges))}
 
 
 def bracket_table(run) -> pd.DataFrame:
@@ -38,9 +37,10 @@ def bracket_table(run) -> pd.DataFrame:
     return t
 
 
-def neighbourhood_table(gammas, c_threshold: float) -> pd.DataFrame:
-    """The root neighbourhood's intervals per gamma < -1 (:func:`precision.sigmoid_focal_loss_grad.bracket.neighbourhood`)."""
-    rows = [(float(g), c_threshold, a, b) for g in sorted(gammas) for a, b in neighbourhood(g, c_threshold)]
+def neighbourhood_table(gammas, c_threshold: float, op) -> pd.DataFrame:
+    """The root neighbourhood's intervals per gamma < -1, of the operator ``op``
+    (:func:`precision.sigmoid_focal_loss_grad.bracket.neighbourhood`)."""
+    rows = [(float(g), c_threshold, a, b) for g in sorted(gammas) for a, b in op.neighbourhood(g, c_threshold)]
     return pd.DataFrame(rows, columns=["gamma", "c_threshold", "s_lo", "s_hi"])
 
 
@@ -80,21 +80,21 @@ def plot_bracket(bracket: pd.DataFrame, folder, fmt: str, machine: str, threshol
 
 def build(ctx) -> Section:
     run = ctx.run
+    c_threshold = run.operator.ROOT_NEIGHBOURHOOD_C
     section = Section("bracket", "Errors by cancellation of the bracket")
     t = bracket_table(run)
     if t.empty:
         return section
-    hood = neighbourhood_table(run.by_gamma["gamma"].unique(), ROOT_NEIGHBOURHOOD_C)
+    hood = neighbourhood_table(run.by_gamma["gamma"].unique(), c_threshold, run.operator)
     section.tables.update({"bracket.csv": t, "neighbourhood.csv": hood})
     shown = t[t["gamma"] < 0][["variant", "machine", "format", "gamma", "bracket", "count", "max_finite_ulp",
                                "mean_bits", "share_correct", "not_correct", *SPECIAL_CLASSES]]
     fmts = list(dict.fromkeys(t["format"]))
     section.body = [
-        Para(f"The root neighbourhood (gamma < -1 and C >= {ROOT_NEIGHBOURHOOD_C:g}) as intervals of the argument "
+        Para(f"The root neighbourhood (gamma < -1 and C >= {c_threshold:g}) as intervals of the argument "
              "s of A (s = pred for selector 0, -pred for selector 1):"),
         Table(hood, "neighbourhood.csv"),
-        Image(plot_bracket(t, ctx.plot_dir, "fp32" if "fp32" in fmts else fmts[0], run.machines[-1],
-                           ROOT_NEIGHBOURHOOD_C),
+        Image(plot_bracket(t, ctx.plot_dir, "fp32" if "fp32" in fmts else fmts[0], run.machines[-1], c_threshold),
               "Max finite ulp error per band of the cancellation factor C (special outputs counted in the legend)"),
         Details("Errors per band of C (gamma < 0; bracket.csv has every gamma)", [Table(shown, "bracket.csv")]),
     ]

@@ -79,8 +79,9 @@ def dominant_table(run, variants) -> pd.DataFrame:
         drop=True)
 
 
-def _causes_text(causes: pd.DataFrame, w: dict) -> tuple[str, list] | None:
-    """Where the group's attributed points are born (None: the group has no attributed point)."""
+def _causes_text(causes: pd.DataFrame, w: dict, op) -> tuple[str, list] | None:
+    """Where the group's attributed points are born, at the steps of the operator ``op``'s recipes (None: the
+    group has no attributed point)."""
     if causes.empty:
         return None
     mask = np.ones(len(causes), bool)
@@ -107,12 +108,12 @@ def _causes_text(causes: pd.DataFrame, w: dict) -> tuple[str, list] | None:
             cond = cite(f"witness_cond_{j}", TC, causes, k, "witness_cond")
             nums.append(cond)
             what += f", cond {cond.text} at the worst"
-        step = step_formula(r["variant"], r["step"]) if r["step"] != "none" else "no step (every local error 0)"
+        step = step_formula(r["variant"], r["step"], op) if r["step"] != "none" else "no step (every local error 0)"
         parts.append(f"{over.text} ({pct.text}%) {'born ' if not parts else ''}at {step} ({what})")
     return f"of its {n_all.text} attributed points {n_over.text} are over 1 ulp: " + ", ".join(parts), nums
 
 
-def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame) -> tuple[str, list]:
+def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame, op) -> tuple[str, list]:
     r = t.iloc[i]
     w = {"variant": r["variant"], "format": r["format"], "target": int(r["target"]), "region": r["region"]}
     mx, cnt = cite("max_finite_ulp", T, t, w, "max_finite_ulp"), cite("count", T, t, w, "count")
@@ -121,7 +122,7 @@ def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame) -> tuple[str, list]:
     head = f"{r['format']}, t={int(r['target'])}, {region_text(r['region'])}, {r['variant']}"
     bad = ", ".join(f"{c.text} {c.name}" for c in specials if c.value)
     tail = f"; {bad} of {cnt.text} outputs." if bad else f"; no special output of {cnt.text}."
-    born = _causes_text(causes, w)
+    born = _causes_text(causes, w, op)
     if born is not None:
         nums += born[1]
     if np.isnan(r["max_finite_ulp"]):
@@ -139,7 +140,7 @@ def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame) -> tuple[str, list]:
 
 def build(ctx) -> Section:
     run = ctx.run
-    variants = list(ctx.option("dominant", "variants")) or headline_variants(run.variants)[:1]
+    variants = list(ctx.option("dominant", "variants")) or headline_variants(run.variants, run.operator)[:1]
     t = dominant_table(run, variants)
     section = Section("dominant", "What dominates the error")
     if t.empty:
@@ -148,7 +149,7 @@ def build(ctx) -> Section:
     causes = dominant_causes(run, variants)
     if not causes.empty:
         section.tables[TC] = causes
-    lines = [_line(t, i, causes) for i in range(len(t))]
+    lines = [_line(t, i, causes, run.operator) for i in range(len(t))]
     source = ("where the error is born from the attribution of each group's kept points (attribution.csv)"
               if not causes.empty else "what the error is at each group's witness")
     section.first = [Heading("What dominates the error", 2, "dominant"),

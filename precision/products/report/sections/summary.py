@@ -17,7 +17,6 @@ import pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.colors import ListedColormap
 
-from precision.sigmoid_focal_loss_grad import ALL_GUARDS, PRODUCTION_THRESHOLD, g5_threshold, get_variant
 from precision.products.report.document import Bullets, Details, Heading, Image, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, fmt_share
 from precision.products.report.plots import (FLOOR, clip_errors, draw_curves, error_axis, legend_outside, save,
@@ -42,15 +41,16 @@ SHOWN = ["variant", "format", "machine", "count", "max_finite_ulp", "inputs", "m
          "not_correct", "over_1ulp", *SPECIAL_CLASSES]
 
 
-def headline_variants(variants, comparisons=None) -> list:
+def headline_variants(variants, op, comparisons=None) -> list:
     """The production kernel when the run has it (``kernel``, or a ``kernel[G5=...]`` at the production
-    threshold; else the first variant), then the first variant of every declared comparison."""
+    threshold of the operator ``op``; else the first variant), then the first variant of every declared
+    comparison."""
     if "kernel" in variants:
         first = ["kernel"]
     else:
-        production = [v for v in variants if g5_threshold(v) == PRODUCTION_THRESHOLD
-                      and get_variant(v).guards == ALL_GUARDS
-                      and set(dict(get_variant(v).params)) <= {"guards", "g5_threshold"}]
+        production = [v for v in variants if op.g5_threshold(v) == op.PRODUCTION_THRESHOLD
+                      and op.get_variant(v).guards == op.ALL_GUARDS
+                      and set(dict(op.get_variant(v).params)) <= {"guards", "g5_threshold"}]
         first = production[:1] or list(variants[:1])
     declared = [] if comparisons is None or comparisons.empty else \
         list(comparisons.loc[comparisons["kind"] == "declared", "with_variant"])
@@ -256,7 +256,7 @@ def _known_maxima(ctx, variants) -> pd.DataFrame:
     for v in variants:
         known, _ = known_sources(ctx.run, v, hunts, corpora, base)
         for machine in ctx.run.machines:
-            rows += [{"variant": v, **r} for r in rescored_maxima(v, machine, known, outside_only=False,
+            rows += [{"variant": v, **r} for r in rescored_maxima(ctx.run, v, machine, known, outside_only=False,
                                                                    finite_only=True)]
     t = pd.DataFrame(rows)
     return t[t["max_ulp"].notna()].reset_index(drop=True) if len(t) else t
@@ -288,11 +288,11 @@ def build(ctx) -> Section:
     section = Section("summary", "Accuracy summary")
     section.tables[T] = s
     lines, findings = [], []
-    known = _known_maxima(ctx, headline_variants(run.variants, run.comparisons))
+    known = _known_maxima(ctx, headline_variants(run.variants, run.operator, run.comparisons))
     if not known.empty:
         section.tables[TK] = known
     for fmt in dict.fromkeys(s["format"]):
-        for v in headline_variants(run.variants, run.comparisons):
+        for v in headline_variants(run.variants, run.operator, run.comparisons):
             text, nums = _headline(s, v, fmt, maximum_label(run, fmt))
             if text and fmt == "fp32" and not known.empty:
                 more, cited = _known_text(s, known, v)
@@ -328,7 +328,7 @@ def build(ctx) -> Section:
               "Max ulp error per symmetric-log pred bin (moving max over 3 bins; max over gamma, alpha, selector) of "
               "the main variants; grey: per-point errors kept by the run; special outputs on the shaded band"),
         Details("Heat map of the error over pred and gamma; histograms", [
-            Image(plot_pred_gamma_heatmap(run.predbins, ctx.plot_dir, headline_variants(run.variants)
+            Image(plot_pred_gamma_heatmap(run.predbins, ctx.plot_dir, headline_variants(run.variants, run.operator)
                                           + [v for v in ("naive",) if v in run.variants and v != "kernel"]),
                   "log10 of the max finite ulp error per pred bin and gamma (colour bar up to 2^24 ulp, larger errors orange); bins with a special output red, without a point white"),
             Image(plot_histograms(_histogram_table(run), ctx.plot_dir),

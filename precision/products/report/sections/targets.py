@@ -31,7 +31,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import ROOT_NEIGHBOURHOOD_C, band_ranges, count_ops
 from precision.products.hunt import rescore
 from precision.products.report.answers import Answer
 from precision.products.report.document import Heading, Para, Section, Table
@@ -55,7 +54,7 @@ def targets_table(run, c_threshold: float) -> pd.DataFrame:
     """
     if "bracket" not in run.stats.frame.columns or c_threshold not in run.bracket_edges:
         return pd.DataFrame()
-    lo = {label: a for label, (a, _) in zip(run.brackets, band_ranges(run.bracket_edges))}
+    lo = {label: a for label, (a, _) in zip(run.brackets, run.operator.band_ranges(run.bracket_edges))}
     f = run.stats.frame
     zone = np.where((f["bracket"].map(lo) >= c_threshold) & (f["gamma"] < -1), "inside", "outside")
     stats = run.stats.with_columns(zone=zone)
@@ -83,10 +82,11 @@ def targets_table(run, c_threshold: float) -> pd.DataFrame:
     return ordered(t.reset_index(), run)
 
 
-def opcount_table(variants, reference: str = "kernel") -> pd.DataFrame:
-    """Primitive ops per element on the npu machine (:func:`precision.sigmoid_focal_loss_grad.opcount.count_ops`) and the ratio to ``reference``."""
+def opcount_table(variants, op, reference: str = "kernel") -> pd.DataFrame:
+    """Primitive ops per element of variants of the operator ``op`` on the npu machine
+    (:func:`precision.sigmoid_focal_loss_grad.opcount.count_ops`) and the ratio to ``reference``."""
     names = list(dict.fromkeys([reference, *variants]))
-    counts = {v: count_ops(v) for v in names}
+    counts = {v: op.count_ops(v) for v in names}
     rows = [(v, counts[v][0], counts[v][0] / counts[reference][0],
              " ".join(f"{k}={n:.2f}" for k, n in counts[v][1].items())) for v in names]
     return pd.DataFrame(rows, columns=["variant", "ops", "ratio_to_kernel", "per_op"])
@@ -173,14 +173,14 @@ def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -
     return known, missing
 
 
-def rescored_maxima(variant: str, machine: str, known, outside_only: bool, finite_only: bool = False) -> list:
-    """Per known source (:func:`known_sources`): one row with the largest error of ``variant`` on ``machine``
-    re-evaluated now (:func:`precision.products.hunt.rescore`), over the points outside the root neighbourhood when
-    ``outside_only``, over the finite errors when ``finite_only``; witness in hex."""
+def rescored_maxima(run, variant: str, machine: str, known, outside_only: bool, finite_only: bool = False) -> list:
+    """Per known source (:func:`known_sources`): one row with the largest error of ``variant`` (of the run's
+    operator) on ``machine`` re-evaluated now (:func:`precision.products.hunt.rescore`), over the points outside
+    the root neighbourhood when ``outside_only``, over the finite errors when ``finite_only``; witness in hex."""
     rows = []
     for source, kind, how, pts, stored in known:
-        s = rescore(variant, pts["pred"], pts["target"], pts["alpha"], pts["gamma"], machine=machine) \
-            if len(pts) else pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
+        s = rescore(variant, pts["pred"], pts["target"], pts["alpha"], pts["gamma"], machine=machine,
+                    operator=run.operator_name) if len(pts) else pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
         keep = s["err_ulp"].notna()
         if outside_only:
             keep &= ~s["inside"].astype(bool)
@@ -219,7 +219,7 @@ def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, cor
                      "points": int(r["outside"]), "max_ulp": float(r["max_ulp_outside"]), "stored_max_ulp": np.nan,
                      **{f"witness_{k}": r.get(f"witness_{k}_outside") for k in ("pred", "target", "alpha", "gamma")},
                      "c_factor": np.nan})
-        rows += rescored_maxima(candidate, machine, known, outside_only=True)
+        rows += rescored_maxima(run, candidate, machine, known, outside_only=True)
     return pd.DataFrame(rows), missing
 
 
@@ -310,14 +310,15 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
 
 def build(ctx) -> Section:
     run = ctx.run
+    op = run.operator
     section = Section("targets", "The candidate against its targets")
     candidate = ctx.option("targets", "variant")
-    t = targets_table(run, ROOT_NEIGHBOURHOOD_C)
+    t = targets_table(run, op.ROOT_NEIGHBOURHOOD_C)
     if t.empty or candidate not in set(t["variant"]):
         return section
     K = {k: ctx.option("targets", k) for k in ("fp32_max_ulp", "nan_inf", "fp16_share_correct", "fp16_max_ulp",
                                               "ops_ratio")}
-    ops = opcount_table([v for v in run.variants if v == candidate])
+    ops = opcount_table([v for v in run.variants if v == candidate], op)
     section.tables.update({T: t, "opcount.csv": ops})
     labels = {f: maximum_label(run, f) for f in dict.fromkeys(t["format"])}
     base = Path(run.run.get("study_file", ".")).parent
@@ -350,7 +351,7 @@ def build(ctx) -> Section:
                              "re-evaluated with the current code (" + ", ".join(sources) + ", witnesses.csv)"
                              if sources else "")
                           + f". Root neighbourhood: gamma < -1 and the bracket's cancellation factor "
-                          f"C >= {ROOT_NEIGHBOURHOOD_C:g}.", "note")]
+                          f"C >= {op.ROOT_NEIGHBOURHOOD_C:g}.", "note")]
     shown = t.assign(inputs=[inputs_text(r, "witness_", "_outside") for _, r in t.iterrows()])
     section.body = [Table(shown[["variant", "machine", "format", "count", "outside", "max_ulp_outside", "inputs",
                                  "inside", "max_ulp_inside", "special", "share_correct", "not_correct"]], T),

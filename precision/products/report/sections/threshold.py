@@ -34,8 +34,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import (PRODUCTION_THRESHOLD, cancellation_windows, g5_threshold, roots,
-                                               threshold_name)
 from precision.products.report.answers import Answer, magnitude_text, verdict_table
 from precision.products.report.document import Details, Heading, Image, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, p_text
@@ -60,12 +58,13 @@ def subsets(run) -> list:
 
 def threshold_table(run) -> pd.DataFrame:
     """One row per (machine, format, profile, subset, threshold variant); empty without threshold comparisons."""
+    op = run.operator
     paired = run.paired
     if not len(paired) or not (paired.frame["kind"] == "threshold").any():
         return pd.DataFrame()
     pairs = paired.frame[paired.frame["kind"] == "threshold"]
     compared = set(pairs["with_variant"]) | set(pairs["without_variant"])  # not e.g. kernel-G7 (G5 at 1/64)
-    taus = {v: g5_threshold(v) for v in run.variants if v in compared}
+    taus = {v: op.g5_threshold(v) for v in run.variants if v in compared}
     taus = {v: t for v, t in taus.items() if t is not None}
     if len(taus) < 2:
         return pd.DataFrame()
@@ -80,8 +79,8 @@ def threshold_table(run) -> pd.DataFrame:
         s["fired"] = s["fired_g5"].astype(np.int64) if "fired_g5" in s.columns else 0
         p = paired.select((paired.frame["region"].isin(regions) & (paired.frame["kind"] == "threshold")).to_numpy())
         c = p.merge(by_pair).table(by_pair)
-        for label, base in (("never", 0.0), ("production", PRODUCTION_THRESHOLD)):
-            sel = c[c["without_variant"].map(g5_threshold) == base].rename(
+        for label, base in (("never", 0.0), ("production", op.PRODUCTION_THRESHOLD)):
+            sel = c[c["without_variant"].map(op.g5_threshold) == base].rename(
                 columns={"with_variant": "variant", **{k: f"{k}_vs_{label}" for k in _PAIRED}})
             s = s.merge(sel[["variant", *_KEYS] + [f"{k}_vs_{label}" for k in _PAIRED]], on=["variant", *_KEYS],
                         how="left")
@@ -90,7 +89,7 @@ def threshold_table(run) -> pd.DataFrame:
     with np.errstate(divide="ignore"):
         k = -np.log2(t["tau"].to_numpy(np.float64))
     t["k"] = np.where(np.isfinite(k), k, np.nan)
-    t["threshold"] = t["tau"].map(threshold_name)
+    t["threshold"] = t["tau"].map(op.threshold_name)
     # outputs that differ from no correction (never itself: 0)
     t["changed"] = t["changed_vs_never"].where(t["tau"] != 0.0, 0).astype("Int64")  # empty without never
     mkey = {m: i for i, m in enumerate(run.machines)}
@@ -113,15 +112,16 @@ def window_table(run) -> pd.DataFrame:
     lo, hi = spec.get("range", (-20.0, 20.0))
     sign = -1.0 if spec.get("selector", 0) == 1 else 1.0
     s_lo, s_hi = (lo, hi) if sign > 0 else (-hi, -lo)
-    prod = [v for v in run.variants if g5_threshold(v) == PRODUCTION_THRESHOLD]
+    op = run.operator
+    prod = [v for v in run.variants if op.g5_threshold(v) == op.PRODUCTION_THRESHOLD]
     keys = ["variant", "machine", "gamma", "region"]
     by_gamma = run.stats.merge(keys).table(keys)
     machines = list(dict.fromkeys(by_gamma["machine"]))
     rows = []
     for g in sorted(run.by_gamma["gamma"].unique()):
-        wins = [tuple(sorted((sign * a, sign * b))) for a, b in cancellation_windows(g, spec["cancellation"], s_lo,
-                                                                                      s_hi)]
-        rts = [sign * r for r in roots(g, s_lo, s_hi)]
+        wins = [tuple(sorted((sign * a, sign * b))) for a, b in op.cancellation_windows(g, spec["cancellation"],
+                                                                                         s_lo, s_hi)]
+        rts = [sign * r for r in op.roots(g, s_lo, s_hi)]
         row = {"gamma": g, "windows": "; ".join(f"[{exact_text(a)}, {exact_text(b)}]" for a, b in wins) or "none",
                "roots": "; ".join(exact_text(r) for r in rts) or "none"}
         one = by_gamma[(by_gamma["gamma"] == g) & (by_gamma["variant"] == (prod[0] if prod else run.variants[0]))]
@@ -135,8 +135,9 @@ def window_table(run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | None:
-    """Pooled subset, per machine and format: outputs better / worse than never and than 1/64 per threshold.
+def plot_threshold(t: pd.DataFrame, folder, op, stem: str = "threshold") -> str | None:
+    """Pooled subset, per machine and format: outputs better / worse than never and than 1/64 (the operator
+    ``op``'s production threshold) per threshold.
 
     A threshold is never compared with itself: the ``vs never`` curves have no
     point at never and the ``vs 1/64`` curves none at 1/64 (a gap, not a zero).
@@ -151,14 +152,14 @@ def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | No
     for j, (machine, fmt) in enumerate(cells):
         ax = axes[0, j]
         sub = t[(t["machine"] == machine) & (t["format"] == fmt)].reset_index(drop=True)
-        never, prod = (sub.index[sub["tau"] == tau] for tau in (0.0, PRODUCTION_THRESHOLD))
+        never, prod = (sub.index[sub["tau"] == tau] for tau in (0.0, op.PRODUCTION_THRESHOLD))
         if len(never) and len(prod):
             sub = sub.copy()
             for what, mirror in (("better", "worse"), ("worse", "better")):
                 sub.loc[never[0], f"{what}_vs_production"] = sub.loc[prod[0], f"{mirror}_vs_never"]
         x = np.arange(len(sub), dtype=np.float64)
         curves = []
-        for base, itself in (("never", 0.0), ("production", PRODUCTION_THRESHOLD)):
+        for base, itself in (("never", 0.0), ("production", op.PRODUCTION_THRESHOLD)):
             name = "1/64" if base == "production" else base
             other = (sub["tau"] != itself).to_numpy()
             for what in ("better", "worse"):
@@ -167,11 +168,11 @@ def plot_threshold(t: pd.DataFrame, folder, stem: str = "threshold") -> str | No
                     continue
                 curves.append((f"{what} than {name}", x[other], y[other]))
         draw_curves(ax, curves)
-        prod = sub.index[sub["tau"] == PRODUCTION_THRESHOLD]
+        prod = sub.index[sub["tau"] == op.PRODUCTION_THRESHOLD]
         if len(prod):
             ax.axvline(prod[0], color="k", lw=0.8, ls=":", label="1/64 (production)")
         ax.set_yscale("symlog", linthresh=1)
-        names = ["1/64" if tau == PRODUCTION_THRESHOLD else n for tau, n in zip(sub["tau"], sub["threshold"])]
+        names = ["1/64" if tau == op.PRODUCTION_THRESHOLD else n for tau, n in zip(sub["tau"], sub["threshold"])]
         ax.set_xticks(x, names, fontsize=6, rotation=60)
         ax.set_title(f"{machine}, {fmt} (pooled points)", fontsize=8)
         ax.tick_params(labelsize=6)
@@ -213,14 +214,15 @@ class _Cell:
     search: pd.Series | None  # the threshold_search.csv row
 
 
-def _cells(t: pd.DataFrame, search: pd.DataFrame):
-    """The :class:`_Cell` of every (machine, format, profile) whose pooled points include 1/64."""
+def _cells(t: pd.DataFrame, search: pd.DataFrame, op):
+    """The :class:`_Cell` of every (machine, format, profile) whose pooled points include 1/64 (the operator
+    ``op``'s production threshold)."""
     for (machine, fmt, profile), sub in t[t["subset"] == POOLED].groupby(_KEYS, sort=False):
-        prod = sub[sub["tau"] == PRODUCTION_THRESHOLD]
+        prod = sub[sub["tau"] == op.PRODUCTION_THRESHOLD]
         if prod.empty:
             continue
         finite = sub[(sub["tau"] > 0) & np.isfinite(sub["tau"])]
-        others = finite[finite["tau"] != PRODUCTION_THRESHOLD]
+        others = finite[finite["tau"] != op.PRODUCTION_THRESHOLD]
         same = others[others["verdict_vs_production"].isin(["no_effect", "inconclusive"])]
         has_never = _has_never(prod, finite)
         best = best_net = None
@@ -233,10 +235,11 @@ def _cells(t: pd.DataFrame, search: pd.DataFrame):
                     s.iloc[0] if len(s) else None)
 
 
-def _answer(t: pd.DataFrame, search: pd.DataFrame) -> list:
-    """Per machine and format, on the pooled points: is 1/64 right?  Every number cited."""
+def _answer(t: pd.DataFrame, search: pd.DataFrame, op) -> list:
+    """Per machine and format, on the pooled points: is 1/64 (``op``'s production threshold) right?  Every number
+    cited."""
     out = []
-    for c in _cells(t, search):
+    for c in _cells(t, search, op):
         ident = f"threshold/{c.machine}/{c.format}/{c.profile}"
         if not c.has_never:
             out.append(Finding(ident, "threshold",
@@ -253,7 +256,7 @@ def _answer(t: pd.DataFrame, search: pd.DataFrame) -> list:
                 f"({nums[0].text} better, {nums[1].text} worse, {p_text(nums[2].value)}); thresholds that help: "
                 f"{_names(helps)}; that hurt: {_names(hurts)}")
         text += f". Indistinguishable from 1/64: {_names(c.same)}"
-        if c.best is not None and c.best["tau"] != PRODUCTION_THRESHOLD:
+        if c.best is not None and c.best["tau"] != op.PRODUCTION_THRESHOLD:
             wb = {**key, "variant": c.best["variant"]}
             b, wo, p = (cite(f"best_{k}", T, t, wb, f"{k}_vs_production") for k in ("better", "worse", "p_value"))
             nums += [b, wo, p]
@@ -284,12 +287,13 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
     """Per machine and format (pooled points): whether 1/64 is right, what beats it and by how much (the size
     and mechanism of the best threshold against 1/64 from verdicts.csv), the best float32 tau."""
     v = verdict_table(run)
+    op = run.operator
     out = []
-    for c in _cells(t, search):
-        beat = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "helps")]
-        lose = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "hurts")]
+    for c in _cells(t, search, op):
+        beat = c.finite[(c.finite["tau"] != op.PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "helps")]
+        lose = c.finite[(c.finite["tau"] != op.PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "hurts")]
         lowest = beat.sort_values("tau").iloc[0] if len(beat) else None
-        up = c.finite[(c.finite["tau"] != PRODUCTION_THRESHOLD) & (c.finite["tau"] >= lowest["tau"])] \
+        up = c.finite[(c.finite["tau"] != op.PRODUCTION_THRESHOLD) & (c.finite["tau"] >= lowest["tau"])] \
             if lowest is not None else beat
         every_up = lowest is not None and set(up["tau"]) <= set(beat["tau"])
         best = c.best
@@ -301,7 +305,7 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
         elif best is not None:
             extra = {"best_threshold": str(best["threshold"]), "best_tau_hex": short_hex(float(best["tau"]))}
         if beat.empty:
-            name = "1/64" if best is None or best["tau"] == PRODUCTION_THRESHOLD else best["threshold"]
+            name = "1/64" if best is None or best["tau"] == op.PRODUCTION_THRESHOLD else best["threshold"]
             text = (f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64 on these points "
                     f"(best against no correction: {name}); indistinguishable from 1/64: {_names(c.same)}.")
             out.append(Answer(QUESTION, text, [], subject="G5=1/64", machine=c.machine, format=c.format,
@@ -350,12 +354,12 @@ def _size(v: pd.DataFrame | None, with_variant: str, without_variant: str, c) ->
     return f"; {magnitude_text(row.iloc[0].to_dict())}" if len(row) == 1 and int(row.iloc[0]["changed"]) else ""
 
 
-def answer_grid(t: pd.DataFrame, search: pd.DataFrame, v: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The first-screen answer, one row per machine and format (pooled points): 1/64 against never, the best
-    threshold against never and against 1/64 (with the size from ``v``, :func:`verdict_table`, when given),
-    the thresholds indistinguishable from 1/64, the bisection."""
+def answer_grid(t: pd.DataFrame, search: pd.DataFrame, op, v: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The first-screen answer, one row per machine and format (pooled points): 1/64 (the operator ``op``'s
+    production threshold) against never, the best threshold against never and against 1/64 (with the size from
+    ``v``, :func:`verdict_table`, when given), the thresholds indistinguishable from 1/64, the bisection."""
     rows = []
-    for c in _cells(t, search):
+    for c in _cells(t, search, op):
         if c.best is None:
             continue
         p, best, r = c.prod, c.best, c.search
@@ -364,7 +368,7 @@ def answer_grid(t: pd.DataFrame, search: pd.DataFrame, v: pd.DataFrame | None = 
                    f"{fmt_num(int(r['better_vs_production']))}/{fmt_num(int(r['worse_vs_production']))}")
         else:
             bis = "" if r is None else str(r["result"])
-        vs = ("(is 1/64)" if best["tau"] == PRODUCTION_THRESHOLD else
+        vs = ("(is 1/64)" if best["tau"] == op.PRODUCTION_THRESHOLD else
               f"{best['verdict_vs_production']} {fmt_num(int(best['better_vs_production']))}/"
               f"{fmt_num(int(best['worse_vs_production']))}, {p_text(float(best['p_value_vs_production']))}"
               + _size(v, best["variant"], p["variant"], c))
@@ -378,11 +382,12 @@ def answer_grid(t: pd.DataFrame, search: pd.DataFrame, v: pd.DataFrame | None = 
     return pd.DataFrame(rows)
 
 
-def _separate_findings(t: pd.DataFrame) -> list:
-    """Per separate subset and machine: how many points, where 1/64 fired, and what the thresholds did there."""
+def _separate_findings(t: pd.DataFrame, op) -> list:
+    """Per separate subset and machine: how many points, where 1/64 (``op``'s production threshold) fired, and
+    what the thresholds did there."""
     out = []
     for (machine, fmt, profile, subset), sub in t[t["subset"] != POOLED].groupby(_KEYS + ["subset"], sort=False):
-        prod = sub[sub["tau"] == PRODUCTION_THRESHOLD]
+        prod = sub[sub["tau"] == op.PRODUCTION_THRESHOLD]
         if prod.empty:
             continue
         w = {"machine": machine, "format": fmt, "profile": profile, "subset": subset, "variant": prod.iloc[0]["variant"]}
@@ -403,9 +408,10 @@ def _attribution_finding(ctx, t: pd.DataFrame) -> list:
     path = ctx.run.folder / "attribution_guards.csv"
     if not path.is_file():
         return []
+    op = ctx.run.operator
     g = pd.read_csv(path)
-    g = g[(g["kind"] == "threshold") & (g["without_variant"].map(g5_threshold) == 0.0)
-          & (g["with_variant"].map(g5_threshold) == PRODUCTION_THRESHOLD)]
+    g = g[(g["kind"] == "threshold") & (g["without_variant"].map(op.g5_threshold) == 0.0)
+          & (g["with_variant"].map(op.g5_threshold) == op.PRODUCTION_THRESHOLD)]
     if g.empty:
         return []
     out = []
@@ -432,6 +438,7 @@ def _attribution_finding(ctx, t: pd.DataFrame) -> list:
 
 def build(ctx) -> Section:
     run = ctx.run
+    op = run.operator
     t = threshold_table(run)
     section = Section("threshold", "G5 cancellation threshold: is 1/64 right?")
     if t.empty:
@@ -447,7 +454,7 @@ def build(ctx) -> Section:
     if not window.empty:
         section.tables["cancellation_window.csv"] = window
     names = [n for n, _ in subsets(run)]
-    grid = answer_grid(t, search, verdict_table(run))
+    grid = answer_grid(t, search, op, verdict_table(run))
     if not grid.empty:
         apart = [n for n in names if n != POOLED]
         section.first = [
@@ -469,9 +476,9 @@ def build(ctx) -> Section:
              f"points, per subset ({', '.join(names)}; only 'pooled' decides). fired: points where the test held; "
              "changed: outputs that differ from never."),
         Table(t[t["subset"] == POOLED][shown], T),
-        Image(plot_threshold(t, ctx.plot_dir), "Pooled points: outputs better and worse than never and than 1/64, "
-                                                "per threshold (no threshold compared with itself: no point at never "
-                                                "against never nor at 1/64 against 1/64); 1/64 dotted"),
+        Image(plot_threshold(t, ctx.plot_dir, op),
+              "Pooled points: outputs better and worse than never and than 1/64, per threshold (no threshold compared "
+              "with itself: no point at never against never nor at 1/64 against 1/64); 1/64 dotted"),
     ]
     if not search.empty:
         section.body.append(Para("Threshold search (precision.threshold_search): each point's critical threshold "
@@ -493,6 +500,6 @@ def build(ctx) -> Section:
     if not window.empty:
         section.body.append(Details("Where the pred values were drawn: the cancellation windows per gamma",
                                     [Table(window, "cancellation_window.csv")]))
-    section.findings = _answer(t, search) + _attribution_finding(ctx, t) + _separate_findings(t)
+    section.findings = _answer(t, search, op) + _attribution_finding(ctx, t) + _separate_findings(t, op)
     section.answers = _threshold_answers(run, t, search)
     return section

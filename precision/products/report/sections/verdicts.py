@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from precision.sigmoid_focal_loss_grad import PRODUCTION_THRESHOLD, g5_threshold
 from precision.products.report.answers import (NOT_EXERCISED, Answer, cells_text, effect_short, guard_label, magnitude,
                                                pointer_text, magnitude_cites, magnitude_sentence, magnitude_text,
                                                shown_verdict, subject_guard, verdict_table)
@@ -60,10 +59,11 @@ def cell_text(row) -> str:
     return f"{row['verdict']} {fmt_num(int(row['better']))}/{fmt_num(int(row['worse']))}" + (f"; {size}" if size else "")
 
 
-def against_production(t: pd.DataFrame) -> np.ndarray:
-    """Rows comparing a G5 threshold with the production threshold (not with no correction)."""
-    base = {v: g5_threshold(v) for v in t.loc[t["kind"] == "threshold", "without_variant"].unique()}
-    return ((t["kind"] == "threshold") & t["without_variant"].map(base).eq(PRODUCTION_THRESHOLD)).to_numpy()
+def against_production(t: pd.DataFrame, op) -> np.ndarray:
+    """Rows comparing a G5 threshold with the production threshold of the operator ``op`` (not with no
+    correction)."""
+    base = {v: op.g5_threshold(v) for v in t.loc[t["kind"] == "threshold", "without_variant"].unique()}
+    return ((t["kind"] == "threshold") & t["without_variant"].map(base).eq(op.PRODUCTION_THRESHOLD)).to_numpy()
 
 
 def verdict_grid(t: pd.DataFrame, machines) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -215,7 +215,7 @@ def _subject_answers(run, t: pd.DataFrame, grid: pd.DataFrame) -> list:
             for v, c in by.items()) for comparison, by in brief.items()) if exercised else ""
         acting = [(i, r) for i, (_, r) in enumerate(rows.iterrows()) if r["exercised"]
                   and r["verdict"] in _STRENGTH and r["verdict"] != "no_effect"]
-        label = guard_label(guard) if guard else subject
+        label = guard_label(guard, run.operator) if guard else subject
         if not guard and all(str(c).startswith(f"{subject} vs ") for c in brief):
             label = ""  # "kernel vs naive: helps everywhere" names its subject already
         if acting:
@@ -251,7 +251,7 @@ def build(ctx) -> Section:
         return section
     t = t[[c for c in VERDICT_COLUMNS if c in t.columns]].reset_index(drop=True)
     section.tables[T] = t
-    grid = t[(t["region"] == "all").to_numpy() & ~against_production(t)]
+    grid = t[(t["region"] == "all").to_numpy() & ~against_production(t, run.operator)]
     text, style = verdict_grid(grid, run.machines)
     section.first = [
         Heading("Verdicts", 2, "verdict-grid"),

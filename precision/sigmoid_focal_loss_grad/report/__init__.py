@@ -1,0 +1,37 @@
+"""SigmoidFocalLossGrad's own report sections: the questions a review of this operator asks.
+
+The report framework (:mod:`precision.products.report`) builds the generic
+sections (verdicts, dominant, summary, selector, ...); a study of this
+operator may also name these, each a module with ``build(context) ->
+Section`` like the generic ones:
+
+=============  ===============================================================
+section        what it shows
+=============  ===============================================================
+``threshold``  the G5 threshold against never and against 1/64
+``recovery``   G7 by band of raw*weight: outputs rescued and zeroed
+``q``          q = 1 - p, ln p and the powers as x grows; where errors start
+``bracket``    errors by band of the bracket's cancellation factor C
+=============  ===============================================================
+
+:data:`SECTION_OPTIONS` is their part of the study file format (the
+``[report.<section>]`` options, as :data:`precision.engine.study.SECTION_OPTIONS`
+for the generic ones); :data:`REPORT_SECTIONS` says where each is built.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SECTION_OPTIONS", "REPORT_SECTIONS"]
+
+#: The operator's report sections and their options: section -> {option: (kind, default)}.
+SECTION_OPTIONS = {
+    "threshold": {},
+    "recovery": {},
+    "q": {"x": ("numbers", (1.0, 2.0, 4.0, 8.0, 10.0, 12.0, 14.0, 16.0, 16.5, 17.0, 18.0, 20.0, 24.0, 30.0,
+                            40.0, 60.0, 87.0, 88.0, 89.0, 100.0)),
+          "gamma": ("number", 2.0), "machine": ("string", "npu")},
+    "bracket": {},
+}
+
+#: The module building each of them.
+REPORT_SECTIONS = {name: f"precision.products.report.sections.{name}" for name in SECTION_OPTIONS}
