@@ -17,7 +17,8 @@ MOVED = {
         "oracle", "oracle_arb", "terms", "bracket", "implementations", "guards", "comparisons", "attribution",
         "opcount", "plugins")},
     **{name: f"engine.{name}" for name in (
-        "study", "task", "sweep", "cache", "executor", "attribution_table", "threshold_search")},
+        "study", "task", "sweep", "cache", "executor", "attribution_table")},
+    "threshold_search": "sigmoid_focal_loss_grad.threshold_tasks",
     **{name: f"products.{name}" for name in ("report", "gate", "diff", "hunt", "score_outputs")},
 }
 

@@ -6,9 +6,9 @@
 (:mod:`~precision.engine.task`), runs them on an executor
 (:mod:`~precision.engine.executor`) against the term and result caches
 (:mod:`~precision.engine.cache`) and writes the run's tables;
-:mod:`~precision.engine.attribution_table` and
-:mod:`~precision.engine.threshold_search` are the run's attribution and
-threshold-search stages.  The operator is not imported but received as an
+:mod:`~precision.engine.attribution_table` is the run's attribution stage
+(an operator's own stages, such as SigmoidFocalLossGrad's threshold search,
+live in its package).  The operator is not imported but received as an
 object: :mod:`~precision.engine.operators` resolves the name a study file
 gives (:attr:`~precision.engine.study.Study.operator`), and a task carries
 that name to its worker.  May import :mod:`precision.analysis` and every layer

@@ -45,7 +45,7 @@ A study file (``studies/NAME.toml``)::
     compare = [["candidate", "kernel"]]   # optional: (with, without) pairs compared point by point,
                                       # besides the guard and G5-threshold pairs found from the names
     threshold_search = true           # optional: place the best G5 threshold by bisection
-                                      # (precision.engine.threshold_search; needs kernel[G5=always] and never)
+                                      # (precision.sigmoid_focal_loss_grad.threshold_tasks; needs kernel[G5=always], never)
     attribution = { variants = ["kernel"], points = 8 }   # optional: attribute kept points to recipe steps
                                       # (true: every variant, every kept row; points = "kept" or N per group)
     plugins = ["my_kernel.py"]        # optional: plugin files registering more variants (relative to
@@ -119,9 +119,6 @@ def region_labels(edges) -> list:
 #: (its ``SECTION_OPTIONS``; :func:`section_options`).
 SECTION_OPTIONS = {
     "verdicts": {},
-    "targets": {"variant": ("string", "candidate"), "fp32_max_ulp": ("number", 4.0), "nan_inf": ("number", 0.0),
-                "fp16_share_correct": ("number", 0.999), "fp16_max_ulp": ("number", 1.0),
-                "ops_ratio": ("number", 1.5), "hunts": ("strings", ()), "corpus": ("strings", ())},
     "dominant": {"variants": ("strings", ())},
     "attribution": {},
     "summary": {},
@@ -209,7 +206,7 @@ class Study:
     plugins: tuple = ()
     region_names: tuple = ()  # one per region; () = the labels of the edges (region_labels)
     separate: tuple = ()  # region names kept out of the pooled comparisons
-    threshold_search: bool = False  # [run] threshold_search: precision.engine.threshold_search on the pooled points
+    threshold_search: bool = False  # [run] threshold_search: the operator's collect_threshold_evidence
     operator: str = DEFAULT_OPERATOR  # the operator's name (precision.engine.operators); get_operator gives it
 
     @property

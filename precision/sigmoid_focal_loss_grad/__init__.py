@@ -60,7 +60,7 @@ from precision.sigmoid_focal_loss_grad.comparisons import (ALWAYS, NEVER, PRODUC
                                                            g5_threshold, threshold_name, thresholds_of)
 from precision.sigmoid_focal_loss_grad.threshold_search import (EVIDENCE_STEPS, OCTAVE_COLUMNS, OCTAVES, SEARCH_COLUMNS,
                                                                 ThresholdEvidence, evidence_arrays, search_thresholds)
-from precision.engine.threshold_search import collect as collect_threshold_evidence
+from precision.sigmoid_focal_loss_grad.threshold_tasks import collect as collect_threshold_evidence
 # 6. why a point is wrong; what a variant costs
 from precision.sigmoid_focal_loss_grad.attribution import attribute, attribute_bound, describe
 from precision.sigmoid_focal_loss_grad.opcount import count_ops

@@ -9,7 +9,7 @@ after S5 depends on tau, so at every point, bit for bit (tested),
 
 and the two evaluations that :func:`evidence_arrays` turns into a :class:`ThresholdEvidence` (always and
 never, their S5 steps kept) give the outputs, errors and classes of every threshold (the sweep engine runs
-them on its tasks: :mod:`precision.engine.threshold_search`).  The paired comparison of two thresholds is then
+them on its tasks: :mod:`precision.sigmoid_focal_loss_grad.threshold_tasks`).  The paired comparison of two thresholds is then
 :meth:`precision.analysis.paired.PairedStats.compare` over the points where their tests differ (one definition of
 better, worse and the verdict, as the sweep's).
 

@@ -259,7 +259,7 @@ def candidate_report(tmp_path_factory):
 
 
 def test_candidate_section_and_verdicts(candidate_report):
-    from precision.products.report.sections.targets import assess_targets
+    from precision.sigmoid_focal_loss_grad.report.targets import assess_targets
     for name in ("targets", "bracket", "opcount", "neighbourhood"):
         assert (candidate_report / "tables" / f"{name}.csv").is_file(), name
     assert (candidate_report / "plots" / "error_vs_cancellation.png").stat().st_size > 0
@@ -291,7 +291,7 @@ def test_candidate_section_and_verdicts(candidate_report):
 def test_targets_need_the_threshold_as_a_band_edge(candidate_report):
     """A band straddling C = 4 cannot be split into inside/outside: no targets table then."""
     from precision.products.report.load import load_run
-    from precision.products.report.sections.targets import targets_table
+    from precision.sigmoid_focal_loss_grad.report.targets import targets_table
     run = load_run(candidate_report.parent.parent / "runs" / "cand_tiny")
     assert not targets_table(run, 4.0).empty
     assert targets_table(run, 3.0).empty          # 3 lies inside the band [2, 4)
@@ -299,7 +299,7 @@ def test_targets_need_the_threshold_as_a_band_edge(candidate_report):
 
 
 def test_candidate_targets_skip_variants_without_rows(candidate_report):
-    from precision.products.report.sections.targets import assess_targets
+    from precision.sigmoid_focal_loss_grad.report.targets import assess_targets
     targets = pd.read_csv(candidate_report / "tables" / "targets.csv")
     ops = pd.read_csv(candidate_report / "tables" / "opcount.csv")
     K = {"fp32_max_ulp": 4.0, "nan_inf": 0, "fp16_share_correct": 0.999, "fp16_max_ulp": 1.0, "ops_ratio": 1.5}

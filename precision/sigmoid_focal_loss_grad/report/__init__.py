@@ -8,6 +8,7 @@ Section`` like the generic ones:
 =============  ===============================================================
 section        what it shows
 =============  ===============================================================
+``targets``    a candidate against its accuracy targets: first screen
 ``threshold``  the G5 threshold against never and against 1/64
 ``recovery``   G7 by band of raw*weight: outputs rescued and zeroed
 ``q``          q = 1 - p, ln p and the powers as x grows; where errors start
@@ -25,6 +26,9 @@ __all__ = ["SECTION_OPTIONS", "REPORT_SECTIONS"]
 
 #: The operator's report sections and their options: section -> {option: (kind, default)}.
 SECTION_OPTIONS = {
+    "targets": {"variant": ("string", "candidate"), "fp32_max_ulp": ("number", 4.0), "nan_inf": ("number", 0.0),
+                "fp16_share_correct": ("number", 0.999), "fp16_max_ulp": ("number", 1.0),
+                "ops_ratio": ("number", 1.5), "hunts": ("strings", ()), "corpus": ("strings", ())},
     "threshold": {},
     "recovery": {},
     "q": {"x": ("numbers", (1.0, 2.0, 4.0, 8.0, 10.0, 12.0, 14.0, 16.0, 16.5, 17.0, 18.0, 20.0, 24.0, 30.0,
@@ -34,4 +38,4 @@ SECTION_OPTIONS = {
 }
 
 #: The module building each of them.
-REPORT_SECTIONS = {name: f"precision.products.report.sections.{name}" for name in SECTION_OPTIONS}
+REPORT_SECTIONS = {name: f"precision.sigmoid_focal_loss_grad.report.{name}" for name in SECTION_OPTIONS}

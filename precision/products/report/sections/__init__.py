@@ -6,7 +6,7 @@ here, with an operator's own: :func:`section_options`); each section lives in
 its own module with a ``build(context) -> Section`` function
 (:class:`precision.products.report.render.ReportContext`).  The generic ones
 are here; an operator's own (its ``REPORT_SECTIONS``, e.g. SigmoidFocalLossGrad's
-``threshold``, ``recovery``, ``q`` and ``bracket``:
+``targets``, ``threshold``, ``recovery``, ``q`` and ``bracket``:
 :mod:`precision.sigmoid_focal_loss_grad.report`) live in its package.
 
 ==============  ===============================================================
@@ -14,7 +14,6 @@ section         what it shows
 ==============  ===============================================================
 ``verdicts``    the paired verdict of every comparison (guards, thresholds,
                 declared variant pairs) per machine x format: first screen
-``targets``     a candidate against its accuracy targets: first screen
 ``dominant``    what dominates the error: the largest errors per region and
                 selector, each with its cause (from the attribution when the
                 run has one)

@@ -244,9 +244,9 @@ def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str) -> tuple[str,
 
 def _known_maxima(ctx, variants) -> pd.DataFrame:
     """Per headline variant, machine and known witness source (the study's ``[report.targets]`` hunts and
-    corpus, :func:`precision.products.report.sections.targets.known_sources`): the largest finite fp32 error
+    corpus, :func:`precision.products.report.known_witnesses.known_sources`): the largest finite fp32 error
     re-evaluated with the current code.  Empty when the study names none."""
-    from precision.products.report.sections.targets import hunt_table, known_sources, rescored_maxima
+    from precision.products.report.known_witnesses import hunt_table, known_sources, rescored_maxima
     hunts_opt, corpora = ctx.option("targets", "hunts"), ctx.option("targets", "corpus")
     if not hunts_opt and not corpora:
         return pd.DataFrame()

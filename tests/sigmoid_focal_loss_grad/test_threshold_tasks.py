@@ -1,4 +1,4 @@
-"""Tests of precision.engine.threshold_search: every threshold from two evaluations, bit for bit, on a sweep.
+"""Tests of precision.sigmoid_focal_loss_grad.threshold_tasks: every threshold from two evaluations, bit for bit, on a sweep.
 
 The identity the search rests on (kernel[G5=tau] is kernel[G5=always] where the test passes and
 kernel[G5=never] elsewhere) is checked against the kernel itself on points where G5 fires, on machines with

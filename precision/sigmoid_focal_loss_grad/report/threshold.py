@@ -11,7 +11,7 @@ and no threshold can help); a separate subset never enters the pooled verdicts.
     ``count``, max finite error, mean bits, specials over the same points, then the paired counts and
     verdict against ``never`` (``*_vs_never``) and against 1/64 (``*_vs_production``).
 ``threshold_search.csv``, ``threshold_search_octaves.csv``
-    When the run has them (``[run] threshold_search``, :mod:`precision.engine.threshold_search`): the best float32
+    When the run has them (``[run] threshold_search``, :mod:`precision.sigmoid_focal_loss_grad.threshold_tasks`): the best float32
     threshold of the pooled points (each point's critical threshold found by bisection in float32 ordinal
     space, the split placed as Herbie's regime inference does), and the net gain of correcting per octave
     of the threshold.

@@ -1,0 +1,129 @@
+"""The witnesses a study knows of besides its own points, re-evaluated now: hunts and corpora.
+
+The option ``hunts`` of ``[report.targets]`` names JSON files of ``precision
+hunt ... --json`` (their witness and top points); ``corpus`` names pred files
+(like ``studies/worst_cases.txt``, one hex float a line: each fp32 pred at
+every (selector, alpha, gamma) of the run).  Paths are relative to the study
+file.  Their points are re-evaluated with the current code
+(:func:`precision.products.hunt.rescore`), never taken from the stored numbers,
+which may come from older code.  The ``summary`` and ``targets`` sections set
+the run's maxima against them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from precision.products.hunt import rescore
+from precision.products.report.tables import short_hex
+
+__all__ = ["hunt_table", "corpus_preds", "known_sources", "rescored_maxima"]
+
+
+def hunt_table(paths, base: Path) -> tuple[pd.DataFrame, list]:
+    """(one row per hunt file, the files that could not be read); paths relative to ``base``."""
+    rows, missing = [], []
+    for rel in paths:
+        path = base / rel
+        try:
+            h = json.loads(path.read_text())
+        except (OSError, ValueError):
+            missing.append(str(rel))
+            continue
+        w = h.get("witness") or {}
+        rows.append({"variant": h["variant"], "machine": h["machine"], "format": h["format"], "kind": h["kind"],
+                     "max_ulp": float(h["max_ulp"]), "max_finite_ulp": float(h["max_finite_ulp"]),
+                     **{f"witness_{k}": w.get(k) for k in ("pred", "target", "alpha", "gamma")},
+                     "seconds": float(h["seconds"]), "workers": int(h["workers"]),
+                     "points": int(h["points"]),
+                     "seed": int(h["seed"]), "outside_neighbourhood": bool(h["outside_neighbourhood"]),
+                     "gammas": " ".join(short_hex(g) for g in h["gammas"]),
+                     "alphas": " ".join(short_hex(a) for a in h["alphas"]),
+                     "targets": " ".join(str(t) for t in h["targets"]), "specials": int(h["specials"]),
+                     "file": str(rel)})
+    return pd.DataFrame(rows), missing
+
+
+def _hunt_points(path: Path) -> pd.DataFrame:
+    """A hunt file's witness and top points: pred, target, alpha, gamma (floats)."""
+    h = json.loads(path.read_text())
+    pts = [h.get("witness") or {}] + list(h.get("top") or [])
+    rows = [(float.fromhex(str(p["pred"])), int(p["target"]), float.fromhex(str(p["alpha"])),
+             float.fromhex(str(p["gamma"]))) for p in pts if p.get("pred") is not None]
+    return pd.DataFrame(rows, columns=["pred", "target", "alpha", "gamma"]).drop_duplicates()
+
+
+def corpus_preds(path: Path) -> np.ndarray:
+    """The fp32 preds of a corpus file (one hex or decimal float a line, ``#`` comments; others skipped)."""
+    out = []
+    for line in path.read_text().splitlines():
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        try:
+            v = float.fromhex(text) if "0x" in text.lower() else float(text)
+        except ValueError:
+            continue
+        if np.isfinite(v) and float(np.float32(v)) == v:
+            out.append(v)
+    return np.unique(np.array(out, dtype=np.float64))
+
+
+def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -> tuple[list, list]:
+    """The witness points a study knows of for ``variant``'s fp32 output: ([(source, kind, how, points,
+    {machine: stored max}), ...], unread files).
+
+    ``hunt FILE``: the hunt's witness and top points (:func:`hunt_table`
+    rows of ``variant``, fp32); ``corpus FILE``: each fp32 pred of the file at
+    every (selector, alpha, gamma) of the run's fp32 rows of ``variant``.
+    ``points`` has columns pred, target, alpha, gamma.
+    """
+    known, missing = [], []
+    for _, h in hunts.iterrows():
+        if h["variant"] != variant or h["format"] != "fp32":
+            continue
+        known.append((f"hunt {h['file']}", "hunted", f"hunted {int(h['points']):,} points in {h['seconds']:,.0f} s on {int(h['workers'])} "
+                      f"workers on {h['machine']}, "
+                      f"seed {int(h['seed'])}", _hunt_points(base / h["file"]),
+                      {h["machine"]: float(h["max_ulp"])}))
+    f = run.stats.frame
+    grid = f[(f["variant"] == variant) & (f["format"] == "fp32")][["target", "alpha", "gamma"]].drop_duplicates()
+    for rel in corpora:
+        try:
+            preds = corpus_preds(base / rel)
+        except OSError:
+            missing.append(str(rel))
+            continue
+        pts = pd.DataFrame({"pred": np.repeat(preds, len(grid))}).assign(
+            **{c: np.tile(grid[c].to_numpy(), preds.size) for c in ("target", "alpha", "gamma")})
+        known.append((f"corpus {rel}", "corpus", f"{preds.size:,} fp32 preds x {len(grid):,} (selector, alpha, "
+                      "gamma)", pts, {}))
+    return known, missing
+
+
+def rescored_maxima(run, variant: str, machine: str, known, outside_only: bool, finite_only: bool = False) -> list:
+    """Per known source (:func:`known_sources`): one row with the largest error of ``variant`` (of the run's
+    operator) on ``machine`` re-evaluated now (:func:`precision.products.hunt.rescore`), over the points outside
+    the root neighbourhood when ``outside_only``, over the finite errors when ``finite_only``; witness in hex."""
+    rows = []
+    for source, kind, how, pts, stored in known:
+        s = rescore(variant, pts["pred"], pts["target"], pts["alpha"], pts["gamma"], machine=machine,
+                    operator=run.operator_name) if len(pts) else pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
+        keep = s["err_ulp"].notna()
+        if outside_only:
+            keep &= ~s["inside"].astype(bool)
+        if finite_only:
+            keep &= np.isfinite(s["err_ulp"].astype(float))
+        s = s[keep]
+        top = s.loc[s["err_ulp"].astype(float).idxmax()] if len(s) else None
+        rows.append({"machine": machine, "source": source, "kind": kind, "how": how, "points": len(s),
+                     "max_ulp": float(top["err_ulp"]) if top is not None else np.nan,
+                     "stored_max_ulp": stored.get(machine, np.nan),
+                     **({f"witness_{k}": (int(top[k]) if k == "target" else float(top[k]).hex())
+                         for k in ("pred", "target", "alpha", "gamma")} if top is not None else {}),
+                     "c_factor": float(top["c_factor"]) if top is not None else np.nan})
+    return rows
