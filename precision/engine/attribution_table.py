@@ -295,7 +295,8 @@ class _Job:
 
 def _attribute_job(job: _Job) -> list:
     """The attributed rows of each batch of one job (its machines share exact values, kept only meanwhile)."""
-    get_operator(job.study.operator).ensure_loaded(job.study.plugins)  # a worker of a remote cluster has not loaded the study's plugins
+    op = get_operator(job.study.operator)
+    op.ensure_loaded(job.study.plugins)  # a worker of a remote cluster has not loaded the study's plugins
     study, tensors = job.study, _Tensors(job.study, job.preds_by_gamma)
     exact_cache: dict = {}
     parts = []
@@ -307,10 +308,10 @@ def _attribute_job(job: _Job) -> list:
         flags = tensors.g4_flags(batch["variant"], batch["machine"], profile, batch, pred, target) \
             if job.task_tiles else None
         n_mean = int(batch["count"]) if study.reduction == "mean" else 1
-        att = get_operator(study.operator).attribute_bound(bound, attributes={"alpha": float(batch["alpha"]), "gamma": float(batch["gamma"]),
-                                                 "count": n_mean, "machine": batch["machine"],
-                                                 "target": t.reshape(-1)},
-                              g4_tile=flags, exact_cache=exact_cache)
+        att = op.attribute_bound(bound, attributes={"alpha": float(batch["alpha"]), "gamma": float(batch["gamma"]),
+                                                    "count": n_mean, "machine": batch["machine"],
+                                                    "target": t.reshape(-1)},
+                                 g4_tile=flags, exact_cache=exact_cache)
         p = att.points
         computed = p["computed"].to_numpy()
         parts.append(rows.assign(

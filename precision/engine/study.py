@@ -45,7 +45,7 @@ A study file (``studies/NAME.toml``)::
     compare = [["candidate", "kernel"]]   # optional: (with, without) pairs compared point by point,
                                       # besides the guard and G5-threshold pairs found from the names
     threshold_search = true           # optional: place the best G5 threshold by bisection
-                                      # (precision.sigmoid_focal_loss_grad.threshold_tasks; needs kernel[G5=always], never)
+                                      # (the operator's threshold_tasks; needs kernel[G5=always], never)
     attribution = { variants = ["kernel"], points = 8 }   # optional: attribute kept points to recipe steps
                                       # (true: every variant, every kept row; points = "kept" or N per group)
     plugins = ["my_kernel.py"]        # optional: plugin files registering more variants (relative to

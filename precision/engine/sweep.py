@@ -281,9 +281,9 @@ def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparison
                 for alpha in study.alphas:
                     for weight in study.weights:
                         for dout in study.douts:
-                            task = Task("", study.operator, machine, profile, alpha, gamma, weight, dout, study.reduction,
-                                        study.count, study.targets, variants, study.region_edges, study.per_point,
-                                        preds, pos, neg, study.bracket_edges, pairs,
+                            task = Task("", study.operator, machine, profile, alpha, gamma, weight, dout,
+                                        study.reduction, study.count, study.targets, variants, study.region_edges,
+                                        study.per_point, preds, pos, neg, study.bracket_edges, pairs,
                                         result_cache, plugins=plugins, golden=golden)
                             tasks.append(dataclasses.replace(task, key=_task_key(task)))
     return tasks
@@ -365,7 +365,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
 
 def _threshold_search(study: Study, tasks, variants, executor, cache_folder) -> tuple:
     """``threshold_search.csv`` and ``threshold_search_octaves.csv`` (the operator's
-    ``collect_threshold_evidence`` and ``search_thresholds``) over the study's pooled regions; stored in the result cache under the tasks' inputs and the code that decides them."""
+    ``collect_threshold_evidence`` and ``search_thresholds``) over the study's pooled regions; stored in the
+    result cache under the tasks' inputs and the code that decides them."""
     pooled = tuple(name not in study.separate for name in study.regions)
     op = get_operator(study.operator)
     taus = op.thresholds_of(variants)
@@ -733,16 +734,18 @@ def _atomic_csv(path: Path, frame: pd.DataFrame) -> None:
 
 
 def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
+    op = get_operator(study.operator)
     versions = {}
     for pkg in ("precision", "numpy", "mpmath", "gmpy2", "pandas", "ml_dtypes"):
         with contextlib.suppress(md.PackageNotFoundError):
             versions[pkg] = md.version(pkg)
     data = {
         "study": study.name, "study_file": study.path, "study_sha256": study.digest, "seed": study.seed,
-        "operator": study.operator, "oracle_version": get_operator(study.operator).ORACLE_VERSION, "code_sha256": code_digest(), "python": platform.python_version(),
+        "operator": study.operator, "oracle_version": op.ORACLE_VERSION, "code_sha256": code_digest(),
+        "python": platform.python_version(),
         "versions": versions, "machines": list(study.machines), "variants": list(_variants_of(study)),
         "region_edges": list(study.region_edges), "regions": study.regions, "separate": list(study.separate),
-        "bracket_edges": list(study.bracket_edges), "brackets": get_operator(study.operator).band_labels(study.bracket_edges),
+        "bracket_edges": list(study.bracket_edges), "brackets": op.band_labels(study.bracket_edges),
         "report": None if study.report is None else {
             "sections": list(study.report.sections),
             "options": {name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts}

@@ -135,7 +135,8 @@ def shared_digest(operator: str) -> str:
     besides its variant's own."""
     op = get_operator(operator)
     package = Path(op.__file__).resolve().parent
-    return _digest_files([*(_PACKAGE / name for name in SHARED_SOURCES), *(package / name for name in op.RESULT_SOURCES)])
+    return _digest_files([*(_PACKAGE / name for name in SHARED_SOURCES),
+                          *(package / name for name in op.RESULT_SOURCES)])
 
 
 @functools.lru_cache(maxsize=None)

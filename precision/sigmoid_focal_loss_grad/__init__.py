@@ -77,8 +77,8 @@ __all__ = [
     # 1. inputs
     "ALL_GUARDS", "OperatorInputs", "resolve_machine", "validate_inputs",
     # 2. exact value
-    "ORACLE_VERSION", "RESULT_SOURCES", "exact_decimal", "round_gradient", "TermTable", "derive_gradient", "focal_term_tables",
-    "selected_term_tables", "absent_table",
+    "ORACLE_VERSION", "RESULT_SOURCES", "exact_decimal", "round_gradient", "TermTable", "derive_gradient",
+    "focal_term_tables", "selected_term_tables", "absent_table",
     # 3. conditioning
     "ROOT_NEIGHBOURHOOD_C", "band_labels", "band_ranges", "bracket_band", "cancellation_factor",
     "cancellation_windows", "neighbourhood", "roots", "selected_cancellation",

@@ -1,7 +1,12 @@
-"""The G5 threshold search over a sweep's tasks: each task's two evaluations (kernel[G5=always] and
-kernel[G5=never], their S5 steps kept) on its own tensor, on the run's executor, turned into the evidence of
-:mod:`precision.sigmoid_focal_loss_grad.threshold_search` (where the search itself, and why two evaluations
-decide every threshold, are written), pooled per machine, format and profile.
+"""The G5 threshold search over a sweep's tasks: this operator's stage of a run.
+
+Each task's two evaluations (kernel[G5=always] and kernel[G5=never], their S5
+steps kept) on its own tensor, on the run's executor, turned into the evidence
+of :mod:`precision.sigmoid_focal_loss_grad.threshold_search` (where the search
+itself, and why two evaluations decide every threshold, are written), pooled
+per machine, format and profile.  The sweep engine runs it through the
+operator's interface (``collect_threshold_evidence``) when a study asks for it
+(``[run] threshold_search = true``).
 """
 
 from __future__ import annotations
@@ -10,37 +15,37 @@ import functools
 
 import numpy as np
 
-from precision.engine.operators import get_operator
+from precision.engine.task import _Tensor
+from precision.sigmoid_focal_loss_grad.comparisons import ALWAYS, NEVER
+from precision.sigmoid_focal_loss_grad.guards import evaluate_variants
+from precision.sigmoid_focal_loss_grad.threshold_search import EVIDENCE_STEPS, ThresholdEvidence, evidence_arrays
 
 __all__ = ["task_evidence", "collect"]
 
 
 def task_evidence(task, pooled_regions=None) -> dict:
-    """The arrays of one sweep task's ``ThresholdEvidence`` (its operator's), or {} when its variants lack
-    kernel[G5=always] and kernel[G5=never].
+    """The arrays of one sweep task's :class:`ThresholdEvidence`, or {} when its variants lack kernel[G5=always]
+    and kernel[G5=never].
 
     ``pooled_regions`` holds one bool per region of the task (its ``region_edges`` cut them): only the
     elements of pooled regions are kept (default: every element).
     """
-    from precision.engine.task import _Tensor  # the task module imports the guards registry this module uses too
-
-    op = get_operator(task.operator)
-    if op.ALWAYS not in task.variants or op.NEVER not in task.variants:
+    if ALWAYS not in task.variants or NEVER not in task.variants:
         return {}
     tensor = _Tensor(task)
-    outputs, steps = op.evaluate_variants([op.ALWAYS, op.NEVER], tensor.pred2d, tensor.target2d, tensor.dout2d,
+    outputs, steps = evaluate_variants([ALWAYS, NEVER], tensor.pred2d, tensor.target2d, tensor.dout2d,
                                        tensor.weight2d, alpha=task.alpha, gamma=task.gamma,
-                                       reduction=task.reduction, machine=task.machine, keep_steps=op.EVIDENCE_STEPS,
+                                       reduction=task.reduction, machine=task.machine, keep_steps=EVIDENCE_STEPS,
                                        **({"count": tensor.count} if task.reduction == "mean" else {}))
     regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
     keep = np.ones(len(task.region_edges) + 1, dtype=bool) if pooled_regions is None else np.asarray(pooled_regions)
     pooled = np.repeat(keep[regions], len(task.targets))
-    return op.evidence_arrays(outputs, steps[op.ALWAYS], tensor.scorer, tensor.fmt, task.machine, pooled)
+    return evidence_arrays(outputs, steps[ALWAYS], tensor.scorer, tensor.fmt, task.machine, pooled)
 
 
 def collect(tasks, executor, pooled_regions=None) -> list:
-    """The operator's ``ThresholdEvidence`` per (machine, format, profile) from a study's tasks (run on the executor), over the
-    elements of the pooled regions (:func:`task_evidence`)."""
+    """:class:`ThresholdEvidence` per (machine, format, profile) from a study's tasks (run on the executor), over
+    the elements of the pooled regions (:func:`task_evidence`)."""
     parts: dict = {}
     for i, arrays in executor.map_unordered(functools.partial(task_evidence, pooled_regions=pooled_regions),
                                             list(tasks)):
@@ -51,6 +56,6 @@ def collect(tasks, executor, pooled_regions=None) -> list:
     for (machine, fmt, profile), pieces in parts.items():
         pieces.sort(key=lambda p: p[0])  # task order: the evidence does not depend on completion order
         cols = {k: np.concatenate([p[1][k] for p in pieces]) for k in pieces[0][1]}
-        out.append(get_operator(tasks[0].operator).ThresholdEvidence(machine, fmt, profile, **cols))
+        out.append(ThresholdEvidence(machine, fmt, profile, **cols))
     order = {(t.machine, t.profile.name): i for i, t in enumerate(tasks)}
     return sorted(out, key=lambda e: order[(e.machine, e.profile)])

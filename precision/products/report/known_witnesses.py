@@ -112,7 +112,8 @@ def rescored_maxima(run, variant: str, machine: str, known, outside_only: bool, 
     rows = []
     for source, kind, how, pts, stored in known:
         s = rescore(variant, pts["pred"], pts["target"], pts["alpha"], pts["gamma"], machine=machine,
-                    operator=run.operator_name) if len(pts) else pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
+                    operator=run.operator_name) if len(pts) else \
+            pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
         keep = s["err_ulp"].notna()
         if outside_only:
             keep &= ~s["inside"].astype(bool)
