@@ -14,11 +14,13 @@ to the engine.
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from types import ModuleType
+from typing import Callable
 
 from precision.errors import PrecisionError
 
-__all__ = ["OPERATORS", "DEFAULT_OPERATOR", "get_operator"]
+__all__ = ["OPERATORS", "DEFAULT_OPERATOR", "get_operator", "RunStage"]
 
 #: Operator name (as a study file and ``run.json`` spell it) -> the package that is its interface.
 OPERATORS = {"sigmoid_focal_loss_grad": "precision.sigmoid_focal_loss_grad"}
@@ -37,3 +39,30 @@ def get_operator(name: str) -> ModuleType:
     if name not in OPERATORS:
         raise PrecisionError(f"operator {name!r} is unknown; expected one of {', '.join(OPERATORS)}")
     return importlib.import_module(OPERATORS[name])
+
+
+@dataclass(frozen=True)
+class RunStage:
+    """A stage an operator adds to a run after its tasks, switched on by the study file
+    (``[run] <name> = true``; the operator's ``RUN_STAGES`` maps each name to a factory of these, given the
+    study's variants, which raises :class:`~precision.errors.PrecisionError` saying what they lack).
+
+    Attributes
+    ----------
+    name : str
+        The study file's switch.
+    evaluates : tuple of str
+        The variants whose implementations its tables depend on (their source digests key its cache entry,
+        with the tasks' inputs, ``parameters`` and the code of ``run``).
+    parameters : dict
+        Its other inputs (JSON).
+    run : callable
+        ``run(tasks, executor, pooled_regions) -> {table name: DataFrame}``: the tables it adds to the run
+        folder (``<table name>.csv``), from the run's tasks on the run's executor; ``pooled_regions`` holds one
+        bool per region of the study, False for a region it keeps separate.
+    """
+
+    name: str
+    evaluates: tuple
+    parameters: dict
+    run: Callable

@@ -44,8 +44,8 @@ A study file (``studies/NAME.toml``)::
     per_point = "all"                 # all | incorrect | over_1ulp | worst | none
     compare = [["candidate", "kernel"]]   # optional: (with, without) pairs compared point by point,
                                       # besides the guard and G5-threshold pairs found from the names
-    threshold_search = true           # optional: place the best G5 threshold by bisection
-                                      # (the operator's threshold_tasks; needs kernel[G5=always], never)
+    threshold_search = true           # optional: a run stage of the operator (its RUN_STAGES); this one places
+                                      # the best G5 threshold by bisection (needs kernel[G5=always], never)
     attribution = { variants = ["kernel"], points = 8 }   # optional: attribute kept points to recipe steps
                                       # (true: every variant, every kept row; points = "kept" or N per group)
     plugins = ["my_kernel.py"]        # optional: plugin files registering more variants (relative to
@@ -104,7 +104,7 @@ _PRED_KEYS = {
 }
 _POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count", "profiles", "regions",
                "bracket_bands", "region_names", "separate"}
-_RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plugins", "threshold_search"}
+_RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plugins"}  # and the operator's stages
 
 
 def region_labels(edges) -> list:
@@ -206,7 +206,7 @@ class Study:
     plugins: tuple = ()
     region_names: tuple = ()  # one per region; () = the labels of the edges (region_labels)
     separate: tuple = ()  # region names kept out of the pooled comparisons
-    threshold_search: bool = False  # [run] threshold_search: the operator's collect_threshold_evidence
+    stages: tuple = ()  # the operator's run stages switched on ([run] <stage> = true; its RUN_STAGES)
     operator: str = DEFAULT_OPERATOR  # the operator's name (precision.engine.operators); get_operator gives it
 
     @property
@@ -483,7 +483,7 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     bands = tuple(_parse_float_text(pts, "bracket_bands", v) for v in pts.array("bracket_bands", []))
     if any(b <= a for a, b in zip(bands, bands[1:])) or any(not (1.0 < b < math.inf) for b in bands):
         raise pts.error("bracket_bands", f"{list(bands)}; expected strictly increasing finite edges above 1")
-    run = top.table_of("run", _RUN_KEYS)
+    run = top.table_of("run", _RUN_KEYS | set(op.RUN_STAGES))
     variants = run.array("variants", ["all"])
     if not all(isinstance(v, str) for v in variants):
         raise run.error("variants", "expected an array of variant names")
@@ -497,27 +497,31 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
                          count=count, weight=any(w is not None for w in weights))
     compare = _parse_compare(run, variants)
     attribution = _parse_attribution(run, variants, per_point, op)
-    search = _parse_threshold_search(run, variants, op)
+    stages = _parse_stages(run, variants, op)
     report = _parse_report(top, data, op) if "report" in data else None
     return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
                  tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(machines)), per_point, text, path, bands,
-                 compare, report, attribution, plugin_paths, region_names, separate, search, operator)
+                 compare, report, attribution, plugin_paths, region_names, separate, stages, operator)
 
 
-def _parse_threshold_search(run: "_Reader", variants, op) -> bool:
-    """``[run] threshold_search = true``: needs kernel[G5=always], kernel[G5=never] and some finite threshold."""
-    if not run.has("threshold_search"):
-        return False
-    value = run.table["threshold_search"]
-    if not isinstance(value, bool):
-        raise run.error("threshold_search", f"{value!r}; expected true or false")
-    if value:
-        missing = [v for v in (op.ALWAYS, op.NEVER) if v not in variants]
-        if missing or not op.thresholds_of(variants):
-            raise run.error("threshold_search", f"needs {op.ALWAYS}, {op.NEVER} and some kernel[G5=2^-k] among the "
-                                                "variants" + (f"; {missing[0]} is missing" if missing else ""))
-    return value
+def _parse_stages(run: "_Reader", variants, op) -> tuple:
+    """The operator's run stages the study switches on (``[run] <stage> = true``), each checked against the
+    study's variants (its factory in the operator's ``RUN_STAGES`` says what they lack)."""
+    stages = []
+    for name, stage in op.RUN_STAGES.items():
+        if not run.has(name):
+            continue
+        value = run.table[name]
+        if not isinstance(value, bool):
+            raise run.error(name, f"{value!r}; expected true or false")
+        if value:
+            try:
+                stage(variants)
+            except PrecisionError as exc:
+                raise run.error(name, str(exc)) from None
+            stages.append(name)
+    return tuple(stages)
 
 
 def _parse_region_names(pts: "_Reader", edges) -> tuple:

@@ -108,7 +108,7 @@ from precision.engine.study import Study, region_labels
 from precision.engine.points import study_preds_by_gamma
 from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, share_terms,
-                                   task_digest, threshold_search_digest, variant_digest)
+                                   source_digest, task_digest, variant_digest)
 from precision.io.frames import write_csv
 
 __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
@@ -331,8 +331,9 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                 results_reused += int(res["reused"])
                 results_computed += int(res["computed_pieces"])
                 bar.update(1)
-        searched = _threshold_search(study, tasks, variants, executor, cache_folder) \
-            if study.threshold_search else None
+        op = get_operator(study.operator)
+        staged = [_run_stage(study, op.RUN_STAGES[name](variants), tasks, executor, cache_folder)
+                  for name in study.stages]
         if study.attribution is None:  # the workers' last job is done: what their allocators hold (up to a GB
             executor.close()           # each) is returned before this process assembles the tables
         # the tables are written into a staging folder and moved into place only when all are written,
@@ -342,9 +343,9 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
             unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
             if study.attribution is not None:  # reads staging/points.parquet
                 write_attribution(staging, study, preds_by_gamma=preds_by_gamma, executor=executor)
-            if searched is not None:
-                for name, frame in zip(("threshold_search.csv", "threshold_search_octaves.csv"), searched):
-                    write_csv(frame, staging / name)
+            for tables in staged:
+                for name, frame in tables.items():
+                    write_csv(frame, staging / f"{name}.csv")
             result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
                                len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
                                unsupported, results_reused, results_computed)
@@ -363,31 +364,23 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     return result
 
 
-def _threshold_search(study: Study, tasks, variants, executor, cache_folder) -> tuple:
-    """``threshold_search.csv`` and ``threshold_search_octaves.csv`` (the operator's
-    ``collect_threshold_evidence`` and ``search_thresholds``) over the study's pooled regions; stored in the
-    result cache under the tasks' inputs and the code that decides them."""
+def _run_stage(study: Study, stage, tasks, executor, cache_folder) -> dict:
+    """The tables of one of the operator's run stages (:class:`~precision.engine.operators.RunStage`) over the
+    study's pooled regions, by table name; stored in the result cache under the tasks' inputs, the stage's
+    parameters, the variants it evaluates and the code that runs it."""
     pooled = tuple(name not in study.separate for name in study.regions)
-    op = get_operator(study.operator)
-    taus = op.thresholds_of(variants)
     key = hashlib.sha256(json.dumps(dict(
-        kind="threshold_search", tasks=[[task_digest(t), t.machine] for t in tasks], pooled=pooled,
-        taus=[float(t).hex() for t in taus], code=threshold_search_digest(study.operator),
-        variants=[variant_digest(v, study.operator) for v in (op.ALWAYS, op.NEVER)]),
-        sort_keys=True).encode()).hexdigest()
+        kind=stage.name, tasks=[[task_digest(t), t.machine] for t in tasks], pooled=pooled,
+        parameters=stage.parameters, code=source_digest(stage.run),
+        variants=[variant_digest(v, study.operator) for v in stage.evaluates]), sort_keys=True).encode()).hexdigest()
     cache = ResultCache(cache_folder, create=False)
     stored = cache.get(key)
     if stored is not None:
-        return tuple(frame_from_arrays(stored, name) for name in ("search", "octaves"))
-    rows, octaves = [], []
-    for evidence in op.collect_threshold_evidence(tasks, executor, pooled):
-        row, per_octave = op.search_thresholds(evidence, taus)
-        rows.append(row)
-        octaves += per_octave
-    frames = (pd.DataFrame(rows, columns=list(op.SEARCH_COLUMNS)),
-              pd.DataFrame(octaves, columns=list(op.OCTAVE_COLUMNS)))
-    cache.put(key, {**frame_to_arrays(frames[0], "search"), **frame_to_arrays(frames[1], "octaves")})
-    return frames
+        names = sorted(k[:-len(".values")] for k in stored if k.endswith(".values"))
+        return {name: frame_from_arrays(stored, name) for name in names}
+    tables = stage.run(tasks, executor, pooled)
+    cache.put(key, {k: v for name, frame in tables.items() for k, v in frame_to_arrays(frame, name).items()})
+    return tables
 
 
 # ---------------------------------------------------------------------------

@@ -56,7 +56,7 @@ from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile
 
 __all__ = ["Task", "TaskResult", "run_task", "share_terms", "task_terms", "exact_input", "PRED_BIN_EDGES",
-           "variant_digest", "shared_digest", "task_digest", "module_closure"]
+           "variant_digest", "shared_digest", "task_digest", "source_digest", "module_closure"]
 
 #: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
 PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
@@ -152,13 +152,15 @@ def variant_digest(name: str, operator: str) -> str:
     return _digest_files(module_closure(Path(source)))
 
 
+def source_digest(function) -> str:
+    """SHA-256 of the file defining ``function`` and every module of the package it imports (e.g. the code of
+    an operator's run stage)."""
+    return _closure_digest(Path(inspect.getsourcefile(function)).resolve())
+
+
 @functools.lru_cache(maxsize=None)
-def threshold_search_digest(operator: str) -> str:
-    """SHA-256 of the operator's threshold search (the modules defining its ``collect_threshold_evidence`` and
-    ``search_thresholds``) and every module of the package they import."""
-    op = get_operator(operator)
-    files = (Path(inspect.getsourcefile(f)) for f in (op.collect_threshold_evidence, op.search_thresholds))
-    return _digest_files(frozenset().union(*(module_closure(f) for f in files)))
+def _closure_digest(path: Path) -> str:
+    return _digest_files(module_closure(path))
 
 
 def clear_digests() -> None:
@@ -167,7 +169,7 @@ def clear_digests() -> None:
     module_closure.cache_clear()
     shared_digest.cache_clear()
     variant_digest.cache_clear()
-    threshold_search_digest.cache_clear()
+    _closure_digest.cache_clear()
 
 
 # ---------------------------------------------------------------------------

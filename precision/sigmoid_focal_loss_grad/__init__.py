@@ -60,7 +60,7 @@ from precision.sigmoid_focal_loss_grad.comparisons import (ALWAYS, NEVER, PRODUC
                                                            g5_threshold, threshold_name, thresholds_of)
 from precision.sigmoid_focal_loss_grad.threshold_search import (EVIDENCE_STEPS, OCTAVE_COLUMNS, OCTAVES, SEARCH_COLUMNS,
                                                                 ThresholdEvidence, evidence_arrays, search_thresholds)
-from precision.sigmoid_focal_loss_grad.threshold_tasks import collect as collect_threshold_evidence
+from precision.sigmoid_focal_loss_grad.threshold_tasks import RUN_STAGES
 # 6. why a point is wrong; what a variant costs
 from precision.sigmoid_focal_loss_grad.attribution import attribute, attribute_bound, describe
 from precision.sigmoid_focal_loss_grad.opcount import count_ops
@@ -89,7 +89,7 @@ __all__ = [
     # 5. comparisons
     "ALWAYS", "NEVER", "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "thresholds_of",
     "EVIDENCE_STEPS", "OCTAVE_COLUMNS", "OCTAVES", "SEARCH_COLUMNS", "ThresholdEvidence", "evidence_arrays",
-    "search_thresholds", "collect_threshold_evidence",
+    "search_thresholds", "RUN_STAGES",
     # 6. attribution, cost
     "attribute", "attribute_bound", "describe", "count_ops",
     # 7. regions and studies

@@ -5,8 +5,8 @@ steps kept) on its own tensor, on the run's executor, turned into the evidence
 of :mod:`precision.sigmoid_focal_loss_grad.threshold_search` (where the search
 itself, and why two evaluations decide every threshold, are written), pooled
 per machine, format and profile.  The sweep engine runs it through the
-operator's interface (``collect_threshold_evidence``) when a study asks for it
-(``[run] threshold_search = true``).
+operator's interface (:data:`RUN_STAGES`: :func:`threshold_search_stage`)
+when a study asks for it (``[run] threshold_search = true``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,17 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import pandas as pd
 
+from precision.engine.operators import RunStage
 from precision.engine.task import _Tensor
-from precision.sigmoid_focal_loss_grad.comparisons import ALWAYS, NEVER
+from precision.errors import PrecisionError
+from precision.sigmoid_focal_loss_grad.comparisons import ALWAYS, NEVER, thresholds_of
 from precision.sigmoid_focal_loss_grad.guards import evaluate_variants
-from precision.sigmoid_focal_loss_grad.threshold_search import EVIDENCE_STEPS, ThresholdEvidence, evidence_arrays
+from precision.sigmoid_focal_loss_grad.threshold_search import (EVIDENCE_STEPS, OCTAVE_COLUMNS, SEARCH_COLUMNS,
+                                                                ThresholdEvidence, evidence_arrays, search_thresholds)
 
-__all__ = ["task_evidence", "collect"]
+__all__ = ["task_evidence", "collect", "threshold_search_stage", "RUN_STAGES"]
 
 
 def task_evidence(task, pooled_regions=None) -> dict:
@@ -59,3 +63,33 @@ def collect(tasks, executor, pooled_regions=None) -> list:
         out.append(ThresholdEvidence(machine, fmt, profile, **cols))
     order = {(t.machine, t.profile.name): i for i, t in enumerate(tasks)}
     return sorted(out, key=lambda e: order[(e.machine, e.profile)])
+
+
+def threshold_search_stage(variants) -> RunStage:
+    """The threshold search as a stage of a run of ``variants``: the tables ``threshold_search`` (the best float32
+    threshold per machine, format and profile) and ``threshold_search_octaves`` (the net gain per octave).
+
+    Raises
+    ------
+    precision.errors.PrecisionError
+        The variants lack kernel[G5=always], kernel[G5=never] or every finite threshold kernel[G5=2^-k].
+    """
+    taus = thresholds_of(variants)
+    missing = [v for v in (ALWAYS, NEVER) if v not in variants]
+    if missing or not taus:
+        raise PrecisionError(f"needs {ALWAYS}, {NEVER} and some kernel[G5=2^-k] among the variants"
+                             + (f"; {missing[0]} is missing" if missing else ""))
+
+    def run(tasks, executor, pooled_regions) -> dict:
+        rows, octaves = [], []
+        for evidence in collect(tasks, executor, pooled_regions):
+            row, per_octave = search_thresholds(evidence, taus)
+            rows.append(row)
+            octaves += per_octave
+        return {"threshold_search": pd.DataFrame(rows, columns=list(SEARCH_COLUMNS)),
+                "threshold_search_octaves": pd.DataFrame(octaves, columns=list(OCTAVE_COLUMNS))}
+    return RunStage("threshold_search", (ALWAYS, NEVER), {"taus": [float(t).hex() for t in taus]}, run)
+
+
+#: The stages this operator adds to a run, by the study file's switch (``[run] threshold_search = true``).
+RUN_STAGES = {"threshold_search": threshold_search_stage}

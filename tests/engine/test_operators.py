@@ -96,3 +96,12 @@ def test_a_sibling_operator_runs_through_the_same_engine(tmp_path, mirror):
     assert json.loads((tmp_path / "sfl" / "run.json").read_text())["operator"] == DEFAULT_OPERATOR
     for name in sorted(p.name for p in (tmp_path / "sfl").glob("*.csv")):
         assert (tmp_path / "mirror" / name).read_bytes() == (tmp_path / "sfl" / name).read_bytes(), name
+
+
+def test_a_run_stage_is_a_study_key_only_for_an_operator_that_has_it(tmp_path, monkeypatch, mirror):
+    """``[run] threshold_search`` is SigmoidFocalLossGrad's stage: a sibling without stages does not know the key."""
+    monkeypatch.setattr(mirror, "RUN_STAGES", {})
+    text = study_with(**{'seed = 3': 'seed = 3\noperator = "mirror"', '[run]': '[run]\nthreshold_search = true'})
+    with pytest.raises(StudyFileError, match=r"run.threshold_search: unknown key"):
+        parse_study(text)
+    assert parse_study(study_with(**{'[run]': '[run]\nthreshold_search = false'})).stages == ()

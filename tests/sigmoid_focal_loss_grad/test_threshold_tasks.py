@@ -9,6 +9,8 @@ tests/sigmoid_focal_loss_grad/test_g5_threshold_search.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -103,3 +105,35 @@ def test_the_search_counts_equal_the_sweeps_comparisons(searched):
         pooled_all = c[(c["region"] == "all") & (c["machine"] == row["machine"])
                        & (c["comparison"] == f"kernel[G5=2^-6] vs {NEVER}")]
         assert int(pooled_all["count"].iloc[0]) == row["points"]  # region "all" pools every region but the q-hole
+
+
+def test_the_stage_is_cached_and_reruns_when_its_code_changes(tmp_path, monkeypatch):
+    """The operator's run stage (RUN_STAGES["threshold_search"]): a run into a new folder takes its tables from
+    the result cache, byte for byte; an edit to the stage's module reruns it."""
+    from precision.engine import task
+    from precision.sigmoid_focal_loss_grad import threshold_tasks
+
+    calls = []
+    collect = threshold_tasks.collect
+    monkeypatch.setattr(threshold_tasks, "collect", lambda *a, **k: calls.append(1) or collect(*a, **k))
+    (tmp_path / "ts.toml").write_text(STUDY.replace("per_window = 1500", "per_window = 300"))
+    study = load_study(tmp_path / "ts.toml")
+    assert study.stages == ("threshold_search",)
+    names = ("threshold_search.csv", "threshold_search_octaves.csv")
+    run_study(study, tmp_path / "a", cache_dir=tmp_path / "cache", workers=1)
+    run_study(study, tmp_path / "b", cache_dir=tmp_path / "cache", workers=1)
+    assert len(calls) == 1
+    for name in names:
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes()
+    original, stage_file = task._source_bytes, Path(threshold_tasks.__file__).resolve()
+    monkeypatch.setattr(task, "_source_bytes",
+                        lambda p: original(p) + (b"\n# edited\n" if Path(p).resolve() == stage_file else b""))
+    task.clear_digests()
+    try:
+        run_study(study, tmp_path / "c", cache_dir=tmp_path / "cache", workers=1)
+    finally:
+        monkeypatch.setattr(task, "_source_bytes", original)
+        task.clear_digests()
+    assert len(calls) == 2
+    for name in names:
+        assert (tmp_path / "c" / name).read_bytes() == (tmp_path / "a" / name).read_bytes()
