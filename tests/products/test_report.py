@@ -507,6 +507,18 @@ def test_summary_headline_takes_the_known_witnesses(witness_report):
         figure = max(top["max_ulp"], run_max)
         assert text.endswith(f" {fmt_num(figure)} ulp.") and (("above the run's maximum" in text) == (top["max_ulp"] > run_max))
     assert check_findings(witness_report) > 0
+def test_summary_knows_no_witnesses_for_an_operator_without_a_targets_section():
+    """The hunts and corpora are named in the operator's [report.targets]; an operator without that section has
+    none (the generic summary does not ask for its options)."""
+    from types import SimpleNamespace
+
+    from precision.products.report.sections.summary import _known_maxima
+    operator = SimpleNamespace(SECTION_OPTIONS={"threshold": {}})
+    ctx = SimpleNamespace(run=SimpleNamespace(operator=operator),
+                          option=lambda section, key: pytest.fail(f"asked for [report.{section}] {key}"))
+    assert _known_maxima(ctx, ["kernel"]).empty
+
+
 ANSWER_FIELDS = {"question", "subject", "comparison", "machine", "format", "region", "verdict", "exercised",
                  "sentence", "magnitude", "mechanism", "numbers"}
 MAGNITUDE_FIELDS = {"changed", "better", "worse", "median_gain_bits", "max_gain_bits", "max_loss_bits",

@@ -245,8 +245,11 @@ def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str) -> tuple[str,
 def _known_maxima(ctx, variants) -> pd.DataFrame:
     """Per headline variant, machine and known witness source (the study's ``[report.targets]`` hunts and
     corpus, :func:`precision.products.report.known_witnesses.known_sources`): the largest finite fp32 error
-    re-evaluated with the current code.  Empty when the study names none."""
+    re-evaluated with the current code.  Empty when the study names none, or when its operator has no
+    ``targets`` section to name them in."""
     from precision.products.report.known_witnesses import hunt_table, known_sources, rescored_maxima
+    if "targets" not in ctx.run.operator.SECTION_OPTIONS:
+        return pd.DataFrame()
     hunts_opt, corpora = ctx.option("targets", "hunts"), ctx.option("targets", "corpus")
     if not hunts_opt and not corpora:
         return pd.DataFrame()
