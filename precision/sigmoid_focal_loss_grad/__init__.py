@@ -37,29 +37,26 @@ a run folder gives.
 from __future__ import annotations
 
 # 1. inputs, attributes and their contract
-from precision.sigmoid_focal_loss_grad.implementations.common import (ALL_GUARDS, OperatorInputs, resolve_machine,
-                                                                      validate_inputs)
+from precision.sigmoid_focal_loss_grad.implementations.common import ALL_GUARDS, validate_inputs
 # 2. the exact value and its certified rounding; its reuse across a sweep
 from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION, exact_decimal, round_gradient
 from precision.sigmoid_focal_loss_grad.terms import (TermTable, absent_table, derive_gradient, focal_term_tables,
                                                      selected_term_tables)
 # 3. where the exact value is ill-conditioned
 from precision.sigmoid_focal_loss_grad.bracket import (ROOT_NEIGHBOURHOOD_C, band_labels, band_ranges, bracket_band,
-                                                       cancellation_factor, cancellation_windows, neighbourhood, roots,
-                                                       selected_cancellation)
+                                                       cancellation_windows, neighbourhood, roots, selected_cancellation)
 # 4. the recipes with their guards, the variant registry and plugin files
 from precision.sigmoid_focal_loss_grad.guards import (GUARD_NAMES, GUARD_PURPOSE, bind_recipe, evaluate,
                                                       evaluate_variants, get_variant, list_variants, recipe_call,
                                                       variant_names)
 from precision.sigmoid_focal_loss_grad.implementations.kernel import (FIRED_COLUMNS, FIRED_MEANING, FIRED_STEPS,
-                                                                      g5_big, g5_cancels, guard_fired)
+                                                                      guard_fired)
 from precision.sigmoid_focal_loss_grad.plugins import (check_study_variants, ensure_loaded, load_plugins,
                                                        plugin_digest, variant_source)
 # 5. which variants are compared with which
-from precision.sigmoid_focal_loss_grad.comparisons import (ALWAYS, NEVER, PRODUCTION_THRESHOLD, find_comparisons,
-                                                           g5_threshold, threshold_name, thresholds_of)
-from precision.sigmoid_focal_loss_grad.threshold_search import (EVIDENCE_STEPS, OCTAVE_COLUMNS, OCTAVES, SEARCH_COLUMNS,
-                                                                ThresholdEvidence, evidence_arrays, search_thresholds)
+from precision.sigmoid_focal_loss_grad.comparisons import (PRODUCTION_THRESHOLD, find_comparisons, g5_threshold,
+                                                           threshold_name)
+# 5b. the stages it adds to a run (the G5 threshold search)
 from precision.sigmoid_focal_loss_grad.threshold_tasks import RUN_STAGES
 # 6. why a point is wrong; what a variant costs
 from precision.sigmoid_focal_loss_grad.attribution import attribute, attribute_bound, describe
@@ -75,21 +72,19 @@ RESULT_SOURCES = ("terms.py", "oracle.py", "bracket.py", "guards.py")
 
 __all__ = [
     # 1. inputs
-    "ALL_GUARDS", "OperatorInputs", "resolve_machine", "validate_inputs",
+    "ALL_GUARDS", "validate_inputs",
     # 2. exact value
     "ORACLE_VERSION", "RESULT_SOURCES", "exact_decimal", "round_gradient", "TermTable", "derive_gradient",
     "focal_term_tables", "selected_term_tables", "absent_table",
     # 3. conditioning
-    "ROOT_NEIGHBOURHOOD_C", "band_labels", "band_ranges", "bracket_band", "cancellation_factor",
-    "cancellation_windows", "neighbourhood", "roots", "selected_cancellation",
+    "ROOT_NEIGHBOURHOOD_C", "band_labels", "band_ranges", "bracket_band", "cancellation_windows", "neighbourhood",
+    "roots", "selected_cancellation",
     # 4. recipes, guards, registry, plugins
     "GUARD_NAMES", "GUARD_PURPOSE", "bind_recipe", "evaluate", "evaluate_variants", "get_variant", "list_variants",
-    "recipe_call", "variant_names", "FIRED_COLUMNS", "FIRED_MEANING", "FIRED_STEPS", "g5_big", "g5_cancels",
-    "guard_fired", "check_study_variants", "ensure_loaded", "load_plugins", "plugin_digest", "variant_source",
-    # 5. comparisons
-    "ALWAYS", "NEVER", "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "thresholds_of",
-    "EVIDENCE_STEPS", "OCTAVE_COLUMNS", "OCTAVES", "SEARCH_COLUMNS", "ThresholdEvidence", "evidence_arrays",
-    "search_thresholds", "RUN_STAGES",
+    "recipe_call", "variant_names", "FIRED_COLUMNS", "FIRED_MEANING", "FIRED_STEPS", "guard_fired",
+    "check_study_variants", "ensure_loaded", "load_plugins", "plugin_digest", "variant_source",
+    # 5. comparisons; run stages
+    "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "RUN_STAGES",
     # 6. attribution, cost
     "attribute", "attribute_bound", "describe", "count_ops",
     # 7. regions and studies

@@ -19,7 +19,7 @@ from precision.sigmoid_focal_loss_grad.guards import evaluate_variants
 from precision.engine.study import load_study
 from precision.engine.points import study_pred_values
 from precision.engine.sweep import run_study
-from precision.sigmoid_focal_loss_grad import ALWAYS, NEVER
+from precision.sigmoid_focal_loss_grad.comparisons import ALWAYS, NEVER
 
 STUDY = """
 name = "ts"
