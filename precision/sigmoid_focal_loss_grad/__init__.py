@@ -1,10 +1,10 @@
 """SigmoidFocalLossGrad: everything specific to the operator (spec: shared/spec/sigmoid_focal_loss_grad.md).
 
-This module is the operator's interface: the sweep engine, the products and
-the command line import the operator only from here (import-linter's
-``forbidden`` contract in pyproject.toml), never from its modules.  What it
-provides, module by module (the checklist for a second operator is
-docs/operators.md):
+This module is the operator's interface: what the layers below it use (the
+sweep engine and the products, through this module as an object) and what
+the command line imports (only from here: import-linter's ``forbidden``
+contract in pyproject.toml).  What it provides, module by module (the
+checklist for a second operator is docs/operators.md):
 
 - inputs, attributes and their contract: :mod:`.implementations.common`
   (``validate_inputs``, the selectors, the reductions);
@@ -18,13 +18,14 @@ docs/operators.md):
   (``evaluate``, ``register_variant``) and the plugin files that add to it
   (:mod:`.plugins`);
 - which variants are compared with which, and the G5 thresholds:
-  :mod:`.comparisons`; where G5's threshold belongs, from two evaluations:
-  :mod:`.threshold_search`;
+  :mod:`.comparisons`; the stage it adds to a run (``RUN_STAGES``), where
+  G5's threshold belongs, from two evaluations of each task:
+  :mod:`.threshold_tasks` on :mod:`.threshold_search`;
 - step-level attribution of an error: :mod:`.attribution` on the exact step
   values of :mod:`.step_values`; op counts:
   :mod:`.opcount`;
 - its domain in a study: the default pred regions and the ``windows`` pred
-  set (:mod:`.regions`).
+  set (:mod:`.regions`); its report sections (:mod:`.report`).
 
 The operator sits above the products in the layers: it may import
 :mod:`precision.products`, :mod:`precision.engine` and every layer below
