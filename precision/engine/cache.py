@@ -1,7 +1,8 @@
 """The persistent cache of focal terms A(x, gamma), keyed by exact input bits.
 
 Layout: one shard per (oracle version, gamma), a ``.npz`` file (no pickle)
-named ``terms-v{ORACLE_VERSION}-g{gamma float32 bits:08x}.npz`` (the operator's oracle version) holding
+named ``terms-{operator}-v{ORACLE_VERSION}-g{gamma float32 bits:08x}.npz`` (the operator's name and oracle
+version: two operators never share a shard) holding
 
 ``x_bits`` (int64, sorted)
     The float64 bit patterns of the x values present.
@@ -177,7 +178,7 @@ class TermCache:
 
     def _shard(self, gamma: float) -> Path:
         bits = int(np.float32(gamma).view(np.uint32))
-        return self.folder / f"terms-v{get_operator(self.operator).ORACLE_VERSION}-g{bits:08x}.npz"
+        return self.folder / f"terms-{self.operator}-v{get_operator(self.operator).ORACLE_VERSION}-g{bits:08x}.npz"
 
     @contextlib.contextmanager
     def _locked(self, gamma: float):
@@ -228,7 +229,7 @@ class TermCache:
         """Folder, shard count, entry count and bytes on disk."""
         if not self.enabled:
             return {"folder": None, "shards": 0, "entries": 0, "bytes": 0}
-        shards = sorted(self.folder.glob("terms-v*.npz"))
+        shards = sorted(self.folder.glob("terms-*.npz"))
         entries = 0
         for path in shards:
             with contextlib.suppress(*_UNREADABLE), np.load(path, allow_pickle=False) as data:
@@ -241,7 +242,7 @@ class TermCache:
         if not self.enabled:
             return 0
         n = 0
-        for path in list(self.folder.glob("terms-v*.npz")) + list(self.folder.glob("terms-v*.lock")):
+        for path in list(self.folder.glob("terms-*.npz")) + list(self.folder.glob("terms-*.lock")):
             n += path.suffix == ".npz"
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

@@ -105,3 +105,18 @@ def test_a_run_stage_is_a_study_key_only_for_an_operator_that_has_it(tmp_path, m
     with pytest.raises(StudyFileError, match=r"run.threshold_search: unknown key"):
         parse_study(text)
     assert parse_study(study_with(**{'[run]': '[run]\nthreshold_search = false'})).stages == ()
+
+
+def test_two_operators_never_share_a_term_shard(tmp_path, mirror):
+    """The term cache names a shard by the operator and its oracle version: the mirror (SigmoidFocalLossGrad's
+    ORACLE_VERSION) finds none of SigmoidFocalLossGrad's terms, and `cache info` and `cache clear` see both."""
+    import numpy as np
+
+    from precision.engine.cache import TermCache
+    x = np.array([-1.5, 0.25, 3.0])
+    TermCache(tmp_path).store(2.0, x, sfl.focal_term_tables(x, [2.0])[2.0])
+    assert TermCache(tmp_path).lookup(2.0, x)[0].all()
+    assert not TermCache(tmp_path, operator="mirror").lookup(2.0, x)[0].any()
+    TermCache(tmp_path, operator="mirror").store(2.0, x, sfl.focal_term_tables(x, [2.0])[2.0])
+    assert TermCache(tmp_path, create=False).info()["shards"] == 2
+    assert TermCache(tmp_path, create=False).clear() == 2
