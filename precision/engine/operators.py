@@ -20,7 +20,7 @@ from typing import Callable
 
 from precision.errors import PrecisionError
 
-__all__ = ["OPERATORS", "DEFAULT_OPERATOR", "get_operator", "RunStage"]
+__all__ = ["OPERATORS", "DEFAULT_OPERATOR", "get_operator", "term_chunk", "RunStage"]
 
 #: Operator name (as a study file and ``run.json`` spell it) -> the package that is its interface.
 OPERATORS = {"sigmoid_focal_loss_grad": "precision.sigmoid_focal_loss_grad"}
@@ -39,6 +39,13 @@ def get_operator(name: str) -> ModuleType:
     if name not in OPERATORS:
         raise PrecisionError(f"operator {name!r} is unknown; expected one of {', '.join(OPERATORS)}")
     return importlib.import_module(OPERATORS[name])
+
+
+def term_chunk(chunk) -> dict:
+    """{gamma: TermTable} of one chunk ``(x, gammas, operator name)`` of an operator's focal terms: a job of the
+    sweep's and the hunt's oracle stage on a worker (the operator travels by name)."""
+    x, gammas, operator = chunk
+    return get_operator(operator).focal_term_tables(x, gammas)
 
 
 @dataclass(frozen=True)

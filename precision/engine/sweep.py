@@ -95,7 +95,7 @@ from tqdm import tqdm
 from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.engine.executor import InlineExecutor, make_executor
-from precision.engine.operators import get_operator
+from precision.engine.operators import get_operator, term_chunk
 from precision.io.files import atomic_open
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.attribution_table import write_attribution
@@ -216,7 +216,7 @@ def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executo
         unstored: dict = {}  # gamma -> [(x, TermTable)] computed since the last store
         stored_at = time.perf_counter()
         with _progress(len(chunks), "oracle") as bar:
-            for i, tables in executor.map_unordered(_term_chunk, [(*c, study.operator) for c in chunks]):
+            for i, tables in executor.map_unordered(term_chunk, [(*c, study.operator) for c in chunks]):
                 x = chunks[i][0]
                 for g, table in tables.items():
                     unstored.setdefault(g, []).append((x, table))
@@ -246,11 +246,6 @@ def _store_terms(cache: TermCache, unstored: dict) -> None:
         cache.store(g, np.concatenate([x for x, _ in pieces]),
                     get_operator(cache.operator).TermTable.concatenate(t for _, t in pieces))
     unstored.clear()
-
-
-def _term_chunk(chunk):
-    x, gammas, operator = chunk
-    return get_operator(operator).focal_term_tables(x, gammas)
 
 
 def _variants_of(study: Study) -> tuple:
@@ -297,7 +292,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     chunk_dir = out / "chunks"
     preds_by_gamma = study_preds_by_gamma(study)
     variants = _variants_of(study)
-    comparisons = get_operator(study.operator).find_comparisons(variants, study.compare)
+    op = get_operator(study.operator)
+    comparisons = op.find_comparisons(variants, study.compare)
     executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
     terms_folder = None
     try:
@@ -331,7 +327,6 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                 results_reused += int(res["reused"])
                 results_computed += int(res["computed_pieces"])
                 bar.update(1)
-        op = get_operator(study.operator)
         staged = [_run_stage(study, op.RUN_STAGES[name](variants), tasks, executor, cache_folder)
                   for name in study.stages]
         if study.attribution is None:  # the workers' last job is done: what their allocators hold (up to a GB

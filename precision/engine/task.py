@@ -149,7 +149,7 @@ def variant_digest(name: str, operator: str) -> str:
     """
     row = get_operator(operator).get_variant(name)
     source = getattr(row, "source", None) or inspect.getsourcefile(row.function)
-    return _digest_files(module_closure(Path(source)))
+    return _closure_digest(Path(source).resolve())
 
 
 def source_digest(function) -> str:

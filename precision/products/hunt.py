@@ -114,7 +114,7 @@ import pandas as pd
 
 from precision.errors import ParameterError, PrecisionError
 from precision.engine.executor import make_executor
-from precision.engine.operators import DEFAULT_OPERATOR, get_operator
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator, term_chunk
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 from precision.machine import get_machine
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
@@ -423,11 +423,6 @@ def _run_stream(job: _StreamJob) -> dict:
 # fp16: exhaust
 # ---------------------------------------------------------------------------
 
-def _term_chunk(job):
-    x, gammas, operator = job
-    return get_operator(operator).focal_term_tables(x, gammas)
-
-
 def _exhaust(space: _Space, executor, top: int) -> tuple:
     """Every finite pred of the format for every combination.
 
@@ -443,7 +438,7 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     chunk = -(-xs.size // (4 * max(1, executor.workers)))
     jobs = [(xs[i:i + chunk], tuple(gammas), space.operator) for i in range(0, xs.size, chunk)]
     pieces = {}
-    for i, tables in executor.map_unordered(_term_chunk, jobs):
+    for i, tables in executor.map_unordered(term_chunk, jobs):
         pieces[i] = tables
     order = [pieces[i] for i in range(len(jobs))]
     keys = np.concatenate([j[0] for j in jobs]).view(np.int64)
