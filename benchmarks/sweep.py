@@ -72,8 +72,8 @@ def naive_scorer(study, preds, variants):
     """(oracle seconds, variant seconds) of the naive way."""
     t0 = time.perf_counter()
     exact = {}
-    for g in study.gammas:
-        for a in study.alphas:
+    for g in study.values("gamma"):
+        for a in study.values("alpha"):
             for t in study.targets:
                 exact[(g, a, t)] = np.array([naive_exact(x, t, a, g) for x in preds.tolist()])
     oracle_seconds = time.perf_counter() - t0
@@ -84,8 +84,8 @@ def naive_scorer(study, preds, variants):
             dtype = np.float16 if prof.pred == "fp16" else np.float32
             pred2d = np.repeat(preds.astype(dtype)[:, None], T, axis=1)
             tgt = np.broadcast_to(np.int32(study.targets), pred2d.shape).copy()
-            for g in study.gammas:
-                for a in study.alphas:
+            for g in study.values("gamma"):
+                for a in study.values("alpha"):
                     ex = np.stack([exact[(g, a, t)] for t in study.targets], axis=1)
                     with np.errstate(all="ignore"):
                         spacing = np.abs(np.spacing(ex.astype(dtype))).astype(np.float64)
@@ -105,9 +105,9 @@ def _derivation_seconds(study, preds, terms) -> float:
     the focal terms), one process: the oracle's share of the tasks."""
     t0 = time.perf_counter()
     n = np.ones(preds.size)
-    for g in study.gammas:
+    for g in study.values("gamma"):
         pos, neg = terms[g]
-        for a in study.alphas:
+        for a in study.values("alpha"):
             for t in study.targets:
                 for prof in study.profiles:
                     derive_gradient(preds, (t * n).astype(np.int64), a * n, g * n, n, n,
@@ -117,13 +117,13 @@ def _derivation_seconds(study, preds, terms) -> float:
 
 def _shared_evaluation_seconds(study, preds, terms, variants) -> float:
     """Seconds of the pipeline's variant evaluation alone (every task's variants together, no scoring)."""
-    tasks = sweep._build_tasks(study, {g: preds for g in study.gammas}, terms, variants, [], None)
+    tasks = sweep._build_tasks(study, {g: preds for g in study.values("gamma")}, terms, variants, [], None)
     seconds = 0.0
     for task in tasks:
         tensor = _Tensor(task)
         t0 = time.perf_counter()
         evaluate_variants(list(task.variants), tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
-                          alpha=task.alpha, gamma=task.gamma, reduction=task.reduction, machine=task.machine,
+                          **task.attribute_values, reduction=task.reduction, machine=task.machine,
                           keep_steps=FIRED_STEPS)  # as run_task keeps them
         seconds += time.perf_counter() - t0
     return seconds
@@ -150,15 +150,15 @@ def main() -> None:
     from precision.engine.study import parse_study
     study = parse_study(text, "slice")
     variants = sweep._variants_of(study)
-    points = preds.size * len(study.targets) * len(study.alphas) * len(study.gammas)
-    print(f"slice: {preds.size} preds x {len(study.targets)} selectors x {len(study.alphas)} alphas x "
-          f"{len(study.gammas)} gammas = {points:,} distinct points; {len(variants)} variants x "
+    points = preds.size * len(study.targets) * len(study.values("alpha")) * len(study.values("gamma"))
+    print(f"slice: {preds.size} preds x {len(study.targets)} selectors x {len(study.values('alpha'))} alphas x "
+          f"{len(study.values('gamma'))} gammas = {points:,} distinct points; {len(variants)} variants x "
           f"{len(study.machines)} machines x {len(study.profiles)} formats")
 
     with tempfile.TemporaryDirectory() as tmp:
         # the pipeline's oracle stage alone: focal terms (cold cache) and every derived rounding
         t0 = time.perf_counter()
-        terms, _, _ = sweep._compute_terms(study, {g: preds for g in study.gammas}, TermCache(Path(tmp) / "c0"),
+        terms, _, _ = sweep._compute_terms(study, {g: preds for g in study.values("gamma")}, TermCache(Path(tmp) / "c0"),
                                            InlineExecutor())
         pipe_oracle = time.perf_counter() - t0 + _derivation_seconds(study, preds, terms)
         shared_eval = _shared_evaluation_seconds(study, preds, terms, variants)
@@ -198,7 +198,7 @@ def full_study_figures(path: Path = STUDY, repeat: int = 1) -> None:
     from precision.engine import task
     study = load_study(path)
     preds = pred_values(study.pred, study.seed)
-    preds_by_gamma = {g: preds for g in study.gammas}
+    preds_by_gamma = {g: preds for g in study.values("gamma")}
     variants = sweep._variants_of(study)
     seconds = {"cold": [], "warm": [], "edited": []}
     same = True

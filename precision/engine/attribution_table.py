@@ -5,9 +5,10 @@ sweep has written ``points.parquet``, the kept points of the named variants attr
 their recipe (:mod:`precision.sigmoid_focal_loss_grad.attribution`: Herbie's local error of every step, a cause tag, a top cause
 per point), and two tables written beside the run's others (:func:`write_attribution`).
 
-``attribution.csv`` (:data:`CAUSE_COLUMNS`)
+``attribution.csv`` (:func:`cause_columns`)
     One row per fine group and top cause.  Keys: ``variant``, ``machine``, ``format``, ``profile``,
-    ``alpha``, ``gamma``, ``weight`` (NaN when absent), ``dout``, ``target``, ``region`` (the fine groups
+    the operator's attributes (SigmoidFocalLossGrad: ``alpha``, ``gamma``), ``weight`` (NaN when absent),
+    ``dout``, ``target``, ``region`` (the fine groups
     of ``groups.csv``), then ``step`` (the top step: ``none`` where every step that reaches the output
     is correctly rounded from correctly rounded inputs) and ``cause``
     (:data:`precision.sigmoid_focal_loss_grad.attribution.CAUSES`).  Columns: ``group_points`` (the group's attributed points),
@@ -46,7 +47,7 @@ per point), and two tables written beside the run's others (:func:`write_attribu
 
 The points (:class:`~precision.engine.study.AttributionSpec` ``points``): every kept row of each attributed
 variant, or at most N per fine group (the largest errors, special outputs first).  They are attributed
-in batches of one (variant, machine, profile, alpha, gamma, weight, dout, count): one
+in batches of one (variant, machine, profile, attribute values, weight, dout, count): one
 :func:`precision.sigmoid_focal_loss_grad.attribution.attribute_bound` call each, with the inputs in the profile's formats,
 as the sweep's task holds them.
 
@@ -82,30 +83,43 @@ from precision.engine.executor import InlineExecutor
 from precision.exact.formats import get_format, round_to_format
 from precision.analysis.paired import compare_points
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
-from precision.engine.operators import get_operator
+from precision.engine.operators import get_operator, input_keys
 from precision.engine.study import Study
-from precision.engine.points import study_preds_by_gamma
+from precision.engine.points import study_preds_by_term
 from precision.io.frames import write_csv
 
-__all__ = ["PREDICTED_CAUSES", "GROUP_KEYS", "CAUSE_COLUMNS", "GUARD_COLUMNS", "AttributionTables",
+__all__ = ["PREDICTED_CAUSES", "group_keys", "cause_columns", "GUARD_COLUMNS", "AttributionTables",
            "attribution_tables", "write_attribution", "confusion_table", "select_points"]
 
 #: Causes that predict an error over 1 ulp (Herbie's "erroneous" explanations); ``rounding``,
 #: ``none`` and the rows without a local error do not.
 PREDICTED_CAUSES = ("nan_propagation", "overflow", "clamp", "flush", "underflow", "cancellation", "sensitivity")
 
-#: The fine groups of a run (``groups.csv``), the keys of ``attribution.csv``.
-GROUP_KEYS = ("variant", "machine", "format", "profile", "alpha", "gamma", "weight", "dout", "target", "region")
-#: Columns of ``attribution.csv``.
-CAUSE_COLUMNS = GROUP_KEYS + ("group_points", "step", "cause", "predicted", "points", "share", "over_1ulp",
-                              "max_err_ulp", "witness_pred", "witness_err_ulp", "witness_local_ulp", "witness_cond",
-                              "max_local_ulp", "mismatched")
+
+
+def group_keys(study: Study) -> list:
+    """The fine groups of a run of the study (``groups.csv``), the keys of ``attribution.csv``."""
+    return ["variant", "machine", "format", "profile", *input_keys(get_operator(study.operator)), "region"]
+
+
+def cause_columns(study: Study) -> tuple:
+    """Columns of ``attribution.csv`` of a run of the study."""
+    return (*group_keys(study), "group_points", "step", "cause", "predicted", "points", "share", "over_1ulp",
+            "max_err_ulp", "witness_pred", "witness_err_ulp", "witness_local_ulp", "witness_cond", "max_local_ulp",
+            "mismatched")
+
+
 #: Columns of ``attribution_guards.csv``.
 GUARD_COLUMNS = ("kind", "subject", "comparison", "with_variant", "without_variant", "attributed", "machine",
                  "format", "profile", "first_step", "top_step", "top_cause", "relation", "points", "changed", "acts",
                  "better", "worse")
-#: One batch of :func:`precision.sigmoid_focal_loss_grad.attribution.attribute_bound`: the scalars of a sweep task.
-_BATCH_KEYS = ("variant", "machine", "profile", "alpha", "gamma", "weight", "dout", "count")
+
+
+def _batch_keys(study: Study) -> list:
+    """One batch of the operator's ``attribute_bound``: the scalars of a sweep task."""
+    return ["variant", "machine", "profile", *get_operator(study.operator).ATTRIBUTES, "weight", "dout", "count"]
+
+
 _CLASS_CODES = {name: code for code, name in CLASS_NAMES.items()}
 
 
@@ -116,7 +130,7 @@ class AttributionTables:
     Attributes
     ----------
     causes : pandas.DataFrame
-        ``attribution.csv`` (:data:`CAUSE_COLUMNS`).
+        ``attribution.csv`` (:func:`cause_columns`).
     guards : pandas.DataFrame
         ``attribution_guards.csv`` (:data:`GUARD_COLUMNS`).
     points : pandas.DataFrame
@@ -180,7 +194,7 @@ def select_points(points: pd.DataFrame, study: Study) -> pd.DataFrame:
         key = np.where(np.isnan(err) | special, np.inf, err)
         ranked = frame.assign(_k=-key, _i=np.arange(len(frame)))
         ranked = ranked.sort_values(["_k", "_i"], kind="stable")
-        rank = ranked.groupby(list(GROUP_KEYS), sort=False, dropna=False).cumcount()
+        rank = ranked.groupby(group_keys(study), sort=False, dropna=False).cumcount()
         frame = ranked[rank.to_numpy() < spec.points].sort_values("_i").drop(columns=["_k", "_i"])
     return frame.reset_index(drop=True)
 
@@ -188,9 +202,9 @@ def select_points(points: pd.DataFrame, study: Study) -> pd.DataFrame:
 class _Tensors:
     """The sweep's task tensors, for G4's tile decision (see the module docstring)."""
 
-    def __init__(self, study: Study, preds_by_gamma=None):
+    def __init__(self, study: Study, preds_by_term=None):
         self.study = study
-        self._preds = preds_by_gamma
+        self._preds = preds_by_term
         self.profiles = {p.name: p for p in study.profiles}
         self._task_preds: dict = {}
         self._flags: dict = {}
@@ -198,22 +212,22 @@ class _Tensors:
     def profile(self, name: str):
         return self.profiles[name]
 
-    def task_preds(self, profile, gamma: float) -> np.ndarray:
-        """The pred values of a task of this profile and gamma: those exact in its pred format, sorted as the
-        run's."""
-        key = (profile.name, gamma)
+    def task_preds(self, profile, term: float | None) -> np.ndarray:
+        """The pred values of a task of this profile and value of the terms attribute: those exact in its pred
+        format, sorted as the run's."""
+        key = (profile.name, term)
         if key not in self._task_preds:
             if self._preds is None:
-                self._preds = study_preds_by_gamma(self.study)
-            preds, fmt = self._preds[gamma], get_format(profile.pred)
+                self._preds = study_preds_by_term(self.study)
+            preds, fmt = self._preds[term], get_format(profile.pred)
             exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
             self._task_preds[key] = preds[exact]
         return self._task_preds[key]
 
     @property
-    def per_gamma(self) -> bool:
-        """The study's pred values depend on gamma (a ``windows`` set): so do its tensors."""
-        return any(axis.per_gamma for axis in self.study.pred_sets)
+    def per_term(self) -> bool:
+        """The study's pred values depend on the terms attribute (a ``windows`` set): so do its tensors."""
+        return any(axis.per_term for axis in self.study.pred_sets)
 
     def operands(self, profile, pred, target, weight: float, dout: float):
         """pred, target, dout, weight arrays ``[1, n]`` in the profile's formats (weight None when absent)."""
@@ -230,11 +244,11 @@ class _Tensors:
         plan = call.recipe.plan(call.config)
         if "g4_tile" not in plan.names:
             return None
-        gamma = float(batch["gamma"])
-        key = (machine, call.compute, profile.name, gamma if self.per_gamma else None,
+        term = _batch_term(self.study, batch)
+        key = (machine, call.compute, profile.name, term if self.per_term else None,
                plan.keys[plan.names.index("g4_tile")])
         if key not in self._flags:  # g4_tile reads pF and qF only: one evaluation per configuration and profile
-            preds = self.task_preds(profile, gamma)
+            preds = self.task_preds(profile, term)
             targets = np.asarray(self.study.targets, np.int32)
             P, T = preds.size, targets.size
             x, t, d, w = self.operands(profile, np.repeat(preds, T), np.tile(targets, P), batch["weight"],
@@ -256,9 +270,20 @@ class _Tensors:
         return flags[rows[k] * len(self.study.targets) + j]
 
 
+def _batch_term(study: Study, batch: dict) -> float | None:
+    """A batch's value of the operator's terms attribute (None when it has none)."""
+    name = get_operator(study.operator).TERMS_ATTRIBUTE
+    return None if name is None else float(batch[name])
+
+
+def _batch_attributes(study: Study, batch: dict) -> dict:
+    """A batch's attribute values, by name (the operator's ``ATTRIBUTES``)."""
+    return {name: batch[name] for name in get_operator(study.operator).ATTRIBUTES}
+
+
 def _bind(variant, x, t, d, w, study: Study, machine, batch):
     kwargs = {"count": int(batch["count"])} if study.reduction == "mean" else {}
-    return get_operator(study.operator).bind_recipe(variant, x, t, d, w, alpha=batch["alpha"], gamma=batch["gamma"],
+    return get_operator(study.operator).bind_recipe(variant, x, t, d, w, **_batch_attributes(study, batch),
                                                     reduction=study.reduction, machine=machine, **kwargs)
 
 
@@ -267,17 +292,18 @@ def _progress(total: int, desc: str, progress):
     return tqdm(total=total, desc=desc, unit="batch", disable=disable, leave=False)
 
 
-def _batches(frame: pd.DataFrame):
-    for key, rows in frame.groupby(list(_BATCH_KEYS), sort=False, dropna=False, observed=True):
-        yield dict(zip(_BATCH_KEYS, key)), rows
+def _batches(frame: pd.DataFrame, study: Study):
+    keys = _batch_keys(study)
+    for key, rows in frame.groupby(keys, sort=False, dropna=False, observed=True):
+        yield dict(zip(keys, key)), rows
 
 
-def _attribution_jobs(frame: pd.DataFrame) -> list:
+def _attribution_jobs(frame: pd.DataFrame, study: Study) -> list:
     """The batches grouped by what shares exact values (variant, profile and scalars: the machines of one
     configuration), each group one job, in the frame's order."""
     jobs: dict = {}
-    for batch, rows in (_batches(frame) if len(frame) else []):
-        key = (batch["variant"], batch["profile"], batch["alpha"], batch["gamma"],
+    for batch, rows in (_batches(frame, study) if len(frame) else []):
+        key = (batch["variant"], batch["profile"], *_batch_attributes(study, batch).values(),
                None if np.isnan(batch["weight"]) else batch["weight"], batch["dout"], batch["count"])
         jobs.setdefault(key, []).append((batch, rows))
     return list(jobs.values())
@@ -288,7 +314,7 @@ class _Job:
     """One job of :func:`_attribute_job` (plain data: it crosses a process boundary)."""
 
     study: Study
-    preds_by_gamma: dict | None  # the job's gamma only (None: the study's, computed where needed)
+    preds_by_term: dict | None  # the job's term value only (None: the study's, computed where needed)
     task_tiles: bool
     batches: list  # [(batch scalars, rows of points)]
 
@@ -297,7 +323,7 @@ def _attribute_job(job: _Job) -> list:
     """The attributed rows of each batch of one job (its machines share exact values, kept only meanwhile)."""
     op = get_operator(job.study.operator)
     op.ensure_loaded(job.study.plugins)  # a worker of a remote cluster has not loaded the study's plugins
-    study, tensors = job.study, _Tensors(job.study, job.preds_by_gamma)
+    study, tensors = job.study, _Tensors(job.study, job.preds_by_term)
     exact_cache: dict = {}
     parts = []
     for batch, rows in job.batches:
@@ -308,7 +334,7 @@ def _attribute_job(job: _Job) -> list:
         flags = tensors.g4_flags(batch["variant"], batch["machine"], profile, batch, pred, target) \
             if job.task_tiles else None
         n_mean = int(batch["count"]) if study.reduction == "mean" else 1
-        att = op.attribute_bound(bound, attributes={"alpha": float(batch["alpha"]), "gamma": float(batch["gamma"]),
+        att = op.attribute_bound(bound, attributes={**{k: float(v) for k, v in _batch_attributes(study, batch).items()},
                                                     "count": n_mean, "machine": batch["machine"],
                                                     "target": t.reshape(-1)},
                                  g4_tile=flags, exact_cache=exact_cache)
@@ -321,15 +347,17 @@ def _attribute_job(job: _Job) -> list:
     return parts
 
 
-def _attribute_points(frame: pd.DataFrame, study: Study, preds_by_gamma, task_tiles: bool, progress,
+def _attribute_points(frame: pd.DataFrame, study: Study, preds_by_term, task_tiles: bool, progress,
                       executor=None) -> pd.DataFrame:
     """Per attributed point: the top cause and whether the attribution reproduces the run's output.
 
     The jobs (:func:`_attribution_jobs`) run on ``executor`` (:mod:`precision.engine.executor`; None: in this
     process); the rows come back in the run's order whatever order the jobs finish in.
     """
-    jobs = [_Job(study, None if preds_by_gamma is None else {b[0][0]["gamma"]: preds_by_gamma[b[0][0]["gamma"]]},
-                 task_tiles, b) for b in _attribution_jobs(frame)]
+    def preds_of(batches):  # the job's term value's preds (one value per job: the batches share their scalars)
+        term = _batch_term(study, batches[0][0])
+        return None if preds_by_term is None else {term: preds_by_term[term]}
+    jobs = [_Job(study, preds_of(b), task_tiles, b) for b in _attribution_jobs(frame, study)]
     parts = []
     with _progress(sum(len(j.batches) for j in jobs), "attribution", progress) as bar:
         for i, job_parts in (executor or InlineExecutor()).map_unordered(_attribute_job, jobs):
@@ -344,10 +372,10 @@ def _attribute_points(frame: pd.DataFrame, study: Study, preds_by_gamma, task_ti
     return out.assign(over_1ulp=over, predicted=out["top_cause"].isin(PREDICTED_CAUSES).to_numpy())
 
 
-def _cause_table(pts: pd.DataFrame) -> pd.DataFrame:
-    keys = list(GROUP_KEYS) + ["step", "cause"]
+def _cause_table(pts: pd.DataFrame, study: Study) -> pd.DataFrame:
+    keys = group_keys(study) + ["step", "cause"]
     if pts.empty:
-        return pd.DataFrame(columns=list(CAUSE_COLUMNS))
+        return pd.DataFrame(columns=list(cause_columns(study)))
     err = pts["err_ulp"].to_numpy(np.float64)
     special = pts["class"].to_numpy() != "ok"
     frame = pts.assign(step=pts["top_step"], cause=pts["top_cause"],
@@ -363,12 +391,12 @@ def _cause_table(pts: pd.DataFrame) -> pd.DataFrame:
     t["witness_err_ulp"] = t["max_err_ulp"]
     t["witness_local_ulp"] = worst.loc[idx, "top_local_ulp"].to_numpy()
     t["witness_cond"] = worst.loc[idx, "top_cond"].to_numpy()
-    t["group_points"] = t.groupby(list(GROUP_KEYS), sort=False, dropna=False)["points"].transform("sum")
+    t["group_points"] = t.groupby(group_keys(study), sort=False, dropna=False)["points"].transform("sum")
     t["share"] = t["points"] / t["group_points"]
     t["predicted"] = t["cause"].isin(PREDICTED_CAUSES)
     for c in ("points", "over_1ulp", "mismatched", "group_points"):
         t[c] = t[c].astype(np.int64)
-    return t[list(CAUSE_COLUMNS)]
+    return t[list(cause_columns(study))]
 
 
 def _same_recipe(a: str, b: str, op) -> bool:
@@ -441,7 +469,7 @@ def _guard_table(pts: pd.DataFrame, study: Study, tensors: _Tensors, task_tiles:
     counts: dict = {}  # the GUARD_COLUMNS keys -> [points, changed, acts, better, worse]
     order = {c.name: i for i, c in enumerate(comparisons)}
     for base, cmps in by_base.items():
-        for batch, sub in _batches(pts[pts["variant"] == base]):
+        for batch, sub in _batches(pts[pts["variant"] == base], study):
             profile = tensors.profile(batch["profile"])
             machine = batch["machine"]
             pred, target = sub["pred"].to_numpy(), sub["target"].to_numpy()
@@ -485,7 +513,7 @@ def _guard_table(pts: pd.DataFrame, study: Study, tensors: _Tensors, task_tiles:
     return t[list(GUARD_COLUMNS)].reset_index(drop=True)
 
 
-def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_gamma=None, progress=None,
+def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_term=None, progress=None,
                        task_tiles: bool = True, executor=None) -> AttributionTables:
     """Attribute a run's kept points (the study's ``[run] attribution``) and tabulate the top causes.
 
@@ -495,9 +523,9 @@ def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_gamma=Non
         The run's ``points.parquet`` (columns: :mod:`precision.engine.sweep`).
     study : precision.engine.study.Study
         The study the run ran (its ``attribution``, variants, targets, reduction, regions, profiles).
-    preds_by_gamma : dict, optional
-        The study's pred values per gamma (:func:`precision.engine.points.study_preds_by_gamma`), if the caller has
-        them.
+    preds_by_term : dict, optional
+        The study's pred values per value of the terms attribute (:func:`precision.engine.points.study_preds_by_term`),
+        if the caller has them.
     progress : bool, optional
         Show a progress bar (default: on a terminal).
     task_tiles : bool
@@ -514,11 +542,11 @@ def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_gamma=Non
     """
     started = time.perf_counter()
     frame = select_points(points, study)
-    if preds_by_gamma is None and task_tiles and len(frame):
-        preds_by_gamma = study_preds_by_gamma(study)  # once here, not in every job
-    tensors = _Tensors(study, preds_by_gamma)
-    pts = _attribute_points(frame, study, preds_by_gamma, task_tiles, progress, executor)
-    causes = _sorted(_cause_table(pts), study)
+    if preds_by_term is None and task_tiles and len(frame):
+        preds_by_term = study_preds_by_term(study)  # once here, not in every job
+    tensors = _Tensors(study, preds_by_term)
+    pts = _attribute_points(frame, study, preds_by_term, task_tiles, progress, executor)
+    causes = _sorted(_cause_table(pts, study), study)
     guards = _guard_table(pts, study, tensors, task_tiles)
     return AttributionTables(causes, guards, pts.reset_index(drop=True),
                              time.perf_counter() - started)
@@ -531,10 +559,10 @@ def _sorted(causes: pd.DataFrame, study: Study) -> pd.DataFrame:
     ranks = {"variant": _study_variants(study), "machine": list(study.machines),
              "profile": [p.name for p in study.profiles], "region": _region_labels(study)}
     keys = {c: causes[c].map({v: i for i, v in enumerate(r)}) for c, r in ranks.items()}
-    order = pd.DataFrame({**keys, **{c: causes[c] for c in ("format", "alpha", "gamma", "weight", "dout", "target")},
+    inputs = list(input_keys(get_operator(study.operator)))
+    order = pd.DataFrame({**keys, **{c: causes[c] for c in ("format", *inputs)},
                           "_p": -causes["points"], "_e": -causes["max_err_ulp"].fillna(np.inf)})
-    cols = ["variant", "machine", "format", "profile", "alpha", "gamma", "weight", "dout", "target", "region", "_p",
-            "_e"]
+    cols = ["variant", "machine", "format", "profile", *inputs, "region", "_p", "_e"]
     idx = order.sort_values(cols, kind="stable").index
     return causes.loc[idx].reset_index(drop=True)
 
@@ -574,7 +602,7 @@ def confusion_table(causes: pd.DataFrame, by=("variant", "machine", "format")) -
     return t[cols]
 
 
-def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = None, preds_by_gamma=None,
+def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = None, preds_by_term=None,
                       progress=None, executor=None) -> AttributionTables | None:
     """Write ``attribution.csv`` and ``attribution_guards.csv`` into a run folder (atomically each).
 
@@ -585,7 +613,7 @@ def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = No
     study : precision.engine.study.Study
     points : pandas.DataFrame, optional
         ``points.parquet`` if already read.
-    preds_by_gamma, progress, executor
+    preds_by_term, progress, executor
         As :func:`attribution_tables`.
 
     Returns
@@ -602,7 +630,7 @@ def write_attribution(out_dir, study: Study, *, points: pd.DataFrame | None = No
         # only the attributed variants' rows are read (a run keeps every variant's)
         points = pd.read_parquet(path, filters=[("variant", "in", _attributed_variants(study))]) \
             if "variant" in names else pd.read_parquet(path)
-    tables = attribution_tables(points, study, preds_by_gamma=preds_by_gamma, progress=progress, executor=executor)
+    tables = attribution_tables(points, study, preds_by_term=preds_by_term, progress=progress, executor=executor)
     for name, frame in (("attribution.csv", tables.causes), ("attribution_guards.csv", tables.guards)):
         write_csv(frame, out / name)
     return tables

@@ -1,8 +1,10 @@
-"""The persistent cache of focal terms A(x, gamma), keyed by exact input bits.
+"""The persistent cache of an operator's exact-value terms (SigmoidFocalLossGrad's focal terms A(x, gamma)),
+keyed by exact input bits, and the result cache of the sweep's tasks.
 
-Layout: one shard per (oracle version, gamma), a ``.npz`` file (no pickle)
-named ``terms-{operator}-v{ORACLE_VERSION}-g{gamma float32 bits:08x}.npz`` (the operator's name and oracle
-version: two operators never share a shard) holding
+Layout: one shard per (operator, oracle version, value of the operator's terms attribute), a ``.npz`` file
+(no pickle) named ``terms-{operator}-v{ORACLE_VERSION}-g{value float32 bits:08x}.npz`` (``-g-`` for an
+operator without a terms attribute; the operator's name and oracle version: two operators never share a
+shard) holding
 
 ``x_bits`` (int64, sorted)
     The float64 bit patterns of the x values present.
@@ -151,7 +153,8 @@ def _corrupt(path: Path, why) -> None:
 
 
 class TermCache:
-    """Focal terms on disk, one shard per gamma (see the module docstring).
+    """An operator's exact-value terms on disk, one shard per value of its terms attribute (see the module
+    docstring).
 
     Parameters
     ----------
@@ -176,13 +179,13 @@ class TermCache:
     def enabled(self) -> bool:
         return self.folder is not None
 
-    def _shard(self, gamma: float) -> Path:
-        bits = int(np.float32(gamma).view(np.uint32))
-        return self.folder / f"terms-{self.operator}-v{get_operator(self.operator).ORACLE_VERSION}-g{bits:08x}.npz"
+    def _shard(self, term: float | None) -> Path:
+        value = "-" if term is None else f"{int(np.float32(term).view(np.uint32)):08x}"
+        return self.folder / f"terms-{self.operator}-v{get_operator(self.operator).ORACLE_VERSION}-g{value}.npz"
 
     @contextlib.contextmanager
-    def _locked(self, gamma: float):
-        lock_path = self._shard(gamma).with_suffix(".lock")
+    def _locked(self, term: float | None):
+        lock_path = self._shard(term).with_suffix(".lock")
         with open(lock_path, "a+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
@@ -190,15 +193,15 @@ class TermCache:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def lookup(self, gamma: float, x: np.ndarray):
-        """(found mask, TermTable of the found rows in x's order) for one gamma."""
+    def lookup(self, term: float | None, x: np.ndarray):
+        """(found mask, TermTable of the found rows in x's order) for one value of the terms attribute."""
         x = np.asarray(x, dtype=np.float64)
         found = np.zeros(x.size, dtype=bool)
-        table = get_operator(self.operator).TermTable
-        empty = table(np.empty(0), np.empty(0), np.empty(0, np.int64), np.empty(0))
+        op = get_operator(self.operator)
+        table, empty = op.TermTable, op.absent_table(0)
         if not self.enabled:
             return found, empty
-        arrays = read_checked_npz(self._shard(gamma))
+        arrays = read_checked_npz(self._shard(term))
         if arrays is None:
             return found, empty
         keys = arrays["x_bits"]
@@ -208,13 +211,13 @@ class TermCache:
         rows = pos[found]
         return found, table.from_arrays(arrays, rows)
 
-    def store(self, gamma: float, x: np.ndarray, table) -> None:
-        """Merge new terms into gamma's shard (locked, atomic)."""
+    def store(self, term: float | None, x: np.ndarray, table) -> None:
+        """Merge new terms into the shard of ``term``, a value of the terms attribute (locked, atomic)."""
         if not self.enabled or len(table) == 0:
             return
         x = np.asarray(x, dtype=np.float64)
-        with self._locked(gamma):
-            path = self._shard(gamma)
+        with self._locked(term):
+            path = self._shard(term)
             current = read_checked_npz(path)
             keys = x.view(np.int64)
             cols = table.as_arrays()

@@ -20,7 +20,7 @@ from typing import Callable
 
 from precision.errors import PrecisionError
 
-__all__ = ["OPERATORS", "DEFAULT_OPERATOR", "get_operator", "term_chunk", "RunStage"]
+__all__ = ["OPERATORS", "DEFAULT_OPERATOR", "get_operator", "term_chunk", "RunStage", "input_keys"]
 
 #: Operator name (as a study file and ``run.json`` spell it) -> the package that is its interface.
 OPERATORS = {"sigmoid_focal_loss_grad": "precision.sigmoid_focal_loss_grad"}
@@ -41,11 +41,18 @@ def get_operator(name: str) -> ModuleType:
     return importlib.import_module(OPERATORS[name])
 
 
+def input_keys(op) -> tuple:
+    """The key columns naming a point's inputs besides pred in the tables of a run of the operator ``op``: its
+    attributes (its ``ATTRIBUTES``, in order), ``weight``, ``dout``, ``target``."""
+    return (*op.ATTRIBUTES, "weight", "dout", "target")
+
+
 def term_chunk(chunk) -> dict:
-    """{gamma: TermTable} of one chunk ``(x, gammas, operator name)`` of an operator's focal terms: a job of the
-    sweep's and the hunt's oracle stage on a worker (the operator travels by name)."""
-    x, gammas, operator = chunk
-    return get_operator(operator).focal_term_tables(x, gammas)
+    """{term value: TermTable} of one chunk ``(x, values of the terms attribute, operator name)`` of an
+    operator's exact-value terms (SigmoidFocalLossGrad's focal terms, per gamma): a job of the sweep's and the
+    hunt's oracle stage on a worker (the operator travels by name)."""
+    x, terms, operator = chunk
+    return get_operator(operator).focal_term_tables(x, terms)
 
 
 @dataclass(frozen=True)

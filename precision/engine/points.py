@@ -1,5 +1,6 @@
 """The pred values of a study: each ``[pred]`` axis (stratified, grid, list, random, windows) drawn
-exactly and reproducibly from the study's seed, per gamma where the windows depend on it."""
+exactly and reproducibly from the study's seed, per value of the operator's terms attribute where the set
+depends on it (the ``windows``: SigmoidFocalLossGrad's cancellation windows at each gamma)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.study import PredAxis, Study
 
-__all__ = ["pred_values", "study_pred_values", "study_preds_by_gamma", "window_values"]
+__all__ = ["pred_values", "study_pred_values", "study_preds_by_term", "window_values"]
 
 
 def _in_range(values: np.ndarray, axis: PredAxis) -> np.ndarray:
@@ -51,52 +52,55 @@ def _unique_sorted(values: np.ndarray) -> np.ndarray:
     return values[np.argsort(values, kind="stable")]
 
 
-def study_pred_values(study: "Study", gamma: float | None = None) -> np.ndarray:
-    """The union of a study's pred sets at one gamma (float64, unique by bits, sorted; -0 kept).
+def study_pred_values(study: "Study", term: float | None = None) -> np.ndarray:
+    """The union of a study's pred sets at one value of its operator's terms attribute (float64, unique by
+    bits, sorted; -0 kept).
 
     Set i draws its random values from seed ``study.seed + i``.  A set that
-    depends on gamma (``windows``) contributes its values at ``gamma``; with
-    ``gamma=None``, its values at every gamma of the study.
+    depends on the terms attribute (``windows``) contributes its values at
+    ``term``; with ``term=None``, its values at every such value of the study.
     """
     parts = []
     for i, axis in enumerate(study.pred_sets):
-        if axis.per_gamma:
-            parts += [pred_values(axis, study.seed + i, g, study.operator)
-                      for g in (study.gammas if gamma is None else [gamma])]
+        if axis.per_term:
+            parts += [pred_values(axis, study.seed + i, v, study.operator)
+                      for v in (study.term_values if term is None else [term])]
         else:
             parts.append(pred_values(axis, study.seed + i, operator=study.operator))
     return _unique_sorted(np.concatenate(parts))
 
 
-def study_preds_by_gamma(study: "Study") -> dict:
-    """{gamma: pred values at that gamma} (:func:`study_pred_values`); one shared array when no set depends
-    on gamma."""
-    if not any(axis.per_gamma for axis in study.pred_sets):
+def study_preds_by_term(study: "Study") -> dict:
+    """{value of the terms attribute (:attr:`~precision.engine.study.Study.term_values`): pred values there}
+    (:func:`study_pred_values`); one shared array when no set depends on it."""
+    if not any(axis.per_term for axis in study.pred_sets):
         shared = study_pred_values(study)
-        return {g: shared for g in study.gammas}
-    return {g: study_pred_values(study, g) for g in study.gammas}
+        return {v: shared for v in study.term_values}
+    return {v: study_pred_values(study, v) for v in study.term_values}
 
 
-def window_values(axis: PredAxis, seed: int, gamma: float, operator: str = DEFAULT_OPERATOR) -> np.ndarray:
-    """The ``windows`` pred set at one gamma (the operator's ``window_preds`` with the axis' parameters)."""
+def window_values(axis: PredAxis, seed: int, term: float, operator: str = DEFAULT_OPERATOR) -> np.ndarray:
+    """The ``windows`` pred set at one value of the terms attribute (the operator's ``window_preds`` with the
+    axis' parameters)."""
     return get_operator(operator).window_preds(axis.format, *axis.get("range"), axis.get("selector"),
                                                axis.get("cancellation"), axis.get("per_window"), axis.get("core"),
-                                               seed, gamma)
+                                               seed, term)
 
 
-def pred_values(axis: PredAxis, seed: int, gamma: float | None = None,
+def pred_values(axis: PredAxis, seed: int, term: float | None = None,
                 operator: str = DEFAULT_OPERATOR) -> np.ndarray:
     """The exact pred values of one set (float64, unique by bits, sorted, finite; -0 kept).
 
-    ``gamma`` is required by the sets that depend on it (``windows``, the ``operator``'s) and ignored by the
-    others.
+    ``term``, a value of the operator's terms attribute, is required by the sets that depend on it
+    (``windows``, the ``operator``'s) and ignored by the others.
     """
     fmt = get_format(axis.format)
     rng = np.random.default_rng(seed)
-    if axis.per_gamma:
-        if gamma is None:
-            raise ParameterError(f"pred kind={axis.kind!r} depends on gamma; pass one")
-        values = window_values(axis, seed, gamma, operator)
+    if axis.per_term:
+        if term is None:
+            name = get_operator(operator).TERMS_ATTRIBUTE
+            raise ParameterError(f"pred kind={axis.kind!r} depends on {name}; pass one")
+        values = window_values(axis, seed, term, operator)
     elif axis.kind == "exhaustive":
         values = _in_range(fmt.finite_values().astype(np.float64), axis)
     elif axis.kind == "stratified":

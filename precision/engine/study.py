@@ -24,8 +24,8 @@ A study file (``studies/NAME.toml``)::
 
     [points]
     target = [0, 1]                   # raw selector values
-    alpha = [0.25]                    # float32 attribute values
-    gamma = [2.0]                     # float32; negatives allowed
+    alpha = [0.25]                    # the operator's float attributes (its ATTRIBUTES, with their defaults):
+    gamma = [2.0]                     # float32 values; negatives allowed
     weight = ["none"]                 # "none" (absent) or numbers, or tables of seeded random values:
     dout = [1.0]                      # { random = N, low = "0x1p-149", high = "0x1p-100" } (N float32
                                       # values log-uniform in [low, high], random mantissas)
@@ -102,8 +102,8 @@ _PRED_KEYS = {
     "uniform_real": {"kind", "format", "low", "high", "count"},
     "windows": {"kind", "format", "range", "cancellation", "per_window", "core", "selector"},
 }
-_POINT_KEYS = {"target", "alpha", "gamma", "weight", "dout", "reduction", "count", "profiles", "regions",
-               "bracket_bands", "region_names", "separate"}
+_POINT_KEYS = {"target", "weight", "dout", "reduction", "count", "profiles", "regions", "bracket_bands",
+               "region_names", "separate"}  # and the operator's attributes (its ATTRIBUTES)
 _RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plugins"}  # and the operator's stages
 
 
@@ -156,8 +156,9 @@ class PredAxis:
         return dict(self.params).get(key, default)
 
     @property
-    def per_gamma(self) -> bool:
-        """The set depends on gamma (``windows``): each gamma has its own pred values."""
+    def per_term(self) -> bool:
+        """The set depends on the operator's terms attribute (``windows``: the cancellation windows at each
+        gamma): each of its values has its own pred values."""
         return self.kind == "windows"
 
 
@@ -183,8 +184,7 @@ class Study:
     seed: int
     pred_sets: tuple  # of PredAxis; the pred values are their union
     targets: tuple
-    alphas: tuple
-    gammas: tuple
+    attributes: tuple  # (name, values) of each of the operator's attributes, in its ATTRIBUTES order
     weights: tuple  # None = weight absent
     douts: tuple
     reduction: str
@@ -215,6 +215,17 @@ class Study:
         if self.region_names:
             return list(self.region_names)
         return region_labels(self.region_edges)
+
+    def values(self, attribute: str) -> tuple:
+        """The study's values of one of its operator's attributes (float32 values, as floats)."""
+        return dict(self.attributes)[attribute]
+
+    @property
+    def term_values(self) -> tuple:
+        """The values of the operator's terms attribute (its ``TERMS_ATTRIBUTE``; ``(None,)`` when it has
+        none): the sweep computes and caches exact-value terms, and groups its tasks, per value."""
+        name = get_operator(self.operator).TERMS_ATTRIBUTE
+        return (None,) if name is None else self.values(name)
 
     @property
     def pred(self) -> PredAxis:
@@ -457,14 +468,13 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
         raise top.error("pred", "expected a [pred] table or [[pred]] tables")
     pred_sets = tuple(_parse_pred(_Reader(path, t, f"pred[{i}]." if len(tables) > 1 else "pred.",
                                           set().union(*_PRED_KEYS.values()))) for i, t in enumerate(tables))
-    pts = top.table_of("points", _POINT_KEYS)
+    pts = top.table_of("points", _POINT_KEYS | set(op.ATTRIBUTES))
     targets = []
     for v in pts.array("target", [0, 1]):
         if isinstance(v, bool) or not isinstance(v, int) or not -2**31 <= v < 2**31:
             raise pts.error("target", f"{v!r}; expected int32 selector values")
         targets.append(v)
-    alphas = _float32_axis(pts, "alpha", [0.25])
-    gammas = _float32_axis(pts, "gamma", [2.0])
+    attributes = tuple((name, _float32_axis(pts, name, list(default))) for name, default in op.ATTRIBUTES.items())
     weights = []
     for i, v in enumerate(pts.array("weight", ["none"])):
         weights += [None] if v == "none" else _axis_values(pts, "weight", v, seed, i)
@@ -493,13 +503,13 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     per_point = run.string("per_point", PER_POINT_MODES, default="all")
     plugin_paths = _load_study_plugins(run, path, plugins, op)
     _check_registry_names(run, variants, machines, op)
-    op.check_study_variants(variants, machines, profiles, alpha=alphas[0], gamma=gammas[0], reduction=reduction,
-                         count=count, weight=any(w is not None for w in weights))
+    op.check_study_variants(variants, machines, profiles, **{name: values[0] for name, values in attributes},
+                            reduction=reduction, count=count, weight=any(w is not None for w in weights))
     compare = _parse_compare(run, variants)
     attribution = _parse_attribution(run, variants, per_point, op)
     stages = _parse_stages(run, variants, op)
     report = _parse_report(top, data, op) if "report" in data else None
-    return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), alphas, gammas,
+    return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), attributes,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
                  tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(machines)), per_point, text, path, bands,
                  compare, report, attribution, plugin_paths, region_names, separate, stages, operator)

@@ -2,8 +2,9 @@
 
 The pipeline (one direction, as in DESIGN.md)::
 
-    study -> pred values -> focal terms A(x, g), A(-x, g) (cache, else computed in chunks)
-          -> tasks, one per (machine, profile, alpha, gamma, weight, dout):
+    study -> pred values -> the operator's exact-value terms at x and -x per value of its terms
+             attribute (SigmoidFocalLossGrad: focal terms A(x, g), A(-x, g); cache, else computed in chunks)
+          -> tasks, one per (machine, profile, attribute values, weight, dout):
              the tensor pred[P, T] x target[P, T], every variant evaluated on it,
              the exact values derived from the terms, scored and aggregated
           -> tables (pandas) and per-point rows (Parquet) in the output folder
@@ -16,7 +17,10 @@ package's source), so an interrupted run (Ctrl-C, kill -9) resumes without
 redoing them and ends with identical tables.
 
 Output folder (``precision run`` default: ``out/<study name>``); every
-statistic is :mod:`precision.analysis.scoring`'s:
+statistic is :mod:`precision.analysis.scoring`'s.  The operator's attributes
+(its ``ATTRIBUTES``; SigmoidFocalLossGrad's ``alpha`` and ``gamma``, whose
+names the list below uses) are key and witness columns of every table, and
+its terms attribute (``TERMS_ATTRIBUTE``, ``gamma``) splits ``by_gamma.csv``:
 
 ``summary.csv``
     One row per (variant, machine, format, profile): ``count``, ``max_ulp``
@@ -32,7 +36,7 @@ statistic is :mod:`precision.analysis.scoring`'s:
 ``by_region.csv``, ``by_gamma.csv``
     The same columns, also split by pred region / by gamma.
 ``groups.csv``
-    The finest groups (:data:`GROUP_KEYS`, plus ``bracket`` with bracket
+    The finest groups (:func:`group_keys`, plus ``bracket`` with bracket
     bands), same columns.
 ``by_bracket.csv``
     With ``bracket_bands`` only: per (variant, machine, format, profile, gamma, bracket).
@@ -52,7 +56,7 @@ statistic is :mod:`precision.analysis.scoring`'s:
     ``max_gain_bits``, ``max_loss_bits`` with witnesses, and ``verdict``
     (rule: :data:`precision.analysis.paired.VERDICT_RULE`).
 ``paired_raw.parquet``, ``paired_hist.npz``
-    The fine comparisons (:data:`PAIR_KEYS`), mergeable
+    The fine comparisons (:func:`pair_keys`), mergeable
     (:class:`precision.analysis.paired.PairedStats`, :func:`load_paired`).
 ``predbins.npz``
     Max ulp per symmetric-log pred bin, per (variant, machine, profile, gamma).
@@ -75,6 +79,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib.metadata as md
+import itertools
 import json
 import os
 import platform
@@ -95,7 +100,7 @@ from tqdm import tqdm
 from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
 from precision.engine.executor import InlineExecutor, make_executor
-from precision.engine.operators import get_operator, term_chunk
+from precision.engine.operators import get_operator, input_keys, term_chunk
 from precision.io.files import atomic_open
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.attribution_table import write_attribution
@@ -105,14 +110,14 @@ from precision.analysis.groups import GroupStats
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import CLASS_NAMES
 from precision.engine.study import Study, region_labels
-from precision.engine.points import study_preds_by_gamma
+from precision.engine.points import study_preds_by_term
 from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, share_terms,
                                    source_digest, task_digest, variant_digest)
 from precision.io.frames import write_csv
 
 __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
-           "load_paired", "sort_table", "comparison_table", "hex_witnesses", "GROUP_KEYS", "PAIR_KEYS",
+           "load_paired", "sort_table", "comparison_table", "hex_witnesses", "group_keys", "pair_keys",
            "COMPARISON_KEYS"]
 
 #: Focal-term pairs per oracle chunk: large enough to amortize process
@@ -120,7 +125,7 @@ __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGE
 TERM_CHUNK = 8192
 
 #: Seconds between stores of newly computed focal terms into the cache: each store rewrites a whole shard
-#: per gamma, so storing after every chunk cost more than the oracle on large studies; an interrupted run
+#: per term value (gamma), so storing after every chunk cost more than the oracle on large studies; an interrupted run
 #: loses at most this much of its oracle work.
 TERM_STORE_SECONDS = 20.0
 
@@ -174,61 +179,62 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="chunk", disable=not sys.stderr.isatty(), leave=False)
 
 
-def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executor) -> tuple[dict, int, int]:
-    """{gamma: (pos TermTable, neg TermTable)}, each aligned with that gamma's preds; pairs total and from cache.
+def _compute_terms(study: Study, preds_by_term: dict, cache: TermCache, executor) -> tuple[dict, int, int]:
+    """{term value: (pos TermTable, neg TermTable)}, the operator's terms at x and at -x, each aligned with
+    that value's preds; pairs total and from cache.
 
-    The (x, gamma) pairs missing from the cache are computed in chunks of x
-    values that miss the same gammas (one chunk computes all of them,
-    sharing exp and log1p across them; x and -x in one chunk share their
-    parts).
+    The (x, value) pairs missing from the cache are computed in chunks of x
+    values that miss the same values of the terms attribute (one chunk
+    computes all of them: SigmoidFocalLossGrad's focal terms share exp and
+    log1p across values, and x and -x in one chunk share their parts).
+    Which of x and -x a study needs is the operator's ``term_sides``.
     """
     op = get_operator(study.operator)
-    need_pos = any(a * (1 - t) != 0 for a in study.alphas for t in study.targets)
-    need_neg = any((1 - a) * t != 0 for a in study.alphas for t in study.targets)
-    gammas = list(study.gammas)
-    xs_of, parts = {}, {g: [] for g in gammas}
-    missing_x, missing_g = [], []
+    need_pos, need_neg = op.term_sides(dict(study.attributes), study.targets)
+    values = list(study.term_values)
+    xs_of, parts = {}, {v: [] for v in values}
+    missing_x, missing_v = [], []
     total = cached = 0
-    for gi, g in enumerate(gammas):
-        preds = preds_by_gamma[g]
+    for vi, v in enumerate(values):
+        preds = preds_by_term[v]
         xs = np.unique(np.concatenate([preds if need_pos else [], -preds if need_neg else []]).view(np.int64))
-        xs_of[g] = xs = xs.view(np.float64)
-        found, table = cache.lookup(g, xs)
+        xs_of[v] = xs = xs.view(np.float64)
+        found, table = cache.lookup(v, xs)
         total += xs.size
         cached += int(found.sum())
-        parts[g].append((xs[found], table))
+        parts[v].append((xs[found], table))
         missing_x.append(xs[~found].view(np.int64))
-        missing_g.append(np.full(int((~found).sum()), gi, dtype=np.int64))
+        missing_v.append(np.full(int((~found).sum()), vi, dtype=np.int64))
     chunks = []
     if missing_x and sum(m.size for m in missing_x):
         bits = np.concatenate(missing_x)
-        gidx = np.concatenate(missing_g)
+        vidx = np.concatenate(missing_v)
         keys, inverse = np.unique(bits, return_inverse=True)
-        wanted = np.zeros((keys.size, len(gammas)), dtype=bool)
-        wanted[inverse, gidx] = True
+        wanted = np.zeros((keys.size, len(values)), dtype=bool)
+        wanted[inverse, vidx] = True
         signatures, group = np.unique(np.packbits(wanted, axis=1), axis=0, return_inverse=True)
         for si in range(len(signatures)):
             x = keys[group.ravel() == si].view(np.float64)
             x = x[np.argsort(np.abs(x), kind="stable")]
-            want = tuple(g for g, w in zip(gammas, np.unpackbits(signatures[si])[:len(gammas)]) if w)
+            want = tuple(v for v, w in zip(values, np.unpackbits(signatures[si])[:len(values)]) if w)
             chunks += [(x[i:i + TERM_CHUNK], want) for i in range(0, x.size, TERM_CHUNK)]
     if chunks:
-        unstored: dict = {}  # gamma -> [(x, TermTable)] computed since the last store
+        unstored: dict = {}  # term value -> [(x, TermTable)] computed since the last store
         stored_at = time.perf_counter()
         with _progress(len(chunks), "oracle") as bar:
             for i, tables in executor.map_unordered(term_chunk, [(*c, study.operator) for c in chunks]):
                 x = chunks[i][0]
-                for g, table in tables.items():
-                    unstored.setdefault(g, []).append((x, table))
-                    parts[g].append((x, table))
+                for v, table in tables.items():
+                    unstored.setdefault(v, []).append((x, table))
+                    parts[v].append((x, table))
                 bar.update(1)
                 if time.perf_counter() - stored_at > TERM_STORE_SECONDS:
                     _store_terms(cache, unstored)
                     stored_at = time.perf_counter()
         _store_terms(cache, unstored)
     result = {}
-    for g, pieces in parts.items():
-        preds = preds_by_gamma[g]
+    for v, pieces in parts.items():
+        preds = preds_by_term[v]
         absent = op.absent_table(preds.size)
         x_all = np.concatenate([p[0] for p in pieces])
         t_all = op.TermTable.concatenate([p[1] for p in pieces])
@@ -236,14 +242,14 @@ def _compute_terms(study: Study, preds_by_gamma: dict, cache: TermCache, executo
 
         def lookup(values, keys=keys, first=first, t_all=t_all):
             return t_all.take(first[np.searchsorted(keys, values.view(np.int64))])
-        result[g] = (lookup(preds) if need_pos else absent, lookup(-preds) if need_neg else absent)
+        result[v] = (lookup(preds) if need_pos else absent, lookup(-preds) if need_neg else absent)
     return result, total, cached
 
 
 def _store_terms(cache: TermCache, unstored: dict) -> None:
-    """Merge the terms computed since the last store into the cache (one shard write per gamma); empties it."""
-    for g, pieces in unstored.items():
-        cache.store(g, np.concatenate([x for x, _ in pieces]),
+    """Merge the terms computed since the last store into the cache (one shard write per term value); empties it."""
+    for v, pieces in unstored.items():
+        cache.store(v, np.concatenate([x for x, _ in pieces]),
                     get_operator(cache.operator).TermTable.concatenate(t for _, t in pieces))
     unstored.clear()
 
@@ -255,7 +261,12 @@ def _variants_of(study: Study) -> tuple:
     return tuple(dict.fromkeys(names))
 
 
-def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparisons, result_cache) -> list:
+def _build_tasks(study: Study, preds_by_term: dict, terms, variants, comparisons, result_cache) -> list:
+    """The study's tasks: per machine and profile, per value of the terms attribute (sharing its terms), per
+    combination of the other attributes' values (in the operator's order), weight and dout."""
+    op = get_operator(study.operator)
+    term_name = op.TERMS_ATTRIBUTE
+    others = [(name, values) for name, values in study.attributes if name != term_name]
     index = {v: i for i, v in enumerate(variants)}
     pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
     plugins = tuple((str(p), get_operator(study.operator).plugin_digest(p)) for p in study.plugins)
@@ -264,19 +275,21 @@ def _build_tasks(study: Study, preds_by_gamma: dict, terms, variants, comparison
     for machine in study.machines:
         for profile in study.profiles:
             fmt = get_format(profile.pred)
-            for gamma in study.gammas:
+            for term in study.term_values:
                 # a tensor of the profile's pred format holds only the values exact in it
-                preds = preds_by_gamma[gamma]
+                preds = preds_by_term[term]
                 exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
                 if not exact.any():
                     continue
-                pos, neg = terms[gamma]
+                pos, neg = terms[term]
                 if not exact.all():  # (all exact: the tasks share the tables themselves)
                     preds, pos, neg = preds[exact], pos.take(exact), neg.take(exact)
-                for alpha in study.alphas:
+                for combination in itertools.product(*(values for _, values in others)):
+                    given = {term_name: term, **dict(zip((name for name, _ in others), combination))}
+                    attributes = tuple((name, given[name]) for name in op.ATTRIBUTES)
                     for weight in study.weights:
                         for dout in study.douts:
-                            task = Task("", study.operator, machine, profile, alpha, gamma, weight, dout,
+                            task = Task("", study.operator, machine, profile, attributes, weight, dout,
                                         study.reduction, study.count, study.targets, variants, study.region_edges,
                                         study.per_point, preds, pos, neg, study.bracket_edges, pairs,
                                         result_cache, plugins=plugins, golden=golden)
@@ -290,7 +303,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     started = time.perf_counter()
     out = Path(out_dir)
     chunk_dir = out / "chunks"
-    preds_by_gamma = study_preds_by_gamma(study)
+    preds_by_term = study_preds_by_term(study)
     variants = _variants_of(study)
     op = get_operator(study.operator)
     comparisons = op.find_comparisons(variants, study.compare)
@@ -306,12 +319,12 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         cache_folder = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
         cache = TermCache(cache_folder, operator=study.operator)
         ResultCache(cache_folder)  # created here, once, before the workers use it
-        terms, pairs, pairs_cached = _compute_terms(study, preds_by_gamma, cache, executor)
-        tasks = _build_tasks(study, preds_by_gamma, terms, variants, comparisons,
+        terms, pairs, pairs_cached = _compute_terms(study, preds_by_term, cache, executor)
+        tasks = _build_tasks(study, preds_by_term, terms, variants, comparisons,
                              None if cache_folder is None else str(cache_folder))
         # workers on this machine write their chunk themselves; a remote Dask cluster returns it
         local = scheduler is None or scheduler == "local"
-        if local and not isinstance(executor, InlineExecutor):  # each gamma's terms travel once, as a file
+        if local and not isinstance(executor, InlineExecutor):  # each term value's terms travel once, as a file
             terms_folder = Path(tempfile.mkdtemp(dir=out, prefix=".terms-"))
             tasks = share_terms(tasks, terms_folder)
         # finished tasks live on disk only (memory stays bounded by one task's results);
@@ -337,7 +350,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         try:
             unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
             if study.attribution is not None:  # reads staging/points.parquet
-                write_attribution(staging, study, preds_by_gamma=preds_by_gamma, executor=executor)
+                write_attribution(staging, study, preds_by_term=preds_by_term, executor=executor)
             for tables in staged:
                 for name, frame in tables.items():
                     write_csv(frame, staging / f"{name}.csv")
@@ -382,30 +395,37 @@ def _run_stage(study: Study, stage, tasks, executor, cache_folder) -> dict:
 # Tables
 # ---------------------------------------------------------------------------
 
-#: Key columns of the fine groups of ``groups_raw.parquet`` (``bracket`` only with bracket bands).
-GROUP_KEYS = ("variant", "machine", "format", "profile", "alpha", "gamma", "weight", "dout", "target", "region")
-#: Key columns of the fine comparisons of ``paired_raw.parquet`` (``bracket`` only with bracket bands).
-PAIR_KEYS = ("kind", "subject", "comparison", "with_variant", "without_variant", "machine", "format", "profile",
-             "alpha", "gamma", "weight", "dout", "target", "region")
-_WITNESS_INPUTS = ("pred", "target", "alpha", "gamma", "weight", "dout")
+def group_keys(op) -> tuple:
+    """Key columns of the fine groups of ``groups_raw.parquet`` for the operator ``op`` (``bracket`` only with
+    bracket bands)."""
+    return ("variant", "machine", "format", "profile", *input_keys(op), "region")
+
+
+def pair_keys(op) -> tuple:
+    """Key columns of the fine comparisons of ``paired_raw.parquet`` (``bracket`` only with bracket bands)."""
+    return ("kind", "subject", "comparison", "with_variant", "without_variant", "machine", "format", "profile",
+            *input_keys(op), "region")
 
 
 #: Witness families of the raw tables (the prefixes of their columns) and the inputs each names.
 WITNESS_PREFIXES = ("witness_", "finite_witness_", "gain_witness_", "loss_witness_", *ACCEPTANCE_MAXIMA.values())
-_HEX_INPUTS = ("pred", "alpha", "gamma", "weight", "dout")
+#: The witness columns that are not inputs: the output computed there and the exact value, shown as numbers.
+_WITNESS_OUTPUTS = ("computed", "exact")
 
 
 def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
     """A table with its witness inputs spelled as exact hex floats (``none`` for an absent weight; empty where
     a group has no witness) and the ``integers`` (selectors) as integers, as every CSV table and report shows
-    them."""
+    them.  The inputs of a family are its float columns other than its outputs (``computed``, ``exact``):
+    pred, the operator's attributes, weight, dout."""
     out = table.copy()
     for prefix in WITNESS_PREFIXES:
         pred = f"{prefix}pred"
         if pred not in out.columns or out[pred].dtype.kind != "f":
             continue
         none = out[pred].isna().to_numpy()
-        for name in _HEX_INPUTS:
+        inputs = [c[len(prefix):] for c in out.columns if c.startswith(prefix) and out[c].dtype.kind == "f"]
+        for name in (n for n in inputs if n not in _WITNESS_OUTPUTS and n not in integers):
             col = f"{prefix}{name}"
             if col in out.columns:
                 values = out[col].to_numpy(np.float64)
@@ -458,8 +478,9 @@ class _TaskColumns:
         self.bands = np.asarray(band_names, dtype=object)
         self.targets = np.asarray(tasks[0].targets) if tasks else np.empty(0, dtype=np.int64)
         weight = [np.nan if t.weight is None else float(t.weight) for t in tasks]
-        self.numbers = {"alpha": np.array([t.alpha for t in tasks], dtype=np.float64),
-                        "gamma": np.array([t.gamma for t in tasks], dtype=np.float64),
+        names = [name for name, _ in tasks[0].attributes] if tasks else []
+        self.numbers = {**{name: np.array([t.attribute_values[name] for t in tasks], dtype=np.float64)
+                           for name in names},
                         "weight": np.array(weight, dtype=np.float64),
                         "dout": np.array([t.dout for t in tasks], dtype=np.float64)}
         self.text = {"machine": np.array([t.machine for t in tasks], dtype=object),
@@ -467,7 +488,7 @@ class _TaskColumns:
                      "profile": np.array([t.profile.name for t in tasks], dtype=object)}
 
     def keys(self, frame: pd.DataFrame) -> dict:
-        """machine, format, profile, alpha, gamma, weight, dout, target, region[, bracket] of each row."""
+        """machine, format, profile, the attributes, weight, dout, target, region[, bracket] of each row."""
         ti = frame["task"].to_numpy(np.int64)
         gid = frame["group"].to_numpy(np.int64)
         B, R = len(self.bands), len(self.regions)
@@ -493,8 +514,9 @@ class _TaskColumns:
         return out
 
 
-def sort_table(table: pd.DataFrame, variants, machines=None, regions=None, bands=None) -> pd.DataFrame:
-    """Rows in run order: variant (or comparison) as in the study, machine as in the study, then the other keys."""
+def sort_table(table: pd.DataFrame, variants, machines=None, regions=None, bands=None, attributes=()) -> pd.DataFrame:
+    """Rows in run order: variant (or comparison) as in the study, machine as in the study, then the other keys
+    (``attributes``: the operator's, its ``ATTRIBUTES``, between profile and weight)."""
     ranks = {"variant": {v: i for i, v in enumerate(variants)},
              "with_variant": {v: i for i, v in enumerate(variants)},
              "machine": {m: i for i, m in enumerate(machines or ())},
@@ -502,7 +524,7 @@ def sort_table(table: pd.DataFrame, variants, machines=None, regions=None, bands
              "bracket": {b: i for i, b in enumerate(bands or ())},
              "kind": {"guard": 0, "threshold": 1, "declared": 2}}
     cols = [c for c in ("kind", "subject", "variant", "with_variant", "without_variant", "machine", "format",
-                        "profile", "alpha", "gamma", "weight", "dout", "target", "region", "bracket")
+                        "profile", *attributes, "weight", "dout", "target", "region", "bracket")
             if c in table.columns]
 
     def key(s):
@@ -565,7 +587,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
             T = len(task.targets)
             frame = pd.DataFrame({
                 "pred": task.preds[idx // T], "target": np.asarray(task.targets)[idx % T],
-                "alpha": task.alpha, "gamma": task.gamma,
+                **task.attribute_values,
                 "weight": np.nan if task.weight is None else exact_input(task.weight, task.profile.weight),
                 "dout": exact_input(task.dout, task.profile.dout),
                 "count": task.count if task.reduction == "mean" else 1,
@@ -581,10 +603,10 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
                 writer = _append_parquet(writer, points_tmp, pd.concat(batch, ignore_index=True))
                 batch = []
         for vi, v in enumerate(variants):
-            key = (v, task.machine, task.profile.name, task.gamma)
+            key = (v, task.machine, task.profile.name, task.term)
             cur = arrays["pred_max"][vi]
             predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
-    fine_keys = list(GROUP_KEYS) + (["bracket"] if bands else [])
+    fine_keys = list(group_keys(get_operator(study.operator))) + (["bracket"] if bands else [])
     context = _TaskColumns(tasks, region_names, band_names)
     stats = _stack_tasks(stats_parts, "stats", GroupStats)
     f = stats.frame
@@ -620,23 +642,27 @@ def _write_tables(study, out, stats, paired_parts, context, variants, comparison
                   band_names, predbins) -> None:
     """The run's CSV tables, paired tables and pred-bin maxima from the stacked statistics."""
 
+    op = get_operator(study.operator)
+    term = op.TERMS_ATTRIBUTE  # by_<term>.csv (by_gamma.csv); none when the operator has no terms attribute
+    terms = [term] if term is not None else []
+
     def table(merged, by):
-        return sort_table(merged.table(by), variants, study.machines, region_names, band_names)
+        return sort_table(merged.table(by), variants, study.machines, region_names, band_names, op.ATTRIBUTES)
     run_keys = ["variant", "machine", "format", "profile"]
-    # the fine histogram is merged once, by gamma and region; by_region, by_gamma and summary re-merge smaller ones
-    by_gamma_region = stats.merge(run_keys + ["gamma", "region"])
-    by_region = stats.merge(run_keys + ["region"], within=by_gamma_region)
-    by_gamma = stats.merge(run_keys + ["gamma"], within=by_gamma_region)
+    # the fine histogram is merged once, by term and region; by_region, by_<term> and summary re-merge smaller ones
+    by_term_region = stats.merge(run_keys + terms + ["region"])
+    by_region = stats.merge(run_keys + ["region"], within=by_term_region)
     tables = {
         "summary.csv": table(stats.merge(run_keys, within=by_region), run_keys),
         "by_region.csv": table(by_region, run_keys + ["region"]),
-        "by_gamma.csv": table(by_gamma, run_keys + ["gamma"]),
-        "groups.csv": table(stats.merge(fine_keys), fine_keys),
     }
+    if terms:
+        tables[f"by_{term}.csv"] = table(stats.merge(run_keys + terms, within=by_term_region), run_keys + terms)
+    tables["groups.csv"] = table(stats.merge(fine_keys), fine_keys)
     if bands:
-        by = run_keys + ["gamma", "bracket"]
+        by = run_keys + terms + ["bracket"]
         tables["by_bracket.csv"] = table(stats.merge(by), by)
-    pair_keys = list(PAIR_KEYS) + (["bracket"] if bands else [])
+    paired_keys = list(pair_keys(op)) + (["bracket"] if bands else [])
     paired = _stack_tasks(paired_parts, "paired", PairedStats)
     if len(paired):
         p = paired.frame
@@ -648,7 +674,7 @@ def _write_tables(study, out, stats, paired_parts, context, variants, comparison
         for prefix in ("gain_witness_", "loss_witness_"):
             cols.update(context.witness_inputs(p, prefix, cols["target"]))
         paired = PairedStats(p.drop(columns=["group", "task", "comparison"]).assign(**cols), paired.hist)
-        order = pair_keys + [c for c in paired.frame.columns if c not in pair_keys]
+        order = paired_keys + [c for c in paired.frame.columns if c not in paired_keys]
         paired = PairedStats(paired.frame[order], paired.hist)
     tables["comparisons.csv"] = comparison_table(paired, variants, study.machines, region_names,
                                                  separate=study.separate)
@@ -657,13 +683,13 @@ def _write_tables(study, out, stats, paired_parts, context, variants, comparison
     options = study.report.options_of("standards") if study.report is not None else {}
     _atomic_csv(out / "standards.csv", standards_table(stats, settings_from_options(options), variants, region_names))
     atomic_write_npz(out / "paired_hist.npz", {c: paired.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")})
-    _atomic_parquet(out / "paired_raw.parquet", paired.frame if len(paired) else pd.DataFrame(columns=pair_keys))
+    _atomic_parquet(out / "paired_raw.parquet", paired.frame if len(paired) else pd.DataFrame(columns=paired_keys))
     vorder = {v: i for i, v in enumerate(variants)}
     keys = sorted(predbins, key=lambda k: (vorder[k[0]], k[1], k[2], k[3]))
     atomic_write_npz(out / "predbins.npz", {
         "edges": PRED_BIN_EDGES,
         "variant": np.array([k[0] for k in keys], dtype=str), "machine": np.array([k[1] for k in keys], dtype=str),
-        "profile": np.array([k[2] for k in keys], dtype=str), "gamma": np.array([k[3] for k in keys]),
+        "profile": np.array([k[2] for k in keys], dtype=str), term or "term": np.array([k[3] for k in keys]),
         "max_ulp": np.stack([predbins[k] for k in keys]) if keys else np.empty((0, PRED_BIN_EDGES.size - 1))})
 
 

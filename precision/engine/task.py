@@ -2,7 +2,7 @@
 
 A :class:`Task` is the tensor pred[P] x target[T] (every pred value of the
 study that its profile's format holds, every selector) for one (machine,
-profile, alpha, gamma, weight, dout).  :func:`run_task` evaluates its
+profile, value of each of the operator's attributes, weight, dout).  :func:`run_task` evaluates its
 variants together (:func:`precision.sigmoid_focal_loss_grad.guards.evaluate_variants`: each step of
 a shared recipe once per distinct configuration), scores them against the
 exact values derived from the oracle's focal terms, and aggregates per fine
@@ -181,12 +181,15 @@ class Task:
     """One tensor evaluation: every variant on pred x target for fixed scalars (picklable).
 
     ``operator`` is the operator's name (:func:`precision.engine.operators.get_operator`);
+    ``attributes`` holds ``(name, value)`` of each of its attributes (its ``ATTRIBUTES``, in order);
     ``comparisons`` holds (with, without) index pairs into ``variants``;
     ``result_cache`` is the cache folder of the pieces (None: no cache);
-    ``pos`` and ``neg`` hold the focal terms A(x, gamma) and A(-x, gamma)
-    of ``preds``, or are None when ``terms_file`` names the file holding
-    them (:func:`share_terms`: the tasks of one gamma on this machine share
-    one file instead of each carrying a copy to its worker);
+    ``pos`` and ``neg`` hold the operator's exact-value terms at ``preds``
+    and at their negations (its ``TermTable``s; SigmoidFocalLossGrad's focal
+    terms A(x, gamma) and A(-x, gamma)), or are None when ``terms_file``
+    names the file holding them (:func:`share_terms`: the tasks of one value
+    of the terms attribute on this machine share one file instead of each
+    carrying a copy to its worker);
     ``chunk_file``, when set, is where :func:`run_task` writes the task's
     result itself (a worker sharing the run folder's file system) instead of
     returning it; ``plugins`` are loaded first (a worker that did not fork
@@ -197,8 +200,7 @@ class Task:
     operator: str
     machine: str
     profile: Profile
-    alpha: float
-    gamma: float
+    attributes: tuple
     weight: float | None
     dout: float
     reduction: str
@@ -218,11 +220,22 @@ class Task:
     golden: str = "exact"  # the acceptance standards' golden: the exact value, or its rounding to the format
     terms_file: str | None = None  # where pos and neg are when they are None (share_terms)
 
+    @property
+    def attribute_values(self) -> dict:
+        """{attribute name: value} of the task (its operator's ``ATTRIBUTES``, in order)."""
+        return dict(self.attributes)
+
+    @property
+    def term(self) -> float | None:
+        """The task's value of its operator's terms attribute (``TERMS_ATTRIBUTE``; None when it has none)."""
+        name = get_operator(self.operator).TERMS_ATTRIBUTE
+        return None if name is None else self.attribute_values[name]
+
 
 def share_terms(tasks: list, folder: Path) -> list:
     """The tasks with their focal terms moved into files of ``folder``, one per distinct pair of tables.
 
-    The tasks of one gamma and format hold the same terms (the same objects);
+    The tasks of one value of the terms attribute and format hold the same terms (the same objects);
     each would otherwise carry its own copy to a worker process (4 MB per
     task of ``fp16_exhaustive``).  For workers sharing this file system.
     """
@@ -245,14 +258,14 @@ def share_terms(tasks: list, folder: Path) -> list:
 def _read_terms(path: str, operator: str) -> tuple:
     arrays = read_checked_npz(Path(path))
     if arrays is None:
-        raise PrecisionError(f"{path}: the focal terms of a running study are missing or corrupt; run it again")
+        raise PrecisionError(f"{path}: the exact-value terms of a running study are missing or corrupt; run it again")
     table = get_operator(operator).TermTable
     return tuple(table.from_arrays({name.partition(".")[2]: values for name, values in arrays.items()
                                     if name.startswith(f"{side}.")}) for side in ("pos", "neg"))
 
 
 def task_terms(task: Task) -> tuple:
-    """(pos, neg): the task's focal terms, read from its ``terms_file`` when it does not carry them."""
+    """(pos, neg): the task's exact-value terms, read from its ``terms_file`` when it does not carry them."""
     if task.pos is not None:
         return task.pos, task.neg
     return _read_terms(task.terms_file, task.operator)
@@ -263,7 +276,7 @@ def task_digest(task: Task) -> str:
     every result, the oracle and layout versions."""
     h = hashlib.sha256()
     h.update(np.ascontiguousarray(task.preds, dtype=np.float64).tobytes())
-    h.update(json.dumps(dict(profile=task.profile.name, alpha=float(task.alpha).hex(), gamma=float(task.gamma).hex(),
+    h.update(json.dumps(dict(profile=task.profile.name, **{name: float(v).hex() for name, v in task.attributes},
                              weight=None if task.weight is None else float(task.weight).hex(),
                              dout=float(task.dout).hex(), reduction=task.reduction, count=task.count,
                              targets=list(task.targets), regions=[float(e).hex() for e in task.region_edges],
@@ -367,11 +380,11 @@ class _Tensor:
         exact_hi, exact_lo = np.empty((P, T)), np.empty((P, T))
         self.fallback = 0
         terms = task_terms(task)
+        attributes = [np.full(P, v) for _, v in task.attributes]
         for j, t in enumerate(task.targets):
             n = np.full(P, 1.0)
-            d = op.derive_gradient(task.preds, np.full(P, t), np.full(P, task.alpha), np.full(P, task.gamma),
-                                n * weight_exact, n * dout_exact, np.full(P, self.count, dtype=np.int64), fmt,
-                                *terms)
+            d = op.derive_gradient(task.preds, np.full(P, t), *attributes, n * weight_exact, n * dout_exact,
+                                   np.full(P, self.count, dtype=np.int64), fmt, *terms)
             rounded[:, j], exact_hi[:, j], exact_lo[:, j] = d.rounded, d.exact_hi, d.exact_lo
             self.fallback += d.fallback
         self.exact = (exact_hi.ravel(), exact_lo.ravel())
@@ -382,8 +395,8 @@ class _Tensor:
         regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
         group = (np.arange(T)[None, :] * R + regions[:, None]) * B
         if B > 1:
-            group = group + op.bracket_band(task.preds[:, None], np.asarray(task.targets)[None, :], task.gamma,
-                                         task.bracket_edges)
+            group = group + op.bracket_band(task.preds[:, None], np.asarray(task.targets)[None, :], task.term,
+                                            task.bracket_edges)
         self.grouping = Grouping(group.ravel(), T * R * B)
         self.flat_preds = np.repeat(task.preds, T)
         # the pred-bin segments of the (ascending) preds, for the per-bin maxima
@@ -395,10 +408,8 @@ class _Tensor:
 
 def _fired(task: Task, tensor: _Tensor, variant: str, steps: dict) -> dict:
     """The per-point masks of where each guard of ``variant`` acted (all false for a guard it lacks)."""
-    op = get_operator(task.operator)
-    row = op.get_variant(variant)
-    guards = row.guards if row.family in ("kernel", "naive") else None
-    return op.guard_fired(steps, guards, task.machine, task.alpha, tensor.P * tensor.T)
+    return get_operator(task.operator).variant_fired(variant, steps, task.machine, task.attribute_values,
+                                                     tensor.P * tensor.T)
 
 
 def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dict,
@@ -486,8 +497,8 @@ def run_task(task: Task) -> dict:
         names = [task.variants[i] for i in sorted(need)]
         kwargs = {"count": tensor.count} if task.reduction == "mean" else {}
         outputs, decided = op.evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
-                                             alpha=task.alpha, gamma=task.gamma, reduction=task.reduction,
-                                             machine=task.machine, keep_steps=op.FIRED_STEPS, **kwargs)
+                                                **task.attribute_values, reduction=task.reduction,
+                                                machine=task.machine, keep_steps=op.FIRED_STEPS, **kwargs)
         scores, seen = {}, {}
         for i in sorted(need):
             out = outputs[task.variants[i]]

@@ -38,20 +38,20 @@ a run folder gives.
 from __future__ import annotations
 
 # 1. inputs, attributes and their contract
-from precision.sigmoid_focal_loss_grad.implementations.common import ALL_GUARDS, validate_inputs
+from precision.sigmoid_focal_loss_grad.implementations.common import (ALL_GUARDS, ATTRIBUTES, TERMS_ATTRIBUTE,
+                                                                      validate_inputs)
 # 2. the exact value and its certified rounding; its reuse across a sweep
 from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION, exact_decimal, round_gradient
 from precision.sigmoid_focal_loss_grad.terms import (TermTable, absent_table, derive_gradient, focal_term_tables,
-                                                     selected_term_tables)
+                                                     selected_term_tables, term_sides)
 # 3. where the exact value is ill-conditioned
 from precision.sigmoid_focal_loss_grad.bracket import (ROOT_NEIGHBOURHOOD_C, band_labels, band_ranges, bracket_band,
                                                        cancellation_windows, neighbourhood, roots, selected_cancellation)
 # 4. the recipes with their guards, the variant registry and plugin files
 from precision.sigmoid_focal_loss_grad.guards import (GUARD_NAMES, GUARD_PURPOSE, bind_recipe, evaluate,
                                                       evaluate_variants, get_variant, list_variants, recipe_call,
-                                                      variant_names)
-from precision.sigmoid_focal_loss_grad.implementations.kernel import (FIRED_COLUMNS, FIRED_MEANING, FIRED_STEPS,
-                                                                      guard_fired)
+                                                      variant_fired, variant_names)
+from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS, FIRED_MEANING, FIRED_STEPS
 from precision.sigmoid_focal_loss_grad.plugins import (check_study_variants, ensure_loaded, load_plugins,
                                                        plugin_digest, variant_source)
 # 5. which variants are compared with which
@@ -73,16 +73,16 @@ RESULT_SOURCES = ("terms.py", "oracle.py", "bracket.py", "guards.py")
 
 __all__ = [
     # 1. inputs
-    "ALL_GUARDS", "validate_inputs",
+    "ALL_GUARDS", "ATTRIBUTES", "TERMS_ATTRIBUTE", "validate_inputs",
     # 2. exact value
     "ORACLE_VERSION", "RESULT_SOURCES", "exact_decimal", "round_gradient", "TermTable", "derive_gradient",
-    "focal_term_tables", "selected_term_tables", "absent_table",
+    "focal_term_tables", "selected_term_tables", "absent_table", "term_sides",
     # 3. conditioning
     "ROOT_NEIGHBOURHOOD_C", "band_labels", "band_ranges", "bracket_band", "cancellation_windows", "neighbourhood",
     "roots", "selected_cancellation",
     # 4. recipes, guards, registry, plugins
     "GUARD_NAMES", "GUARD_PURPOSE", "bind_recipe", "evaluate", "evaluate_variants", "get_variant", "list_variants",
-    "recipe_call", "variant_names", "FIRED_COLUMNS", "FIRED_MEANING", "FIRED_STEPS", "guard_fired",
+    "recipe_call", "variant_names", "FIRED_COLUMNS", "FIRED_MEANING", "FIRED_STEPS", "variant_fired",
     "check_study_variants", "ensure_loaded", "load_plugins", "plugin_digest", "variant_source",
     # 5. comparisons; run stages
     "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "RUN_STAGES",

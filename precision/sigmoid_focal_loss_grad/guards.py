@@ -59,6 +59,7 @@ from precision.sigmoid_focal_loss_grad.implementations.candidate import candidat
 from precision.sigmoid_focal_loss_grad.implementations.candidate import candidate_call as _candidate_call
 from precision.sigmoid_focal_loss_grad.implementations.golden import golden, golden_call
 from precision.sigmoid_focal_loss_grad.implementations.kernel import (
+    guard_fired,
     kernel,
     kernel_call,
     validate_g5_threshold,
@@ -81,6 +82,7 @@ __all__ = [
     "variant_names",
     "register_variant",
     "evaluate",
+    "variant_fired",
     "recipe_call",
     "bind_recipe",
     "bind_call",
@@ -211,6 +213,16 @@ _NAME_RE = re.compile(
 def variant_names() -> list:
     """Every fixed variant name, in table order."""
     return list(VARIANTS)
+
+
+def variant_fired(variant: str, steps: dict, machine, attributes: dict, size: int) -> dict:
+    """Per guard, the elements where it acted in one evaluation of ``variant``: ``{fired_gi: bool [size]}``
+    (:func:`~precision.sigmoid_focal_loss_grad.implementations.kernel.guard_fired` with the variant's guards;
+    nothing fires in a variant outside the kernel and naive families).  ``steps``: the kept values of
+    ``FIRED_STEPS``; ``attributes``: the evaluation's ``{"alpha": ..., "gamma": ...}``."""
+    row = get_variant(variant)
+    guards = row.guards if row.family in ("kernel", "naive") else None
+    return guard_fired(steps, guards, machine, attributes["alpha"], size)
 
 
 def list_variants() -> list:

@@ -44,7 +44,7 @@ from precision.sigmoid_focal_loss_grad import oracle
 from precision.errors import OracleUndecidedError
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 
-__all__ = ["TermTable", "focal_term_table", "focal_term_tables", "selected_term_tables", "absent_table",
+__all__ = ["TermTable", "focal_term_table", "focal_term_tables", "selected_term_tables", "absent_table", "term_sides",
            "DerivedGradient", "derive_gradient", "EXP_CLAMP"]
 
 #: Exponents beyond +-EXP_CLAMP are stored clamped: 2**(2**40) is out of every format.
@@ -152,6 +152,15 @@ def focal_term_tables(x, gammas) -> dict:
 def absent_table(n: int) -> TermTable:
     """n rows standing for a term no selector uses (hi = lo = 0, rel = inf: never a decided rounding)."""
     return TermTable(np.zeros(n), np.zeros(n), np.zeros(n, np.int64), np.full(n, np.inf))
+
+
+def term_sides(attributes: dict, targets) -> tuple[bool, bool]:
+    """(A(x) needed, A(-x) needed) by a sweep over every combination of these attribute values
+    (``{"alpha": values, "gamma": values}``) and selectors: A(x) where some ``alpha * (1 - t)`` is nonzero,
+    A(-x) where some ``(1 - alpha) * t`` is (the coefficients of :func:`derive_gradient`)."""
+    alphas = attributes["alpha"]
+    return (any(a * (1 - t) != 0 for a in alphas for t in targets),
+            any((1 - a) * t != 0 for a in alphas for t in targets))
 
 
 def selected_term_tables(x, t, alpha, gamma: float) -> tuple[TermTable, TermTable]:

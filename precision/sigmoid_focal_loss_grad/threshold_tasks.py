@@ -38,7 +38,7 @@ def task_evidence(task, pooled_regions=None) -> dict:
         return {}
     tensor = _Tensor(task)
     outputs, steps = evaluate_variants([ALWAYS, NEVER], tensor.pred2d, tensor.target2d, tensor.dout2d,
-                                       tensor.weight2d, alpha=task.alpha, gamma=task.gamma,
+                                       tensor.weight2d, **task.attribute_values,
                                        reduction=task.reduction, machine=task.machine, keep_steps=EVIDENCE_STEPS,
                                        **({"count": tensor.count} if task.reduction == "mean" else {}))
     regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")

@@ -8,7 +8,7 @@ import pytest
 
 from precision.sigmoid_focal_loss_grad.attribution import attribute
 from precision.engine.executor import LocalExecutor
-from precision.engine.attribution_table import (CAUSE_COLUMNS, GUARD_COLUMNS, PREDICTED_CAUSES, attribution_tables,
+from precision.engine.attribution_table import (GUARD_COLUMNS, PREDICTED_CAUSES, attribution_tables, cause_columns,
                                                 confusion_table, select_points, write_attribution)
 from precision.products.report import build_report
 from precision.engine.study import load_study, parse_study
@@ -76,8 +76,10 @@ def tiny(tmp_path_factory):
 
 class TestAttributionTables:
     def test_columns_and_files(self, tiny):
-        _, run_dir, tables = tiny
-        assert tuple(tables.causes.columns) == CAUSE_COLUMNS and tuple(tables.guards.columns) == GUARD_COLUMNS
+        study, run_dir, tables = tiny
+        assert tuple(tables.causes.columns[:10]) == ("variant", "machine", "format", "profile", "alpha", "gamma",
+                                                    "weight", "dout", "target", "region")
+        assert tuple(tables.causes.columns) == cause_columns(study) and tuple(tables.guards.columns) == GUARD_COLUMNS
         back = pd.read_csv(run_dir / "attribution.csv", keep_default_na=False, na_values=["", "NaN"])
         assert len(back) == len(tables.causes) and (back["points"] == tables.causes["points"]).all()
         assert (run_dir / "attribution_guards.csv").is_file()

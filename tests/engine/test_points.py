@@ -75,12 +75,12 @@ class TestWindows:
         assert pred_values(s0.pred, s0.seed, -2.0).size > 0
 
     def test_sweep_computes_each_gammas_own_terms(self, tmp_path):
-        from precision.engine.points import study_preds_by_gamma
+        from precision.engine.points import study_preds_by_term
         from precision.engine.sweep import run_study
         text = self.TEXT.replace("per_window = 2000", "per_window = 300").replace(
             'gamma = [2.0, -1.5]', 'gamma = [-2.0, -1.5]').replace("target = [0, 1]", "target = [0]")
         s = parse_study(text)
-        by_gamma = study_preds_by_gamma(s)
+        by_gamma = study_preds_by_term(s)
         result = run_study(s, tmp_path / "o", cache_dir=tmp_path / "c", workers=1)
         assert result.term_pairs == sum(v.size for v in by_gamma.values())
         assert result.points == sum(v.size for v in by_gamma.values()) * len(s.machines)

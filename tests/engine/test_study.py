@@ -12,7 +12,8 @@ from study_support import BASE, study_with  # (this folder is on the path)
 class TestParse:
     def test_defaults_and_values(self):
         s = parse_study(BASE, "t.toml")
-        assert s.targets == (0, 1) and s.alphas == (0.25,) and s.gammas == (2.0, -1.5)
+        assert s.targets == (0, 1) and s.values("alpha") == (0.25,) and s.values("gamma") == (2.0, -1.5)
+        assert s.attributes == (("alpha", (0.25,)), ("gamma", (2.0, -1.5))) and s.term_values == (2.0, -1.5)
         assert s.weights == (None,) and s.douts == (1.0,) and s.reduction == "none" and s.count == 1
         assert [p.name for p in s.profiles] == ["fp32"] and s.region_edges == (-20, -8, 0, 8, 20)
         assert s.per_point == "all" and len(s.digest) == 64
@@ -24,7 +25,7 @@ class TestParse:
 
     def test_alpha_is_float32(self):
         s = parse_study(study_with(**{"alpha = [0.25]": "alpha = [0.1]"}))
-        assert s.alphas == (float(np.float32(0.1)),)
+        assert s.values("alpha") == (float(np.float32(0.1)),)
 
     @pytest.mark.parametrize("old,new,words", [
         ("seed = 3", "seed = 3\ncolour = 1", ["t.toml", "colour", "unknown key"]),

@@ -230,9 +230,9 @@ class TestSharedTerms:
         study = parse_study(STUDY, "cached.toml")
         from precision.engine.cache import TermCache
         from precision.engine.executor import InlineExecutor
-        from precision.engine.points import study_preds_by_gamma
+        from precision.engine.points import study_preds_by_term
         from precision.engine import sweep
-        pbg = study_preds_by_gamma(study)
+        pbg = study_preds_by_term(study)
         terms, _, _ = sweep._compute_terms(study, pbg, TermCache(None), InlineExecutor())
         variants = sweep._variants_of(study)
         tasks = sweep._build_tasks(study, pbg, terms, variants, [], None)
@@ -258,10 +258,11 @@ class TestSharedTerms:
 
     def test_a_missing_terms_file_is_one_clear_error(self, tmp_path):
         study = parse_study(STUDY, "cached.toml")
-        t = task.Task("", study.operator, "ieee", study.profiles[0], 0.25, 2.0, None, 1.0, "none", 1, (0, 1),
+        t = task.Task("", study.operator, "ieee", study.profiles[0], (("alpha", 0.25), ("gamma", 2.0)), None, 1.0,
+                      "none", 1, (0, 1),
                       ("naive",), (), "none", np.array([1.0]), None, None,
                       terms_file=str(tmp_path / "gone.safetensors"))
-        with pytest.raises(task.PrecisionError, match="focal terms of a running study are missing"):
+        with pytest.raises(task.PrecisionError, match="exact-value terms of a running study are missing"):
             task.task_terms(t)
 
 

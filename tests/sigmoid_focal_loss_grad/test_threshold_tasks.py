@@ -60,7 +60,7 @@ def test_a_threshold_is_always_where_its_test_passes_and_never_elsewhere(searche
     from precision.sigmoid_focal_loss_grad.implementations.common import resolve_machine
     from precision.sigmoid_focal_loss_grad.implementations.kernel import g5_big, g5_cancels
     study, _ = searched
-    for gamma in study.gammas:
+    for gamma in study.values("gamma"):
         x = study_pred_values(study, gamma).astype(np.float32)[:, None]
         t, d = np.zeros(x.shape, np.int32), np.ones(x.shape, np.float32)
         taus = (0.25, 2.0 ** -6, 0.3, 2.0 ** -12)

@@ -22,7 +22,7 @@ __all__ = ["stat_table", "group_table", "paired_table", "ordered", "region_text"
 
 def ordered(frame: pd.DataFrame, run) -> pd.DataFrame:
     """Rows in run order (variants and machines as in the study, regions by x, bracket bands by C)."""
-    return sort_table(frame, run.variants, run.machines, ["all", *run.regions], run.brackets)
+    return sort_table(frame, run.variants, run.machines, ["all", *run.regions], run.brackets, run.operator.ATTRIBUTES)
 
 
 def group_table(merged, by) -> pd.DataFrame:

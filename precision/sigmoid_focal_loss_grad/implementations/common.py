@@ -37,6 +37,8 @@ from precision.exact.formats import FP16, FP32
 from precision.machine import Machine, get_machine
 
 __all__ = [
+    "ATTRIBUTES",
+    "TERMS_ATTRIBUTE",
     "GUARD_IDS",
     "ALL_GUARDS",
     "NO_GUARDS",
@@ -62,6 +64,15 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # Named constants of the operator
 # ---------------------------------------------------------------------------
+
+#: The operator's float attributes, in the order its functions take them (``derive_gradient``'s positional
+#: arguments after ``target``; ``evaluate``'s keywords), each with its default values: the study file's
+#: ``[points]`` axes of these names (float32 values; ``alpha = [0.25]``, ``gamma = [2.0]`` when absent), the key
+#: columns of every table between ``profile`` and ``weight``.
+ATTRIBUTES = {"alpha": (0.25,), "gamma": (2.0,)}
+#: The attribute the exact values' reusable terms depend on (the focal terms A(x, gamma), cached per gamma), as do
+#: the bracket's cancellation and the ``windows`` pred set: a sweep's tasks are grouped by its values.
+TERMS_ATTRIBUTE = "gamma"
 
 #: The guard identifiers of spec section 4, in order.
 GUARD_IDS = ("G1", "G2", "G3", "G4", "G5", "G6", "G7", "G8")
