@@ -21,7 +21,22 @@ from precision.io.frames import frame_from_arrays, frame_to_arrays
 
 __all__ = [
     "Grouping", "Mergeable", "GroupStats", "packed_histogram", "STAT_SUMS", "STAT_COLUMNS", "Summary", "summarize",
+    "witness_fields",
 ]
+
+#: A witness's fields in the order a text names them: pred and target first, then the operator's attributes
+#: (every other field of the family), then these.
+_WITNESS_HEAD = ("pred", "target")
+_WITNESS_TAIL = ("weight", "dout", "row", "col", "computed", "exact")
+
+
+def witness_fields(columns, prefix: str) -> list:
+    """The fields of the witness family ``prefix`` among ``columns`` (``witness_pred`` -> ``pred``), in the order
+    a text names them: pred, target, the operator's attributes (the other fields, in column order), weight, dout,
+    row, col, computed, exact."""
+    present = [c[len(prefix):] for c in columns if c.startswith(prefix)]
+    attributes = [c for c in present if c not in _WITNESS_HEAD + _WITNESS_TAIL]
+    return [c for c in (*_WITNESS_HEAD, *attributes, *_WITNESS_TAIL) if c in present]
 
 # ---------------------------------------------------------------------------
 # Groups of points

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, THRESHOLD_T, allclose_tolerances
-from precision.analysis.groups import GroupStats
+from precision.analysis.groups import GroupStats, witness_fields
 
 __all__ = ["RATIO_LEVELS", "LEVEL_RANK", "StandardsSettings", "STANDARDS_COLUMNS", "standards_table",
            "ratio", "ratio_level", "settings_from_options"]
@@ -54,7 +54,6 @@ STANDARDS_COLUMNS = ("variant", "machine", "format", "region", "count", "mere", 
                      "threshold_T", "threshold_pass", "third_party", "mare_ratio", "mere_ratio", "rmse_ratio",
                      "level", "allclose_share", "blind", "blind_witness", "false_alarm", "false_alarm_witness")
 
-_WITNESS_FIELDS = ("pred", "target", "alpha", "gamma", "weight", "dout", "row", "col", "computed", "exact")
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,7 @@ def ratio_level(mare_ratio, mere_ratio, rmse_ratio, count) -> np.ndarray:
 
 def _witness_text(frame: pd.DataFrame, prefix: str) -> np.ndarray:
     """One text per row naming a witness: its inputs and output as hex floats (empty where none)."""
-    cols = [c for c in _WITNESS_FIELDS if f"{prefix}{c}" in frame.columns]
+    cols = witness_fields(frame.columns, prefix)
     columns = {c: frame[f"{prefix}{c}"].tolist() for c in cols}
     out = []
     for i in range(len(frame)):

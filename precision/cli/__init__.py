@@ -32,8 +32,8 @@ import sys
 
 from precision import __version__
 from precision.cli.options import (DEFAULT_DIFF_DIR, DEFAULT_REPORTS_DIR, DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, Given,
-                                   HelpFormatter, Parser, UsageError, add_command, examples_epilog, paragraphs,
-                                   parse_exact_float, positive_int)
+                                   HelpFormatter, Parser, UsageError, add_attribute_lists, add_attribute_options,
+                                   add_command, examples_epilog, paragraphs, parse_exact_float, positive_int)
 from precision.cli.point_commands import cmd_explain, cmd_oracle
 from precision.cli.run_commands import (cmd_cache, cmd_diff, cmd_gate, cmd_hunt, cmd_report, cmd_run, cmd_score,
                                         cmd_variants)
@@ -100,8 +100,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", action=Given, metavar="T",
                    help="raw selector t: any integer, 0 the positive-class term, 1 the negative "
                         "(required unless --check)")
-    p.add_argument("--alpha", action=Given, default="0.25", help="balance attribute (float32)")
-    p.add_argument("--gamma", action=Given, default="2.0", help="focusing attribute (float32; negatives allowed)")
+    add_attribute_options(p, action=Given)
     p.add_argument("--weight", action=Given, default="1.0", help="element weight")
     p.add_argument("--dout", action=Given, default="1.0", help="incoming gradient")
     p.add_argument("--count", action=Given, default="1", metavar="N",
@@ -138,8 +137,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pred", required=True, help="logit x (required)")
     p.add_argument("--target", required=True, help="raw selector t, 0 the positive and 1 the negative term "
                                                    "(required)")
-    p.add_argument("--alpha", default="0.25", help="alpha (float32)")
-    p.add_argument("--gamma", default="2.0", help="gamma (float32)")
+    add_attribute_options(p)
     p.add_argument("--weight", default=None, help="element weight (default: absent)")
     p.add_argument("--dout", default="1.0", help="upstream gradient")
     p.add_argument("--count", default="1", help="N*C of the mean reduction (coef = 1/count)")
@@ -231,8 +229,7 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="machine spec: ieee, numpy, npu, suffixes like +ftz (default: npu)")
     p.add_argument("--format", default="fp32", choices=["fp32", "fp16"],
                    help="pred and output format; fp16 is exhausted (default: fp32)")
-    p.add_argument("--gamma", nargs="+", action="extend", metavar="G", help="gamma values, float32 (default: 2)")
-    p.add_argument("--alpha", nargs="+", action="extend", metavar="A", help="alpha values, float32 (default: 0.25)")
+    add_attribute_lists(p)
     p.add_argument("--target", nargs="+", action="extend", metavar="T", help="raw selectors (default: 0 1)")
     p.add_argument("--outside-neighbourhood", action="store_true",
                    help="only points outside the root neighbourhood, gamma < -1 and C >= 4 "
@@ -308,8 +305,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", metavar="N,C", help="shape of a raw --outputs dump (default: pred's shape)")
     p.add_argument("--dtype", choices=["float16", "float32"],
                    help="dtype of a raw --outputs dump, little-endian (default: none; required for a raw dump)")
-    p.add_argument("--alpha", default="0.25", help="alpha attribute the outputs were computed with (float32)")
-    p.add_argument("--gamma", default="2.0", help="gamma attribute (float32)")
+    add_attribute_options(p, help_suffix="the outputs were computed with (float32)")
     p.add_argument("--reduction", default="mean", choices=["none", "sum", "mean"],
                    help="reduction attribute (mean: coefficient 1/(N*C))")
     p.add_argument("--label", help="name of the outputs in the tables (default: the --outputs file's stem)")

@@ -12,8 +12,10 @@ import textwrap
 import tomllib
 from pathlib import Path
 
+import numpy as np
+
 from precision.engine.cache import default_cache_dir
-from precision.sigmoid_focal_loss_grad import load_plugins
+from precision.sigmoid_focal_loss_grad import ATTRIBUTE_HELP, ATTRIBUTES, TERMS_ATTRIBUTE, load_plugins
 from precision.errors import ParameterError, PrecisionError
 from precision.io.files import probe_writable
 
@@ -276,3 +278,49 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}; expected a positive integer")
     return value
+
+
+# ---------------------------------------------------------------------------
+# The operator's attributes as options (--alpha, --gamma)
+# ---------------------------------------------------------------------------
+
+def search_order() -> list:
+    """The operator's attributes in a search's order: the terms attribute first, then the others."""
+    return sorted(ATTRIBUTES, key=lambda a: a != TERMS_ATTRIBUTE)
+
+
+def add_attribute_options(p, *, action=None, help_suffix: str = "(float32)") -> None:
+    """One option per attribute of the operator (``--alpha``, ``--gamma``), defaulting to its default value."""
+    for name, default in ATTRIBUTES.items():
+        kwargs = {"action": action} if action is not None else {}
+        p.add_argument(f"--{name}", default=repr(float(default[0])), help=f"{ATTRIBUTE_HELP[name]} {help_suffix}",
+                       **kwargs)
+
+
+def add_attribute_lists(p) -> None:
+    """One repeatable option per attribute (``--gamma G [G ...]``), in search order, for a search over them."""
+    for name in search_order():
+        default = " ".join(f"{v:g}" for v in ATTRIBUTES[name])
+        p.add_argument(f"--{name}", nargs="+", action="extend", metavar=name[0].upper(),
+                       help=f"{name} values, float32 (default: {default})")
+
+
+def parse_attributes(args) -> dict:
+    """The attribute options' values, rounded to float32 as the operator's attributes are (one-line error when
+    one overflows float32)."""
+    out = {}
+    with np.errstate(over="ignore"):
+        for name in ATTRIBUTES:
+            out[name] = float(np.float32(parse_exact_float(getattr(args, name), name)))
+    if not all(math.isfinite(v) for v in out.values()):
+        raise ParameterError(f"{'/'.join(f'--{n}' for n in ATTRIBUTES)} overflow float32; expected finite float32 "
+                             "attribute values")
+    return out
+
+
+def parse_attribute_lists(args) -> dict:
+    """``{"gammas": [...], "alphas": [...]}``: the values of each repeatable attribute option (its default when
+    not given), as the hunt takes them (exact floats; the hunt rounds them to float32)."""
+    return {f"{name}s": [parse_exact_float(v, name) for v in (getattr(args, name) or
+                                                              [repr(float(d)) for d in ATTRIBUTES[name]])]
+            for name in search_order()}

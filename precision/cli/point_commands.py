@@ -8,17 +8,17 @@ import math
 import numpy as np
 from mpmath import libmp
 
-from precision.cli.options import UsageError, load_cli_plugins, parse_exact_float, parse_int
+from precision.cli.options import UsageError, load_cli_plugins, parse_attributes, parse_exact_float, parse_int
 from precision.errors import ParameterError, PrecisionError
 from precision.exact.formats import FORMATS, round_to_format
-from precision.sigmoid_focal_loss_grad import attribute, describe, exact_decimal, round_gradient
+from precision.sigmoid_focal_loss_grad import ATTRIBUTES, attribute, describe, exact_decimal, round_gradient
 
 # ---------------------------------------------------------------------------
 # precision oracle, oracle --check, explain
 # ---------------------------------------------------------------------------
 
 #: The options that describe one point (``precision oracle`` without ``--check``).
-_POINT_OPTIONS = ("pred", "target", "alpha", "gamma", "weight", "dout", "count")
+_POINT_OPTIONS = ("pred", "target", *ATTRIBUTES, "weight", "dout", "count")
 #: The options of ``--check`` only.
 _CHECK_OPTIONS = ("points", "seed")
 
@@ -39,20 +39,15 @@ def cmd_oracle(args) -> int:
                           "(see 'precision oracle --help')")
     x = parse_exact_float(args.pred, "pred")
     t = parse_int(args.target, "target")
-    with np.errstate(over="ignore"):
-        alpha = float(np.float32(parse_exact_float(args.alpha, "alpha")))
-        gamma = float(np.float32(parse_exact_float(args.gamma, "gamma")))
-    if not (math.isfinite(alpha) and math.isfinite(gamma)):
-        raise ParameterError("--alpha/--gamma overflow float32; expected finite float32 attribute values")
+    attributes = parse_attributes(args)
     weight = parse_exact_float(args.weight, "weight")
     dout = parse_exact_float(args.dout, "dout")
     count = parse_int(args.count, "count", positive=True)
-    exact = exact_decimal(x, t, alpha, gamma, weight, dout, count, digits=40)
+    exact = exact_decimal(x, t, *attributes.values(), weight, dout, count, digits=40)
     lines = [
         f"pred    {x.hex():<24} {x!r}",
         f"target  {t}",
-        f"alpha   {alpha.hex():<24} {alpha!r} (float32)",
-        f"gamma   {gamma.hex():<24} {gamma!r} (float32)",
+        *(f"{name:<7} {v.hex():<24} {v!r} (float32)" for name, v in attributes.items()),
         f"weight  {weight.hex():<24} {weight!r}",
         f"dout    {dout.hex():<24} {dout!r}",
         f"count   {count}",
@@ -60,7 +55,7 @@ def cmd_oracle(args) -> int:
     ]
     for name in FORMATS:
         try:
-            v = round_gradient(x, t, alpha, gamma, weight, dout, count, fmt=name)
+            v = round_gradient(x, t, *attributes.values(), weight, dout, count, fmt=name)
             lines.append(f"{name:<7} {v.hex():<24} {v!r}")
         except PrecisionError as exc:  # undecided at the precision cap
             lines.append(f"{name:<7} unresolved ({exc})")
@@ -128,22 +123,19 @@ def cmd_explain(args) -> int:
     raw["weight"] = None if args.weight is None else parse_exact_float(args.weight, "weight")
     t = parse_int(args.target, "target")
     count = parse_int(args.count, "count", positive=True)
+    attributes = parse_attributes(args)
     with np.errstate(over="ignore"):
-        alpha = float(np.float32(parse_exact_float(args.alpha, "alpha")))
-        gamma = float(np.float32(parse_exact_float(args.gamma, "gamma")))
         values = {k: (None if v is None else dtype.type(v)) for k, v in raw.items()}
-    if not (math.isfinite(alpha) and math.isfinite(gamma)):
-        raise ParameterError("--alpha/--gamma overflow float32; expected finite float32 attribute values")
     for name, v in values.items():
         if v is not None and not np.isfinite(v):
             raise ParameterError(f"--{name}={getattr(args, name)!r} overflows {args.format}; expected a finite value")
     att = attribute(args.variant, np.array([values["pred"]], dtype), [t], dout=values["dout"],
-                    weight=values["weight"], alpha=alpha, gamma=gamma, reduction="mean", count=count,
+                    weight=values["weight"], **attributes, reduction="mean", count=count,
                     machine=args.machine)
     point = att.points.loc[0]
     x, d = float(values["pred"]), float(values["dout"])
     w = None if values["weight"] is None else float(values["weight"])
-    exact = exact_decimal(x, t, alpha, gamma, 1.0 if w is None else w, d, count, digits=20)
+    exact = exact_decimal(x, t, *attributes.values(), 1.0 if w is None else w, d, count, digits=20)
     rows = att.steps
     exact_text = att.exact_values[0]
 
@@ -171,7 +163,7 @@ def cmd_explain(args) -> int:
     sentence = describe(att, 0)
     top = {"step": point["top_step"] if isinstance(point["top_step"], str) else None, "cause": point["top_cause"], "local_ulp": _json_number(point["top_local_ulp"]),
            "cond": _json_number(point["top_cond"]), "sentence": sentence}
-    inputs = {"pred": x.hex(), "target": t, "alpha": alpha.hex(), "gamma": gamma.hex(),
+    inputs = {"pred": x.hex(), "target": t, **{name: v.hex() for name, v in attributes.items()},
               "weight": None if w is None else w.hex(), "dout": d.hex(), "count": count}
     if args.json:
         print(json.dumps({"variant": args.variant, "machine": args.machine, "format": args.format, "inputs": inputs,
@@ -183,8 +175,7 @@ def cmd_explain(args) -> int:
         f"variant  {args.variant} on {args.machine}, {args.format} pred/dout/weight, reduction mean, count {count}",
         f"pred     {x.hex():<24} {x!r}",
         f"target   {t}",
-        f"alpha    {alpha.hex():<24} {alpha!r} (float32)",
-        f"gamma    {gamma.hex():<24} {gamma!r} (float32)",
+        *(f"{name:<8} {v.hex():<24} {v!r} (float32)" for name, v in attributes.items()),
         f"weight   {'absent' if w is None else f'{w.hex():<24} {w!r}'}",
         f"dout     {d.hex():<24} {d!r}",
         f"exact    {exact}",

@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, load_cli_plugins, load_run_plugins,
-                                   parse_exact_float, parse_int, require_cache_dir, require_dir, require_file,
-                                   require_output_file)
+                                   parse_attribute_lists, parse_exact_float, parse_int, require_cache_dir, require_dir,
+                                   require_file, require_output_file)
 from precision.engine.cache import ResultCache, TermCache
-from precision.sigmoid_focal_loss_grad import get_variant, list_variants, variant_source
+from precision.sigmoid_focal_loss_grad import ATTRIBUTES, get_variant, list_variants, variant_source
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
 from precision.errors import ParameterError
@@ -166,18 +166,16 @@ def cmd_hunt(args) -> int:
     top = parse_int(args.top, "top")
     if top <= 0:
         raise ParameterError(f"--top={args.top!r}; expected a positive integer")
-    gammas = [parse_exact_float(v, "gamma") for v in args.gamma or ["2.0"]]
-    alphas = [parse_exact_float(v, "alpha") for v in args.alpha or ["0.25"]]
+    attribute_lists = parse_attribute_lists(args)
     targets = [parse_int(v, "target") for v in args.target or ["0", "1"]]
     corpus = require_output_file(args.corpus, "--corpus") if args.corpus else None
     load_cli_plugins(args)
-    result = hunt(args.variant, machine=args.machine, fmt=args.format, gammas=gammas, alphas=alphas,
-                  targets=targets, outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points,
+    result = hunt(args.variant, machine=args.machine, fmt=args.format, **attribute_lists, targets=targets, outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points,
                   seed=seed, workers=args.workers, top=top)
     added = 0
     if corpus is not None and result.corpus_preds():
         note = (f"hunt witness, {result.variant} {result.fmt} {result.machine}, "
-                f"gamma {' '.join(f'{g:g}' for g in result.gammas)}, seed {result.seed}")
+                f"gamma {' '.join(f'{g:g}' for g in result.values('gamma'))}, seed {result.seed}")
         added = append_to_corpus(corpus, result.corpus_preds(), note)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
@@ -227,16 +225,16 @@ def cmd_score(args) -> int:
     if args.compare_with:
         get_variant(args.compare_with)
         get_machine(args.machine)
-    alpha = parse_exact_float(args.alpha, "alpha")
-    gamma = parse_exact_float(args.gamma, "gamma")
+    attributes = {name: parse_exact_float(getattr(args, name), name) for name in ATTRIBUTES}
     arrays = load_inputs(files["inputs"], target=files.get("target"), dout=files.get("dout"),
                          weight=files.get("weight"))
-    inputs = validate_score_inputs(arrays, alpha=alpha, gamma=gamma, reduction=args.reduction)
+    inputs = validate_score_inputs(arrays, **attributes, reduction=args.reduction)
     outputs = load_outputs(files["outputs"], shape=shape, dtype=args.dtype, pred=inputs.pred)
     result = score_outputs(inputs, outputs, label=label, compare_with=args.compare_with,
                            machine=args.machine)
     command = " ".join(["precision score", *(f"--{k} {v}" for k, v in files.items()),
-                        f"--alpha {args.alpha} --gamma {args.gamma} --reduction {args.reduction} --label {label}",
+                        *(f"--{name} {getattr(args, name)}" for name in ATTRIBUTES),
+                        f"--reduction {args.reduction} --label {label}",
                         *([f"--shape {args.shape}"] if args.shape else []),
                         *([f"--dtype {args.dtype}"] if args.dtype else []),
                         *([f"--compare-with {args.compare_with} --machine {args.machine}"]

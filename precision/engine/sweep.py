@@ -689,7 +689,7 @@ def _write_tables(study, out, stats, paired_parts, context, variants, comparison
     atomic_write_npz(out / "predbins.npz", {
         "edges": PRED_BIN_EDGES,
         "variant": np.array([k[0] for k in keys], dtype=str), "machine": np.array([k[1] for k in keys], dtype=str),
-        "profile": np.array([k[2] for k in keys], dtype=str), term or "term": np.array([k[3] for k in keys]),
+        "profile": np.array([k[2] for k in keys], dtype=str), term or "term": np.array([np.nan if k[3] is None else k[3] for k in keys], dtype=np.float64),
         "max_ulp": np.stack([predbins[k] for k in keys]) if keys else np.empty((0, PRED_BIN_EDGES.size - 1))})
 
 

@@ -4,7 +4,8 @@
 (after).  For every variant present in both, the per-point outputs of
 ``points.parquet`` (the study must keep every point: ``[run] per_point =
 "all"``) are joined on the exact inputs (pred's float64 bits, so -0.0 and
-0.0 are two points; target, alpha, gamma, weight, dout, count) and the machine,
+0.0 are two points; target, the operator's attributes (SigmoidFocalLossGrad's alpha, gamma), weight, dout,
+count) and the machine,
 format and profile, and compared with :func:`precision.analysis.paired.compare_points`
 ("with" = B, "without" = A) into :class:`precision.analysis.paired.PairedStats` per
 (variant, machine, format, profile, region), overall (region ``all``) and per
@@ -58,7 +59,7 @@ Outputs (``OUT``, default ``out/diff``), written atomically:
     Per variant the :data:`WORST_POINTS` points that lost most (B against A;
     a special caused first): ``variant``, ``machine``, ``format``,
     ``profile``, ``region``, ``pred`` (hex), ``pred_decimal``, ``target``,
-    ``alpha``, ``gamma``, ``weight`` (hex or ``none``), ``dout``,
+    the attributes (``alpha``, ``gamma``), ``weight`` (hex or ``none``), ``dout``,
     ``loss_bits``, ``err_ulp_a``, ``err_ulp_b``, ``class_a``, ``class_b``,
     ``computed_a``, ``computed_b``, ``rounded`` (hex).
 ``tables/maxima.csv``
@@ -87,22 +88,38 @@ from precision.products.report.sections.verdicts import verdict_grid
 from precision.analysis.groups import Grouping
 from precision.analysis.paired import VERDICT_RULE, PairedStats, compare_points, outputs_changed
 from precision.analysis.scoring import CLASS_NAMES, SPECIAL_CLASSES
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.engine.sweep import comparison_table, hex_witnesses, load_stats
 from precision.io.frames import write_csv
 
-__all__ = ["diff_runs", "write_diff", "DiffResult", "WORDS", "WORST_POINTS", "POINT_KEYS"]
+__all__ = ["diff_runs", "write_diff", "DiffResult", "WORDS", "WORST_POINTS", "point_keys"]
 
 #: The word of a variant for each verdict of :func:`precision.analysis.paired.verdicts`.
 WORDS = {"helps": "BETTER", "hurts": "WORSE", "mixed": "MIXED", "no_effect": "SAME", "inconclusive": "SAME"}
 #: Points listed per variant in ``worst_points.csv`` (the report shows the first of them).
 WORST_POINTS = 20
-#: The columns a point is joined on (pred, alpha, gamma, weight, dout compared by their float64 bits).
-POINT_KEYS = ("pred", "target", "alpha", "gamma", "weight", "dout", "count", "machine", "format", "profile")
-_FLOAT_KEYS = ("pred", "alpha", "gamma", "weight", "dout")
 _CLASS_TEXT = np.asarray(list(CLASS_NAMES.values()), dtype=object)
 _NAN_BITS = np.int64(0x7FF8000000000000)
-_COLUMNS = (*POINT_KEYS, "variant", "computed", "err_ulp", "class", "rounded")
 _TEXT = ("variant", "class", "machine", "format", "profile")
+
+
+def point_keys(attributes) -> tuple:
+    """The columns a point is joined on, given the operator's attribute names (pred, the attributes, weight,
+    dout compared by their float64 bits)."""
+    return ("pred", "target", *attributes, "weight", "dout", "count", "machine", "format", "profile")
+
+
+def _float_keys(attributes) -> tuple:
+    return ("pred", *attributes, "weight", "dout")
+
+
+def _columns(attributes) -> tuple:
+    return (*point_keys(attributes), "variant", "computed", "err_ulp", "class", "rounded")
+
+
+def _witness_inputs(attributes) -> tuple:
+    """A witness's fields in the text and tables: the point's inputs, its machine and profile."""
+    return ("pred", "target", *attributes, "weight", "dout", "machine", "profile")
 
 
 def _hex(v) -> str:
@@ -120,6 +137,7 @@ class _Run:
     label: str
     meta: dict
     points: pd.DataFrame
+    attributes: tuple  # the names of its operator's attributes
 
 
 def _read_run(folder: Path, label: str) -> _Run:
@@ -133,12 +151,14 @@ def _read_run(folder: Path, label: str) -> _Run:
         meta = json.loads((folder / "run.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ParameterError(f"{shown}: run.json does not parse ({exc}); rerun `precision run` into it") from None
+    attributes = tuple(get_operator(meta.get("operator", DEFAULT_OPERATOR)).ATTRIBUTES)
+    columns = _columns(attributes)
     names = set(pq.read_schema(folder / "points.parquet").names)
     stats = load_stats(folder).frame
-    if not set(_COLUMNS) <= names:
-        points = pd.DataFrame({c: [] for c in _COLUMNS})
+    if not set(columns) <= names:
+        points = pd.DataFrame({c: [] for c in columns})
     else:
-        points = pd.read_parquet(folder / "points.parquet", columns=list(_COLUMNS))
+        points = pd.read_parquet(folder / "points.parquet", columns=list(columns))
     for col in _TEXT:
         points[col] = points[col].astype(object).astype("category") if points[col].dtype != "category" \
             else points[col]
@@ -154,14 +174,14 @@ def _read_run(folder: Path, label: str) -> _Run:
         raise ParameterError(
             f"{shown}: points.parquet holds {int(have.loc[(v, m, p)]):,} of the {n:,} points of {v} on {m} {p}; "
             "diff compares every point: rerun the study with [run] per_point = \"all\"")
-    return _Run(folder, label, meta, points)
+    return _Run(folder, label, meta, points, attributes)
 
 
-def _keyed(points: pd.DataFrame, vocab: dict) -> pd.DataFrame:
+def _keyed(points: pd.DataFrame, vocab: dict, attributes) -> pd.DataFrame:
     """The frame in numbers: float keys as int64 bits (one NaN spelling for an absent weight), text columns as
     codes into ``vocab`` (shared by both runs), classes as :data:`precision.analysis.scoring.CLASS_NAMES` codes."""
     out = {}
-    for col in _FLOAT_KEYS:
+    for col in _float_keys(attributes):
         v = points[col].to_numpy(np.float64)
         out[col] = np.where(np.isnan(v), _NAN_BITS, v.view(np.int64))
     for col in ("target", "count"):
@@ -175,7 +195,7 @@ def _keyed(points: pd.DataFrame, vocab: dict) -> pd.DataFrame:
 
 
 def _check_same_points(a: _Run, b: _Run, ka: pd.DataFrame, kb: pd.DataFrame) -> None:
-    keys = list(POINT_KEYS)
+    keys = list(point_keys(a.attributes))
     pa, pb = ka[keys].drop_duplicates(), kb[keys].drop_duplicates()
     both = pa.merge(pb, how="outer", on=keys, indicator=True)
     only_a = int((both["_merge"] == "left_only").sum())
@@ -207,6 +227,7 @@ class DiffResult:
     regions: list
     seconds: float = 0.0
     meta: dict = field(default_factory=dict)
+    attributes: tuple = ()  # the names of the runs' operator's attributes
 
     @property
     def compared(self) -> pd.DataFrame:
@@ -233,7 +254,7 @@ class DiffResult:
             if r.word in ("WORSE", "MIXED"):
                 text += f" beyond_tolerance={'yes' if r.fails else 'no'}"
             if isinstance(r.witness_pred, str) and r.witness_pred:
-                text += " witness=" + _witness_text(r._asdict(), "witness_")
+                text += " witness=" + _witness_text(r._asdict(), "witness_", self.attributes)
             out.append(text)
         words = self.compared["word"].value_counts()
         n_pts = int(self.compared["count"].sum()) if len(self.compared) else 0
@@ -253,9 +274,8 @@ def _bits(v) -> str:
     return "nan" if math.isnan(v) else "inf" if math.isinf(v) else f"{v:.4g}"
 
 
-def _witness_text(row: dict, prefix: str) -> str:
-    return ",".join(f"{k}={row[prefix + k]}" for k in ("pred", "target", "alpha", "gamma", "weight", "dout",
-                                                         "machine", "profile"))
+def _witness_text(row: dict, prefix: str, attributes) -> str:
+    return ",".join(f"{k}={row[prefix + k]}" for k in _witness_inputs(attributes))
 
 
 def _word(verdicts) -> str:
@@ -300,10 +320,15 @@ def diff_runs(run_a, run_b, *, tolerance: float = 0.0) -> DiffResult:
     if not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance) and tolerance >= 0):
         raise ParameterError(f"--tolerance={tolerance!r}; expected a finite number of bits >= 0")
     a, b = _read_run(Path(run_a), "RUN_A"), _read_run(Path(run_b), "RUN_B")
+    if a.attributes != b.attributes:
+        raise ParameterError(f"RUN_A={a.folder} and RUN_B={b.folder} are runs of different operators "
+                             f"({a.meta.get('operator', DEFAULT_OPERATOR)}, {b.meta.get('operator', DEFAULT_OPERATOR)}); "
+                             "diff compares two runs of one study")
+    attributes = a.attributes
     vocab = {c: sorted(set(map(str, a.points[c].unique())) | set(map(str, b.points[c].unique())))
              for c in ("variant", "machine", "format", "profile")}
     text = {c: np.asarray(v, dtype=object) for c, v in vocab.items()}
-    ka, kb = _keyed(a.points, vocab), _keyed(b.points, vocab)
+    ka, kb = _keyed(a.points, vocab, attributes), _keyed(b.points, vocab, attributes)
     _check_same_points(a, b, ka, kb)
     edges = np.asarray(a.meta.get("region_edges", []), dtype=np.float64)
     regions = list(a.meta.get("regions") or ["all"])
@@ -313,7 +338,7 @@ def diff_runs(run_a, run_b, *, tolerance: float = 0.0) -> DiffResult:
     present_b = {vocab["variant"][i] for i in np.unique(kb["variant"])}
     common = [v for v in order_a if v in present_a and v in present_b]
     machines = list(dict.fromkeys([*a.meta.get("machines", []), *b.meta.get("machines", [])]))
-    keys = list(POINT_KEYS)
+    keys = list(point_keys(attributes))
     parts, worst = [], []
     for v in common:
         code = vocab["variant"].index(v)
@@ -330,7 +355,7 @@ def diff_runs(run_a, run_b, *, tolerance: float = 0.0) -> DiffResult:
         cell = ((cell_cols["machine"] * len(vocab["format"]) + cell_cols["format"]) * len(vocab["profile"])
                 + cell_cols["profile"]) * len(regions) + region
         ids, first, gid = np.unique(cell, return_index=True, return_inverse=True)
-        floats = {c: m[c].to_numpy(np.int64).view(np.float64) for c in ("alpha", "gamma", "weight", "dout")}
+        floats = {c: m[c].to_numpy(np.int64).view(np.float64) for c in _float_keys(attributes)[1:]}
         witness = {"pred": pred, "target": m["target"].to_numpy(), **floats, "machine": cell_cols["machine"],
                    "profile": cell_cols["profile"]}
         stats = PairedStats.reduce(Grouping(gid.ravel(), ids.size), outcome, fix, delta, changed, witness=witness)
@@ -355,20 +380,20 @@ def diff_runs(run_a, run_b, *, tolerance: float = 0.0) -> DiffResult:
     if len(paired):
         paired = PairedStats(paired.frame.drop(columns=["group"]), paired.hist)
     table = comparison_table(paired, common, machines, regions)
-    table = _hex_witnesses(table, text)
+    table = _hex_witnesses(table, text, attributes)
     worst_frame = pd.concat(worst, ignore_index=True) if worst else pd.DataFrame(columns=[
-        "variant", "machine", "format", "profile", "region", "pred", "pred_decimal", "target", "alpha", "gamma",
+        "variant", "machine", "format", "profile", "region", "pred", "pred_decimal", "target", *attributes,
         "weight", "dout", "loss_bits", "err_ulp_a", "err_ulp_b", "class_a", "class_b", "computed_a", "computed_b",
         "rounded"])
     variants = _variant_rows(paired, table, worst_frame, common, order_a, order_b, present_a, present_b,
-                             float(tolerance))
+                             float(tolerance), attributes)
     maxima = _maxima(a.folder, b.folder, common, machines)
     return DiffResult(a.folder, b.folder, str(a.meta.get("study", "")), float(tolerance), table, variants,
                       worst_frame, maxima, machines, regions, time.perf_counter() - started,
-                      {"a": a.meta, "b": b.meta})
+                      {"a": a.meta, "b": b.meta}, attributes)
 
 
-def _hex_witnesses(table: pd.DataFrame, text: dict) -> pd.DataFrame:
+def _hex_witnesses(table: pd.DataFrame, text: dict, attributes) -> pd.DataFrame:
     """Witness columns of a paired table for people: machine and profile codes as their names, the inputs
     as hex floats (:func:`precision.engine.sweep.hex_witnesses`)."""
     t = table.copy()
@@ -378,13 +403,14 @@ def _hex_witnesses(table: pd.DataFrame, text: dict) -> pd.DataFrame:
             if col in t.columns:
                 codes = pd.to_numeric(t[col], errors="coerce").to_numpy(np.float64)
                 t[col] = [None if np.isnan(k) else text[c][int(k)] for k in codes]
-        for c in ("pred", "alpha", "gamma", "weight", "dout"):  # numbers, whatever the frame held them as
+        for c in _float_keys(attributes):  # numbers, whatever the frame held them as
             if prefix + c in t.columns:
                 t[prefix + c] = pd.to_numeric(t[prefix + c], errors="coerce").astype(np.float64)
     return hex_witnesses(t)
 
 
-def _variant_rows(paired, table, worst, common, order_a, order_b, present_a, present_b, tolerance) -> pd.DataFrame:
+def _variant_rows(paired, table, worst, common, order_a, order_b, present_a, present_b, tolerance,
+                  attributes) -> pd.DataFrame:
     rows = []
     pooled = paired.merge(["with_variant"]).table(["with_variant"]) if len(paired) else pd.DataFrame()
     overall = table[table["region"] == "all"] if len(table) else table
@@ -404,7 +430,7 @@ def _variant_rows(paired, table, worst, common, order_a, order_b, present_a, pre
         row["max_gain_bits"] = float(p["max_gain_bits"])
         row["max_loss_bits"] = float(p["max_loss_bits"])
         row["worst_loss_bits"] = float(_worst_loss(p["specials_caused"], p["max_loss_bits"]))
-        for c in ("pred", "target", "alpha", "gamma", "weight", "dout", "machine", "profile"):
+        for c in _witness_inputs(attributes):
             row[f"witness_{c}"] = None if top is None else str(int(top[c])) if c == "target" else top[c]
         rows.append(row)
     for v in order_a:
@@ -415,8 +441,7 @@ def _variant_rows(paired, table, worst, common, order_a, order_b, present_a, pre
             rows.append({"variant": v, "status": "only_b"})
     columns = ["variant", "status", "word", "fails", "cells", "count", "changed", "better", "worse", "tied",
                "both_garbage", "specials_fixed", "specials_caused", "max_gain_bits", "max_loss_bits",
-               "worst_loss_bits"] + [f"witness_{c}" for c in ("pred", "target", "alpha", "gamma", "weight", "dout",
-                                                               "machine", "profile")]
+               "worst_loss_bits"] + [f"witness_{c}" for c in _witness_inputs(attributes)]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -447,9 +472,10 @@ def _maxima(folder_a: Path, folder_b: Path, variants, machines) -> pd.DataFrame:
 # The report
 # ---------------------------------------------------------------------------
 
-#: Columns of the worst points shown on the first screen.
-_WORST_SHOWN = ["variant", "machine", "profile", "pred", "pred_decimal", "target", "alpha", "gamma", "weight", "dout",
-                "loss_bits", "err_ulp_a", "err_ulp_b", "class_b", "computed_b", "rounded"]
+def _worst_shown(attributes) -> list:
+    """Columns of the worst points shown on the first screen."""
+    return ["variant", "machine", "profile", "pred", "pred_decimal", "target", *attributes, "weight", "dout",
+            "loss_bits", "err_ulp_a", "err_ulp_b", "class_b", "computed_b", "rounded"]
 
 
 def write_diff(result: DiffResult, out_dir, command: str = "") -> Path:
@@ -490,7 +516,7 @@ def _blocks(r: DiffResult, command: str) -> tuple:
     first.append(Heading("New worst points", 2, "worst-points"))
     if len(r.worst):
         shown = r.worst.sort_values("loss_bits", ascending=False, kind="stable").head(WORST_POINTS)
-        first.append(Table(shown[_WORST_SHOWN].reset_index(drop=True), "worst_points.csv",
+        first.append(Table(shown[_worst_shown(r.attributes)].reset_index(drop=True), "worst_points.csv",
                            f" ({WORST_POINTS} per variant)"))
         first.append(Para("loss_bits = log2(1 + ulp error in B) - log2(1 + ulp error in A); inf = an output made "
                           "special (NaN, inf, wrong sign, lost inf). Inputs as hex floats.", "note"))

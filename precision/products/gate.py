@@ -62,6 +62,7 @@ import pandas as pd
 
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.io.files import atomic_open
+from precision.analysis.groups import witness_fields
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import LEVEL_RANK, settings_from_options, standards_table
 from precision.engine.study import load_study
@@ -255,8 +256,9 @@ def measure(run_dir) -> pd.DataFrame:
 
 
 def _witness(row) -> str:
-    return (f"pred={row['witness_pred']},target={int(row['witness_target'])},alpha={row['witness_alpha']},"
-            f"gamma={row['witness_gamma']},weight={row['witness_weight']},dout={row['witness_dout']}")
+    """The inputs of a row's witness: pred, target, the operator's attributes, weight, dout."""
+    fields = [f for f in witness_fields(row.keys(), "witness_") if f not in ("row", "col", "computed", "exact")]
+    return ",".join(f"{f}={int(row['witness_target']) if f == 'target' else row[f'witness_{f}']}" for f in fields)
 
 
 def check_budgets(budgets, observed: pd.DataFrame) -> list:

@@ -7,16 +7,19 @@ is :func:`hunt`; it returns a :class:`HuntResult`.
 
 The search space
 ----------------
-A point is ``(pred, gamma, alpha, target)``: pred any finite value of the
-format, (gamma, alpha, target) one combination of the given lists (alpha and
-gamma as float32 values).  ``weight`` is absent, ``dout = 1`` and the
+A point is ``(pred, attribute values, target)``: pred any finite value of the
+format, the values of the operator's attributes (its ``ATTRIBUTES``; for
+SigmoidFocalLossGrad gamma and alpha, the names used below) and the target
+one combination of the given lists (attributes as float32 values), in the
+order: the terms attribute (gamma) first, then the others in the operator's
+order, then the target.  ``weight`` is absent, ``dout = 1`` and the
 reduction is ``none`` (the coefficient 1), so the error is that of the
-gradient itself.  With ``outside_neighbourhood`` the points inside the root
-neighbourhood of A (``gamma < -1`` and cancellation factor
-``C >= ROOT_NEIGHBOURHOOD_C``, :mod:`precision.sigmoid_focal_loss_grad.bracket`; the selected term's
-C: ``A(x)`` for target 0, ``A(-x)`` for target 1, the larger for other
-selectors) are never sampled nor scored, exactly as the reports' "outside"
-zone.
+gradient itself.  With ``outside_neighbourhood`` the points inside the
+operator's root neighbourhood (its ``in_neighbourhood``; SigmoidFocalLossGrad:
+``gamma < -1`` and cancellation factor ``C >= ROOT_NEIGHBOURHOOD_C``,
+:mod:`precision.sigmoid_focal_loss_grad.bracket`; the selected term's C: ``A(x)`` for target 0,
+``A(-x)`` for target 1, the larger for other selectors) are never sampled
+nor scored, exactly as the reports' "outside" zone.
 
 fp16 (63,488 finite preds) is **exhausted**: every pred for every
 combination, the variant evaluated on the whole [preds, targets] tensor per
@@ -103,6 +106,7 @@ and the hex spellings ``pred_hex``, ``alpha_hex``, ``gamma_hex``,
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import time
@@ -172,13 +176,13 @@ _FIELDS = ("ordinal", "combo", "err", "computed", "rounded", "exact_hi", "exact_
 
 @dataclass(frozen=True)
 class _Space:
-    """What is searched: a variant of an operator on a machine, one pred format, the (gamma, alpha, target)
-    combinations."""
+    """What is searched: a variant of an operator on a machine, one pred format, the combinations of its
+    attributes' values and the targets."""
 
     variant: object  # registry name (picklable) or Variant
     machine: str
     fmt: str
-    combos: tuple  # ((gamma, alpha, target), ...) in gamma, alpha, target order
+    combos: tuple  # ((attribute values in the operator's ATTRIBUTES order..., target), ...) in search order
     outside: bool
     operator: str = DEFAULT_OPERATOR  # its name (picklable); the object is op
 
@@ -188,34 +192,54 @@ class _Space:
         return get_operator(self.operator)
 
     @property
-    def gammas(self) -> np.ndarray:
-        return np.array([c[0] for c in self.combos], dtype=np.float64)
+    def names(self) -> tuple:
+        """The operator's attributes, in its order."""
+        return tuple(self.op.ATTRIBUTES)
+
+    def values(self, name: str) -> np.ndarray:
+        """Each combination's value of the attribute ``name``."""
+        i = self.names.index(name)
+        return np.array([c[i] for c in self.combos], dtype=np.float64)
 
     @property
-    def alphas(self) -> np.ndarray:
-        return np.array([c[1] for c in self.combos], dtype=np.float64)
+    def terms(self) -> np.ndarray:
+        """Each combination's value of the terms attribute (NaN when the operator has none)."""
+        name = self.op.TERMS_ATTRIBUTE
+        return self.values(name) if name is not None else np.full(len(self.combos), np.nan)
 
     @property
     def targets(self) -> np.ndarray:
-        return np.array([c[2] for c in self.combos], dtype=np.int64)
+        return np.array([c[-1] for c in self.combos], dtype=np.int64)
+
+    def attributes(self, combo: int) -> dict:
+        """{name: value} of one combination."""
+        return dict(zip(self.names, self.combos[combo][:-1]))
+
+
+def _term_groups(space: _Space, combo):
+    """(term value, indices into ``combo``) per distinct value of the terms attribute, ascending (one group,
+    value None, when the operator has none)."""
+    if space.op.TERMS_ATTRIBUTE is None:
+        return [(None, np.arange(np.asarray(combo).size))]
+    t_of = space.terms[combo]
+    return [(v, np.flatnonzero(t_of == v)) for v in np.unique(t_of).tolist()]
 
 
 def _c_factors(space: _Space, x, combo) -> np.ndarray:
+    """The operator's conditioning factor of each point's selected term(s) (its ``selected_cancellation``)."""
     out = np.ones(x.size)
-    g_of, t_of = space.gammas[combo], space.targets[combo]
-    for g in np.unique(g_of).tolist():
-        if g < 0:
-            sel = g_of == g
-            out[sel] = space.op.selected_cancellation(x[sel], t_of[sel], g)
+    t_of = space.targets[combo]
+    for term, sel in _term_groups(space, combo):
+        out[sel] = space.op.selected_cancellation(x[sel], t_of[sel], term)
     return out
 
 
 def _inside(space: _Space, x, combo) -> np.ndarray:
-    """True where a point lies in the root neighbourhood (gamma < -1 and C >= the threshold)."""
-    g = space.gammas[combo]
+    """True where a point lies in the operator's root neighbourhood (its ``in_neighbourhood``)."""
     inside = np.zeros(x.size, dtype=bool)
-    if np.any(g < -1):
-        inside = (g < -1) & (_c_factors(space, x, combo) >= space.op.ROOT_NEIGHBOURHOOD_C)
+    t_of = space.targets[combo]
+    for term, sel in _term_groups(space, combo):
+        inside[sel] = space.op.in_neighbourhood(x[sel], t_of[sel], term)
     return inside
 
 
@@ -223,14 +247,22 @@ def _inside(space: _Space, x, combo) -> np.ndarray:
 # Scoring a batch
 # ---------------------------------------------------------------------------
 
-def _evaluate(space: _Space, preds, targets, alpha: float, gamma: float) -> np.ndarray:
+def _evaluate(space: _Space, preds, targets, attributes: dict) -> np.ndarray:
     """The variant on the tensor pred[P, T] x target[P, T] (dout 1, no weight, reduction none)."""
     return space.op.evaluate(space.variant, preds, targets, np.ones(preds.shape, dtype=preds.dtype), None,
-                             alpha=alpha, gamma=gamma, reduction="none", machine=space.machine)
+                             **attributes, reduction="none", machine=space.machine)
+
+
+def _attribute_args(space: _Space, columns: dict, term) -> list:
+    """The attribute arguments of the operator's term and gradient functions (its ``ATTRIBUTES`` order): each
+    point's values, the terms attribute as the one value ``term``."""
+    name = space.op.TERMS_ATTRIBUTE
+    return [term if n == name else columns[n] for n in space.names]
 
 
 def _score_points(space: _Space, ordinal, combo) -> dict:
-    """Score a batch of points; the variant sees one [n, 1] tensor per (gamma, alpha) of the batch.
+    """Score a batch of points; the variant sees one [n, 1] tensor per combination of attribute values of the
+    batch.
 
     Returns the arrays of ``_FIELDS`` (``err`` NaN where the oracle is undecided).
     """
@@ -239,21 +271,25 @@ def _score_points(space: _Space, ordinal, combo) -> dict:
     n = ordinal.size
     preds = from_ordinal(ordinal, fmt)
     x = preds.astype(np.float64)
-    g_of, a_of, t_of = space.gammas[combo], space.alphas[combo], space.targets[combo]
+    t_of = space.targets[combo]
+    columns = {name: space.values(name)[combo] for name in space.names}
     out = {"ordinal": ordinal, "combo": combo, "err": np.empty(n), "computed": np.empty(n),
            "rounded": np.empty(n), "exact_hi": np.empty(n), "exact_lo": np.empty(n),
            "cls": np.empty(n, dtype=np.int8), "c_factor": _c_factors(space, x, combo)}
-    for g in np.unique(g_of).tolist():
-        sel = np.flatnonzero(g_of == g)
-        xs, ts, as_ = x[sel], t_of[sel], a_of[sel]
-        pos, neg = op.selected_term_tables(xs, ts, as_, g)
+    for term, sel in _term_groups(space, combo):
+        xs, ts = x[sel], t_of[sel]
+        mine = {name: v[sel] for name, v in columns.items()}
         m = sel.size
-        d = op.derive_gradient(xs, ts, as_, np.full(m, g), np.ones(m), np.ones(m), np.ones(m, dtype=np.int64),
-                               fmt, pos, neg)
+        pos, neg = op.selected_term_tables(xs, ts, *_attribute_args(space, mine, term))
+        d = op.derive_gradient(xs, ts, *[np.full(m, v) if np.isscalar(v) else v
+                                         for v in _attribute_args(space, mine, term)],
+                               np.ones(m), np.ones(m), np.ones(m, dtype=np.int64), fmt, pos, neg)
         computed = np.empty(m, dtype=fmt.dtype)
-        for a in np.unique(as_).tolist():
-            k = np.flatnonzero(as_ == a)
-            computed[k] = _evaluate(space, preds[sel[k]][:, None], ts[k].astype(np.int32)[:, None], a, g)[:, 0]
+        rows = np.stack([mine[name] for name in space.names], axis=1)
+        for values in np.unique(rows, axis=0):
+            k = np.flatnonzero((rows == values).all(axis=1))
+            given = {name: float(v) for name, v in zip(space.names, values)}
+            computed[k] = _evaluate(space, preds[sel[k]][:, None], ts[k].astype(np.int32)[:, None], given)[:, 0]
         err = ulp_error(computed, (d.exact_hi, d.exact_lo), fmt, d.rounded)
         err = np.where(np.isnan(d.rounded.astype(np.float64)), np.nan, np.where(np.isnan(err), np.inf, err))
         out["err"][sel] = err
@@ -434,9 +470,10 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     x = values.astype(np.float64)
     xs = np.unique(np.concatenate([x, -x]).view(np.int64)).view(np.float64)
     xs = xs[np.argsort(np.abs(xs), kind="stable")]  # x and -x in one chunk share exp and log1p
-    gammas = sorted(set(space.gammas.tolist()))
+    term_name = op.TERMS_ATTRIBUTE
+    terms = sorted(set(space.terms.tolist())) if term_name is not None else [None]
     chunk = -(-xs.size // (4 * max(1, executor.workers)))
-    jobs = [(xs[i:i + chunk], tuple(gammas), space.operator) for i in range(0, xs.size, chunk)]
+    jobs = [(xs[i:i + chunk], tuple(terms), space.operator) for i in range(0, xs.size, chunk)]
     pieces = {}
     for i, tables in executor.map_unordered(term_chunk, jobs):
         pieces[i] = tables
@@ -448,20 +485,22 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     worst, specials = [], []
     points = unresolved = special = 0
     combos = np.arange(len(space.combos))
-    for g in gammas:
-        table = op.TermTable.concatenate([p[g] for p in order]).take(sort)
+    rows = np.array([c[:-1] for c in space.combos], dtype=np.float64).reshape(len(space.combos), -1)
+    P = values.size
+    for term, of_term in _term_groups(space, combos):
+        table = op.TermTable.concatenate([p[term] for p in order]).take(sort)
         pos = table.take(np.searchsorted(keys, x.view(np.int64)))
         neg = table.take(np.searchsorted(keys, (-x).view(np.int64)))
-        for a in sorted(set(space.alphas[space.gammas == g].tolist())):
-            mine = combos[(space.gammas == g) & (space.alphas == a)]
+        for given in np.unique(rows[of_term], axis=0):  # each combination of the attributes' values, ascending
+            mine = of_term[(rows[of_term] == given).all(axis=1)]
+            attributes = {name: float(v) for name, v in zip(space.names, given)}
             targets = space.targets[mine]
             T = targets.size
             computed = _evaluate(space, np.repeat(values[:, None], T, axis=1),
-                                 np.broadcast_to(targets.astype(np.int32), (values.size, T)).copy(), a, g)
+                                 np.broadcast_to(targets.astype(np.int32), (values.size, T)).copy(), attributes)
             for j, ci in enumerate(mine.tolist()):
-                P = values.size
-                d = op.derive_gradient(x, np.full(P, targets[j]), np.full(P, a), np.full(P, g), np.ones(P),
-                                       np.ones(P), np.ones(P, dtype=np.int64), fmt, pos, neg)
+                d = op.derive_gradient(x, np.full(P, targets[j]), *[np.full(P, v) for v in attributes.values()],
+                                       np.ones(P), np.ones(P), np.ones(P, dtype=np.int64), fmt, pos, neg)
                 c = computed[:, j]
                 err = ulp_error(c, (d.exact_hi, d.exact_lo), fmt, d.rounded)
                 err = np.where(np.isnan(d.rounded.astype(np.float64)), np.nan,
@@ -497,9 +536,9 @@ def _alone(space: _Space, rows: dict) -> np.ndarray:
     fmt = get_format(space.fmt)
     out = np.empty(rows["ordinal"].size)
     for i in range(out.size):
-        g, a, t = space.combos[int(rows["combo"][i])]
+        ci = int(rows["combo"][i])
         pred = from_ordinal(rows["ordinal"][i:i + 1], fmt)[:, None]
-        c = _evaluate(space, pred, np.array([[t]], dtype=np.int32), a, g)[:, 0]
+        c = _evaluate(space, pred, np.array([[space.combos[ci][-1]]], dtype=np.int32), space.attributes(ci))[:, 0]
         e = ulp_error(c, (rows["exact_hi"][i:i + 1], rows["exact_lo"][i:i + 1]), fmt, rows["rounded"][i:i + 1])
         out[i] = np.inf if np.isnan(e[0]) else e[0]
     return out
@@ -509,19 +548,18 @@ def _frame(space: _Space, rows: dict) -> pd.DataFrame:
     fmt = get_format(space.fmt)
     combo = rows["combo"].astype(np.int64)
     pred = from_ordinal(rows["ordinal"], fmt).astype(np.float64)
-    gamma = space.gammas[combo]
-    alpha = space.alphas[combo]
+    attributes = {name: space.values(name)[combo] for name in space.names}
     hexes = lambda arr: [float(v).hex() for v in arr]  # noqa: E731
     return pd.DataFrame({
         "rank": np.arange(1, combo.size + 1, dtype=np.int64),
         "err_ulp": rows["err"],
         "err_ulp_alone": _alone(space, rows),
         "class": [CLASS_NAMES[int(c)] for c in rows["cls"]],
-        "pred": pred, "target": space.targets[combo], "alpha": alpha, "gamma": gamma,
+        "pred": pred, "target": space.targets[combo], **attributes,
         "weight": np.full(combo.size, np.nan), "dout": np.ones(combo.size),
         "computed": rows["computed"], "rounded": rows["rounded"], "exact": rows["exact_hi"],
         "exact_lo": rows["exact_lo"], "c_factor": rows["c_factor"],
-        "pred_hex": hexes(pred), "alpha_hex": hexes(alpha), "gamma_hex": hexes(gamma),
+        "pred_hex": hexes(pred), **{f"{name}_hex": hexes(v) for name, v in attributes.items()},
         "computed_hex": hexes(rows["computed"]), "rounded_hex": hexes(rows["rounded"]),
     })
 
@@ -558,9 +596,9 @@ def _int_list(values, name: str) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
-def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alphas=(0.25,), targets=(0, 1),
-         outside_neighbourhood: bool = False, seconds: float | None = None, points: int | None = None,
-         seed: int = 0, workers: int | None = None, top: int = 10, operator: str = DEFAULT_OPERATOR) -> HuntResult:
+def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), outside_neighbourhood: bool = False,
+         seconds: float | None = None, points: int | None = None, seed: int = 0, workers: int | None = None,
+         top: int = 10, operator: str = DEFAULT_OPERATOR, **attribute_values) -> HuntResult:
     """Search for the inputs where a variant's ulp error is largest.
 
     Parameters
@@ -575,14 +613,17 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alp
     fmt : {"fp32", "fp16"}, optional
         Format of pred and of the output.  Default ``"fp32"`` (hunted);
         ``"fp16"`` is exhausted.
-    gammas, alphas : sequence of float, optional
-        Attribute values, rounded to float32.  Defaults: the operator's
-        defaults, gamma 2 and alpha 0.25.
+    **attribute_values : sequence of float, optional
+        The values searched of each of the operator's attributes, by the
+        attribute's name in the plural (SigmoidFocalLossGrad: ``gammas``,
+        ``alphas``), rounded to float32.  Defaults: the operator's
+        (``ATTRIBUTES``; gamma 2 and alpha 0.25).
     targets : sequence of int, optional
         Raw selectors.  Default ``(0, 1)``.
     outside_neighbourhood : bool, optional
-        Only points outside the root neighbourhood (gamma < -1 and
-        C >= :data:`precision.sigmoid_focal_loss_grad.bracket.ROOT_NEIGHBOURHOOD_C`).  Default False.
+        Only points outside the operator's root neighbourhood (its ``in_neighbourhood``; SigmoidFocalLossGrad:
+        gamma < -1 and C >= :data:`precision.sigmoid_focal_loss_grad.bracket.ROOT_NEIGHBOURHOOD_C`).  Default
+        False.
     seconds : float, optional
         Wall-time budget of the call (fp32).  Default :data:`DEFAULT_SECONDS`
         unless ``points`` is given.
@@ -627,10 +668,16 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alp
     if fmt not in ("fp16", "fp32"):
         raise ParameterError(f"format={fmt!r}; expected fp32 (hunted) or fp16 (exhausted)")
     name = variant if isinstance(variant, str) else getattr(variant, "name", variant)
-    get_operator(operator).get_variant(variant)
+    op = get_operator(operator)
+    op.get_variant(variant)
     get_machine(machine)
-    gammas = _float32_list(gammas, "gamma")
-    alphas = _float32_list(alphas, "alpha")
+    unknown = sorted(set(attribute_values) - {f"{a}s" for a in op.ATTRIBUTES})
+    if unknown:
+        raise TypeError(f"hunt() got unexpected keyword arguments {unknown}; the operator {operator!r} takes "
+                        f"{', '.join(f'{a}s' for a in op.ATTRIBUTES)}")
+    # the terms attribute first (the search's outer order), then the others in the operator's order
+    order = sorted(op.ATTRIBUTES, key=lambda a: a != op.TERMS_ATTRIBUTE)
+    lists = {a: _float32_list(attribute_values.get(f"{a}s", op.ATTRIBUTES[a]), a) for a in order}
     targets = _int_list(targets, "target")
     if seconds is not None and points is not None:
         raise ParameterError("give seconds or points, not both (points makes the hunt reproducible)")
@@ -648,12 +695,13 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alp
         raise ParameterError(f"workers={workers!r}; expected a positive integer")
     if fmt == "fp32" and seconds is None and points is None:
         seconds = DEFAULT_SECONDS
-    combos = tuple((g, a, t) for g in gammas for a in alphas for t in targets)
+    combos = tuple((*(dict(zip(order, values))[a] for a in op.ATTRIBUTES), t)
+                   for values in itertools.product(*lists.values()) for t in targets)
     space = _Space(name if isinstance(variant, str) else variant, machine, fmt, combos, bool(outside_neighbourhood),
                    operator)
     dtype = get_format(fmt).dtype
     try:  # the variant takes this format (e.g. naive-fp16 takes fp16 pred only)
-        _evaluate(space, np.zeros((1, 1), dtype=dtype), np.array([[targets[0]]], np.int32), alphas[0], gammas[0])
+        _evaluate(space, np.zeros((1, 1), dtype=dtype), np.array([[targets[0]]], np.int32), space.attributes(0))
     except PrecisionError as exc:
         raise ParameterError(f"variant={name!r} cannot be hunted in {fmt}: {exc}") from None
 
@@ -689,43 +737,48 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", gammas=(2.0,), alp
     witness = {}
     if len(frame):
         r = frame.iloc[0]
-        witness = {"pred": r["pred_hex"], "target": int(r["target"]), "alpha": r["alpha_hex"],
-                   "gamma": r["gamma_hex"], "weight": "none", "dout": (1.0).hex()}
+        witness = {"pred": r["pred_hex"], "target": int(r["target"]),
+                   **{a: r[f"{a}_hex"] for a in op.ATTRIBUTES}, "weight": "none", "dout": (1.0).hex()}
     return HuntResult(
         variant=str(name), machine=machine, fmt=fmt, kind=kind, max_ulp=max_ulp, max_finite_ulp=max_finite,
         witness=witness, top=frame, points=int(n_points), specials=int(n_special), unresolved=int(unresolved),
         seconds=time.monotonic() - started, budget_seconds=budget_seconds, budget_points=budget_points,
-        seed=int(seed), workers=int(workers), streams=int(streams), gammas=gammas, alphas=alphas, targets=targets,
+        seed=int(seed), workers=int(workers), streams=int(streams), attributes=tuple(lists.items()), targets=targets,
         outside_neighbourhood=bool(outside_neighbourhood), operator=operator)
 
 
-def rescore(variant, pred, target, alpha, gamma, *, machine: str = "npu", fmt: str = "fp32",
+def rescore(variant, pred, target, *attributes, machine: str = "npu", fmt: str = "fp32",
             operator: str = DEFAULT_OPERATOR) -> pd.DataFrame:
     """Score given points with the current code, as a hunt scores its own (dout 1, no weight, reduction none).
 
     For known witnesses (a hunt file's, a corpus's) whose stored errors may
-    come from older code.  ``pred`` are exact ``fmt`` values; ``target``,
-    ``alpha``, ``gamma`` one per point (alpha and gamma float32 values).  Each
-    (gamma, alpha) group is evaluated as one [n, 1] tensor; ``operator`` names the
-    variant's operator (:func:`precision.engine.operators.get_operator`).
+    come from older code.  ``pred`` are exact ``fmt`` values; ``target`` and
+    each of ``attributes`` (the operator's, in its ``ATTRIBUTES`` order:
+    SigmoidFocalLossGrad's ``alpha, gamma``; float32 values) one per point.
+    Each combination of attribute values is evaluated as one [n, 1] tensor;
+    ``operator`` names the variant's operator
+    (:func:`precision.engine.operators.get_operator`).
 
-    Returns one row per point, in order: ``pred``, ``target``, ``alpha``,
-    ``gamma``, ``err_ulp`` (ulps of the exact value's binade; inf for a
+    Returns one row per point, in order: ``pred``, ``target``, the
+    attributes, ``err_ulp`` (ulps of the exact value's binade; inf for a
     special output, NaN where the oracle is undecided), ``class``,
-    ``computed``, ``rounded``, ``c_factor`` and ``inside`` (in the root
-    neighbourhood: gamma < -1 and C >= :data:`precision.sigmoid_focal_loss_grad.bracket.ROOT_NEIGHBOURHOOD_C`).
+    ``computed``, ``rounded``, ``c_factor`` and ``inside`` (in the
+    operator's root neighbourhood, its ``in_neighbourhood``).
     """
+    op = get_operator(operator)
+    names = list(op.ATTRIBUTES)
+    if len(attributes) != len(names):
+        raise TypeError(f"rescore() takes the values of {', '.join(names)} (the operator {operator!r}'s "
+                        f"attributes); got {len(attributes)}")
     pred = np.asarray(pred, dtype=np.float64)
-    cols = [np.asarray(v, dtype=np.float64).ravel() * np.ones(pred.size) for v in (gamma, alpha, target)]
-    triples = np.stack(cols, axis=1)
-    combos, combo = np.unique(triples, axis=0, return_inverse=True)
-    space = _Space(variant, machine, fmt, tuple((float(g), float(a), int(t)) for g, a, t in combos), False,
-                   operator)
+    cols = [np.asarray(v, dtype=np.float64).ravel() * np.ones(pred.size) for v in (*attributes, target)]
+    combos, combo = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+    space = _Space(variant, machine, fmt, tuple((*map(float, c[:-1]), int(c[-1])) for c in combos), False, operator)
     if pred.size == 0:
-        return pd.DataFrame(columns=["pred", "target", "alpha", "gamma", "err_ulp", "class", "computed", "rounded",
+        return pd.DataFrame(columns=["pred", "target", *names, "err_ulp", "class", "computed", "rounded",
                                      "c_factor", "inside"])
     rows = _score_points(space, to_ordinal(pred.astype(get_format(fmt).dtype), fmt), combo.ravel().astype(np.int64))
-    return pd.DataFrame({"pred": pred, "target": cols[2].astype(np.int64), "alpha": cols[1], "gamma": cols[0],
+    return pd.DataFrame({"pred": pred, "target": cols[-1].astype(np.int64), **dict(zip(names, cols)),
                          "err_ulp": rows["err"], "class": [CLASS_NAMES[int(c)] for c in rows["cls"]],
                          "computed": rows["computed"], "rounded": rows["rounded"], "c_factor": rows["c_factor"],
                          "inside": _inside(space, pred, combo.ravel().astype(np.int64))})

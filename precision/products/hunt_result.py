@@ -28,8 +28,9 @@ class HuntResult:
     max_finite_ulp : float
         The largest finite error found (NaN when none).
     witness : dict
-        Inputs of ``max_ulp`` in hex: ``pred``, ``target`` (int), ``alpha``,
-        ``gamma``, ``weight`` (``"none"``), ``dout``; empty when no point was scored.
+        Inputs of ``max_ulp`` in hex: ``pred``, ``target`` (int), the operator's attributes
+        (SigmoidFocalLossGrad: ``alpha``, ``gamma``), ``weight`` (``"none"``), ``dout``; empty when no point
+        was scored.
     top : pandas.DataFrame
         The reported points (columns in the module docstring).
     points : int
@@ -45,8 +46,11 @@ class HuntResult:
         The budget given (None for the other, and for both when exhaustive).
     seed : int
     workers, streams : int
-    gammas, alphas, targets : tuple
-        The lists searched (float32 values, selectors).
+    attributes : tuple
+        ``(name, values)`` of each of the operator's attributes searched (float32 values), in search order
+        (the terms attribute first).
+    targets : tuple
+        The selectors searched.
     outside_neighbourhood : bool
     operator : str
         The name of the operator hunted (:func:`precision.engine.operators.get_operator`).
@@ -69,8 +73,7 @@ class HuntResult:
     seed: int
     workers: int
     streams: int
-    gammas: tuple
-    alphas: tuple
+    attributes: tuple
     targets: tuple
     outside_neighbourhood: bool
     operator: str = DEFAULT_OPERATOR
@@ -84,6 +87,10 @@ class HuntResult:
                   else f"budget {self.budget_seconds:g} s")
         return f"hunted ({self.points:,} points in {self.seconds:.1f} s, {budget}, seed {self.seed})"
 
+    def values(self, attribute: str) -> tuple:
+        """The values searched of one attribute."""
+        return dict(self.attributes)[attribute]
+
     @property
     def points_per_second(self) -> float:
         return self.points / self.seconds if self.seconds > 0 else float("nan")
@@ -96,13 +103,15 @@ class HuntResult:
     def lines(self) -> list:
         """Human-readable output: one line per reported point (fixed field order), then the summary line."""
         out = []
+        op = get_operator(self.operator)
         for r in self.top.to_dict("records"):
+            attributes = " ".join(f"{a}={r[f'{a}_hex']}" for a in op.ATTRIBUTES)
             out.append(
                 f"{r['rank']:>3} err={_ulps(r['err_ulp'])} ulp alone={_ulps(r['err_ulp_alone'])} class={r['class']} "
-                f"pred={r['pred_hex']} ({r['pred']!r}) target={r['target']} alpha={r['alpha_hex']} "
-                f"gamma={r['gamma_hex']} weight=none dout={(1.0).hex()} got={r['computed_hex']} "
+                f"pred={r['pred_hex']} ({r['pred']!r}) target={r['target']} {attributes} "
+                f"weight=none dout={(1.0).hex()} got={r['computed_hex']} "
                 f"want={r['rounded_hex']} C={r['c_factor']:.4g}")
-        c_threshold = get_operator(self.operator).ROOT_NEIGHBOURHOOD_C
+        c_threshold = op.ROOT_NEIGHBOURHOOD_C
         zone = f" outside the root neighbourhood (C < {c_threshold:g})" if self.outside_neighbourhood else ""
         w = " ".join(f"{k}={v}" for k, v in self.witness.items())
         out.append(f"hunt {self.variant} {self.fmt} {self.machine}{zone}: max_ulp={_ulps(self.max_ulp)} "
@@ -117,12 +126,13 @@ class HuntResult:
         Non-finite numbers are written as the strings ``"inf"`` / ``"nan"`` (strict JSON has no inf).
         """
         top = []
+        names = list(get_operator(self.operator).ATTRIBUTES)
         for r in self.top.to_dict("records"):
             top.append({
                 "rank": int(r["rank"]), "err_ulp": _json_num(r["err_ulp"]),
                 "err_ulp_alone": _json_num(r["err_ulp_alone"]),
-                "class": r["class"], "pred": r["pred_hex"], "target": int(r["target"]), "alpha": r["alpha_hex"],
-                "gamma": r["gamma_hex"], "weight": "none", "dout": (1.0).hex(), "computed": r["computed_hex"],
+                "class": r["class"], "pred": r["pred_hex"], "target": int(r["target"]),
+                **{a: r[f"{a}_hex"] for a in names}, "weight": "none", "dout": (1.0).hex(), "computed": r["computed_hex"],
                 "rounded": r["rounded_hex"], "exact": _json_num(r["exact"]), "c_factor": _json_num(r["c_factor"]),
                 "pred_decimal": repr(float(r["pred"])),
             })
@@ -133,7 +143,7 @@ class HuntResult:
             "points_per_second": _json_num(round(self.points_per_second, 1)),
             "budget": {"seconds": self.budget_seconds, "points": self.budget_points},
             "seed": self.seed, "workers": self.workers, "streams": self.streams,
-            "gammas": [float(g).hex() for g in self.gammas], "alphas": [float(a).hex() for a in self.alphas],
+            **{f"{a}s": [float(v).hex() for v in values] for a, values in self.attributes},
             "targets": list(self.targets), "outside_neighbourhood": self.outside_neighbourhood,
             "specials": self.specials, "unresolved": self.unresolved, "top": top,
         }

@@ -1,16 +1,17 @@
 """Outputs produced elsewhere (a device run, another framework) scored against the oracle (``precision score``).
 
-The inputs of one SigmoidFocalLossGrad call (``pred``, ``target``, optional
-``dout`` and ``weight``, the attributes alpha, gamma, reduction) and the
+The inputs of one call of the operator (``pred``, ``target``, optional
+``dout`` and ``weight``, its attributes (its ``ATTRIBUTES``; SigmoidFocalLossGrad's
+alpha and gamma), the reduction) and the
 gradient some implementation returned for them are checked against the
-operator contract (:func:`precision.sigmoid_focal_loss_grad.implementations.common.validate_inputs`;
+operator contract (its ``validate_inputs``; :func:`precision.sigmoid_focal_loss_grad.implementations.common.validate_inputs`;
 the output must have pred's dtype and shape), then every element is scored
 against the certified oracle exactly as a run scores a variant
 (:func:`precision.analysis.scoring.ulp_error`, :func:`~precision.analysis.scoring.bits_error`,
 :func:`~precision.analysis.scoring.classify`, :class:`~precision.analysis.groups.GroupStats`).
-The exact values come from the oracle's focal terms
-(:func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables`, one evaluation per distinct
-(x, gamma)) and :func:`precision.sigmoid_focal_loss_grad.terms.derive_gradient`, as in a sweep.
+The exact values come from the operator's terms (``selected_term_tables``; SigmoidFocalLossGrad's focal
+terms, :func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables`, one evaluation per distinct
+(x, gamma)) and its ``derive_gradient``, as in a sweep.
 
 With ``compare_with`` (a variant) and ``machine`` (default ``npu``), that
 variant is evaluated on the same inputs on the emulated machine, and the
@@ -33,8 +34,8 @@ Files (``OUT``, default ``out/score/<label>``), written atomically:
     The mergeable group statistics (:func:`precision.engine.sweep.load_stats` reads them).
 ``points.parquet``
     The elements over 1 ulp (specials included): ``row``, ``col``, the
-    columns of a run's ``points.parquet`` (``pred``, ``target``, ``alpha``,
-    ``gamma``, ``weight`` (NaN when absent), ``dout``, ``count``,
+    columns of a run's ``points.parquet`` (``pred``, ``target``, the attributes
+    (``alpha``, ``gamma``), ``weight`` (NaN when absent), ``dout``, ``count``,
     ``variant``, ``machine``, ``format``, ``profile``, ``computed``,
     ``exact``, ``exact_lo``, ``rounded``, ``err_ulp``, ``err_bits``,
     ``class``).
@@ -256,12 +257,12 @@ def _check_finite(inputs) -> None:
 # Scoring
 # ---------------------------------------------------------------------------
 
-def _exact(x, t, a: float, g: float, w, d, n: int, fmt, op):
-    """(rounded, exact_hi, exact_lo) of every element: the operator ``op``'s focal terms once per distinct x, derived
-    as in a sweep."""
+def _exact(x, t, attributes: dict, w, d, n: int, fmt, op):
+    """(rounded, exact_hi, exact_lo) of every element: the operator ``op``'s terms once per distinct x, derived
+    as in a sweep (``attributes``: one value of each of its attributes)."""
     size = x.size
-    d_ = op.derive_gradient(x, t, np.full(size, a), np.full(size, g), w, d, np.full(size, n, dtype=np.int64), fmt,
-                            *op.selected_term_tables(x, t, a, g))
+    d_ = op.derive_gradient(x, t, *(np.full(size, v) for v in attributes.values()), w, d,
+                            np.full(size, n, dtype=np.int64), fmt, *op.selected_term_tables(x, t, *attributes.values()))
     return d_.rounded, d_.exact_hi, d_.exact_lo
 
 
@@ -273,8 +274,7 @@ class ScoreResult:
     fmt: str
     profile: str
     shape: tuple
-    alpha: float
-    gamma: float
+    attributes: tuple  # (name, value) of each of the operator's attributes, in its order
     reduction: str
     count: int
     weight: bool
@@ -386,19 +386,19 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
     n = inputs.count if count is None else int(count)
     if inputs.reduction != "mean":
         n = 1
+    attributes = {name: float(getattr(inputs, name)) for name in op.ATTRIBUTES}  # the inputs' float32 values
     emulated = None
     if compare_with is not None:
         op.get_variant(compare_with)
         emulated = op.evaluate(compare_with, inputs.pred, inputs.target, inputs.dout, inputs.weight,
-                               alpha=inputs.alpha, gamma=inputs.gamma, reduction=inputs.reduction, machine=machine,
+                               **attributes, reduction=inputs.reduction, machine=machine,
                                count=n if inputs.reduction == "mean" else None)
     N, C = inputs.shape
     x = inputs.pred.astype(np.float64).ravel()
     t = inputs.target.astype(np.int64).ravel()
     w = np.ones(x.size) if inputs.weight is None else inputs.weight.astype(np.float64).ravel()
     d = inputs.dout.astype(np.float64).ravel()
-    a, g = float(inputs.alpha), float(inputs.gamma)
-    rounded, hi, lo = _exact(x, t, a, g, w, d, n, fmt, op)
+    rounded, hi, lo = _exact(x, t, attributes, w, d, n, fmt, op)
     edges = np.asarray(op.DEFAULT_REGION_EDGES if region_edges is None else region_edges, dtype=np.float64)
     regions = region_labels(edges)
     region = np.searchsorted(edges, x, side="right")
@@ -425,22 +425,22 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
         scores.append((computed, err, bits, cls))
         idx = np.flatnonzero(~(err <= 1.0))
         kept.append(pd.DataFrame({
-            "row": rows[idx], "col": cols[idx], "pred": x[idx], "target": t[idx], "alpha": a, "gamma": g,
+            "row": rows[idx], "col": cols[idx], "pred": x[idx], "target": t[idx], **attributes,
             "weight": np.nan if inputs.weight is None else w[idx], "dout": d[idx], "count": n, "variant": name,
             "machine": mach, "format": fmt, "profile": profile, "computed": c64[idx], "exact": hi[idx],
             "exact_lo": lo[idx], "rounded": rounded[idx].astype(np.float64), "err_ulp": err[idx],
             "err_bits": bits[idx], "class": np.asarray(list(CLASS_NAMES.values()), dtype=object)[cls[idx]]}))
     stats = GroupStats.concat(parts)
     gid = stats.frame["group"].to_numpy(np.int64)
-    stats = stats.with_columns(format=fmt, profile=profile, alpha=a, gamma=g, target=targets[gid // R],
+    stats = stats.with_columns(format=fmt, profile=profile, **attributes, target=targets[gid // R],
                                region=np.asarray(regions, dtype=object)[gid % R])
-    keys = ["variant", "machine", "format", "profile", "alpha", "gamma", "target", "region"]
+    keys = ["variant", "machine", "format", "profile", *attributes, "target", "region"]
     frame = stats.frame.drop(columns=["group"])
     stats = GroupStats(frame[keys + [c for c in frame.columns if c not in keys]], stats.hist)
 
     def table(by):
         tb = stats.merge(by).table(by)
-        return _hex_witness(tb, a, g, inputs.weight is not None)
+        return _hex_witness(tb, attributes, inputs.weight is not None)
     tables = {"summary.csv": table(["variant", "machine", "format", "profile"]),
               "by_region.csv": table(["variant", "machine", "format", "profile", "region"]),
               "groups.csv": table(keys)}
@@ -452,7 +452,8 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
     dev = points[points["machine"] == DEVICE_MACHINE]
     worst = dev.assign(_e=dev["err_ulp"].fillna(np.inf)).sort_values("_e", ascending=False, kind="stable") \
         .drop(columns="_e").head(WORST_SHOWN)
-    result = ScoreResult(label, fmt, profile, (N, C), a, g, inputs.reduction, n, inputs.weight is not None, stats,
+    result = ScoreResult(label, fmt, profile, (N, C), tuple(attributes.items()), inputs.reduction, n,
+                         inputs.weight is not None, stats,
                          tables, points, _hex_points(worst), compare_with, machine if compare_with else None,
                          operator=operator)
     if emulated is not None:
@@ -474,14 +475,14 @@ def _order(t: pd.DataFrame, variants, regions) -> pd.DataFrame:
     return t.sort_values(by, kind="stable").drop(columns=list(cols)).reset_index(drop=True)
 
 
-def _hex_witness(t: pd.DataFrame, alpha: float, gamma: float, weighted: bool) -> pd.DataFrame:
+def _hex_witness(t: pd.DataFrame, attributes: dict, weighted: bool) -> pd.DataFrame:
     """Witness columns as a run writes them (:func:`precision.engine.sweep.hex_witnesses`), plus the element's row
-    and col; alpha and gamma are the scored outputs' attributes, an absent weight ``none``."""
+    and col; the attributes are the scored outputs', an absent weight ``none``."""
     t = t.copy()
     for prefix in ("witness_", "finite_witness_"):
         none = t[f"{prefix}pred"].isna().to_numpy()
-        t[f"{prefix}alpha"] = np.where(none, np.nan, float(alpha))
-        t[f"{prefix}gamma"] = np.where(none, np.nan, float(gamma))
+        for name, value in attributes.items():
+            t[f"{prefix}{name}"] = np.where(none, np.nan, float(value))
         if not weighted:
             t[f"{prefix}weight"] = np.nan
     return hex_witnesses(t, integers=("target", "row", "col"))
@@ -557,7 +558,7 @@ def write_score(result: ScoreResult, out_dir, files: dict, command: str = "") ->
         except md.PackageNotFoundError:
             pass
     meta = {"label": result.label, "format": result.fmt, "profile": result.profile, "shape": list(result.shape),
-            "alpha": result.alpha, "gamma": result.gamma, "reduction": result.reduction, "count": result.count,
+            **dict(result.attributes), "reduction": result.reduction, "count": result.count,
             "weight": result.weight, "compare_with": result.compare_with, "machine": result.machine,
             "files": {k: {"path": str(v), "sha256": _sha256(v)} for k, v in files.items() if v is not None},
             "oracle_version": get_operator(result.operator).ORACLE_VERSION, "versions": versions,
@@ -577,8 +578,9 @@ def write_score(result: ScoreResult, out_dir, files: dict, command: str = "") ->
         first, body = _blocks(result, meta)
         write_page(folder, f"Scored outputs: {result.label}",
                    f"{result.shape[0]} x {result.shape[1]} {result.fmt} outputs of {files.get('outputs')} against "
-                   f"the exact gradient (certified oracle); alpha {result.alpha:g}, gamma {result.gamma:g}, "
-                   f"reduction {result.reduction}" + (f" (count {result.count})" if result.reduction == "mean" else "")
+                   f"the exact gradient (certified oracle); "
+                   + "".join(f"{name} {value:g}, " for name, value in result.attributes)
+                   + f"reduction {result.reduction}" + (f" (count {result.count})" if result.reduction == "mean" else "")
                    + (", weight given" if result.weight else ", weight absent") + ".", first, body)
 
     return write_folder(Path(out_dir), build)
@@ -657,12 +659,17 @@ def _blocks(r: ScoreResult, meta: dict) -> tuple:
     return first, body
 
 
-def validate_score_inputs(arrays: dict, *, alpha, gamma, reduction, operator: str = DEFAULT_OPERATOR):
-    """The contract of the operator named ``operator`` on loaded arrays (its ``OperatorInputs``); dout absent
-    means ones of pred's dtype."""
+def validate_score_inputs(arrays: dict, *, reduction, operator: str = DEFAULT_OPERATOR, **attributes):
+    """The contract of the operator named ``operator`` on loaded arrays (its ``OperatorInputs``), with its
+    attributes by name (``alpha=..., gamma=...``; its ``ATTRIBUTES``, each required); dout absent means ones of
+    pred's dtype."""
+    op = get_operator(operator)
+    if set(attributes) != set(op.ATTRIBUTES):
+        raise TypeError(f"validate_score_inputs() takes the attributes {', '.join(op.ATTRIBUTES)} of the operator "
+                        f"{operator!r}; got {', '.join(attributes) or 'none'}")
     pred = arrays["pred"]
     dout = arrays.get("dout")
     if dout is None and isinstance(pred, np.ndarray):
         dout = np.ones(pred.shape, dtype=pred.dtype if pred.dtype in (np.float16, np.float32) else np.float32)
-    return get_operator(operator).validate_inputs(pred, arrays["target"], dout, arrays.get("weight"), alpha, gamma,
-                                                  reduction)
+    return op.validate_inputs(pred, arrays["target"], dout, arrays.get("weight"),
+                              *(attributes[name] for name in op.ATTRIBUTES), reduction)

@@ -38,25 +38,27 @@ a run folder gives.
 from __future__ import annotations
 
 # 1. inputs, attributes and their contract
-from precision.sigmoid_focal_loss_grad.implementations.common import (ALL_GUARDS, ATTRIBUTES, TERMS_ATTRIBUTE,
-                                                                      validate_inputs)
+from precision.sigmoid_focal_loss_grad.implementations.common import (ALL_GUARDS, ATTRIBUTE_HELP, ATTRIBUTES,
+                                                                      TERMS_ATTRIBUTE, validate_inputs)
 # 2. the exact value and its certified rounding; its reuse across a sweep
 from precision.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION, exact_decimal, round_gradient
 from precision.sigmoid_focal_loss_grad.terms import (TermTable, absent_table, derive_gradient, focal_term_tables,
                                                      selected_term_tables, term_sides)
 # 3. where the exact value is ill-conditioned
 from precision.sigmoid_focal_loss_grad.bracket import (ROOT_NEIGHBOURHOOD_C, band_labels, band_ranges, bracket_band,
-                                                       cancellation_windows, neighbourhood, roots, selected_cancellation)
+                                                       cancellation_windows, in_neighbourhood, neighbourhood, roots,
+                                                       selected_cancellation)
 # 4. the recipes with their guards, the variant registry and plugin files
 from precision.sigmoid_focal_loss_grad.guards import (GUARD_NAMES, GUARD_PURPOSE, bind_recipe, evaluate,
                                                       evaluate_variants, get_variant, list_variants, recipe_call,
-                                                      variant_fired, variant_names)
+                                                      variant_fired, variant_guards, variant_names)
 from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS, FIRED_MEANING, FIRED_STEPS
+from precision.sigmoid_focal_loss_grad.exercise import guard_blocked, not_exercised_reason
 from precision.sigmoid_focal_loss_grad.plugins import (check_study_variants, ensure_loaded, load_plugins,
                                                        plugin_digest, variant_source)
 # 5. which variants are compared with which
 from precision.sigmoid_focal_loss_grad.comparisons import (PRODUCTION_THRESHOLD, find_comparisons, g5_threshold,
-                                                           threshold_name)
+                                                           is_production, production_variant, threshold_name)
 # 5b. the stages it adds to a run (the G5 threshold search)
 from precision.sigmoid_focal_loss_grad.threshold_tasks import RUN_STAGES
 # 6. why a point is wrong; what a variant costs
@@ -64,7 +66,7 @@ from precision.sigmoid_focal_loss_grad.attribution import attribute, attribute_b
 from precision.sigmoid_focal_loss_grad.opcount import count_ops
 # 7. regions and studies; its report sections
 from precision.sigmoid_focal_loss_grad.regions import DEFAULT_REGION_EDGES, window_preds
-from precision.sigmoid_focal_loss_grad.report import REPORT_SECTIONS, SECTION_OPTIONS
+from precision.sigmoid_focal_loss_grad.report import GLOSSARY, REPORT_SECTIONS, SECTION_OPTIONS
 
 #: The operator's modules (relative to this package) that every sweep result depends on besides a variant's own
 #: source: its exact values and their reuse across a sweep, the bracket's bands (the groups), the registry
@@ -73,21 +75,23 @@ RESULT_SOURCES = ("terms.py", "oracle.py", "bracket.py", "guards.py")
 
 __all__ = [
     # 1. inputs
-    "ALL_GUARDS", "ATTRIBUTES", "TERMS_ATTRIBUTE", "validate_inputs",
+    "ALL_GUARDS", "ATTRIBUTES", "ATTRIBUTE_HELP", "TERMS_ATTRIBUTE", "validate_inputs",
     # 2. exact value
     "ORACLE_VERSION", "RESULT_SOURCES", "exact_decimal", "round_gradient", "TermTable", "derive_gradient",
     "focal_term_tables", "selected_term_tables", "absent_table", "term_sides",
     # 3. conditioning
     "ROOT_NEIGHBOURHOOD_C", "band_labels", "band_ranges", "bracket_band", "cancellation_windows", "neighbourhood",
-    "roots", "selected_cancellation",
+    "roots", "selected_cancellation", "in_neighbourhood",
     # 4. recipes, guards, registry, plugins
     "GUARD_NAMES", "GUARD_PURPOSE", "bind_recipe", "evaluate", "evaluate_variants", "get_variant", "list_variants",
-    "recipe_call", "variant_names", "FIRED_COLUMNS", "FIRED_MEANING", "FIRED_STEPS", "variant_fired",
+    "recipe_call", "variant_names", "FIRED_COLUMNS", "FIRED_MEANING", "FIRED_STEPS", "variant_fired", "variant_guards",
+    "guard_blocked", "not_exercised_reason",
     "check_study_variants", "ensure_loaded", "load_plugins", "plugin_digest", "variant_source",
     # 5. comparisons; run stages
-    "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "RUN_STAGES",
+    "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "is_production",
+    "production_variant", "RUN_STAGES",
     # 6. attribution, cost
     "attribute", "attribute_bound", "describe", "count_ops",
     # 7. regions and studies
-    "DEFAULT_REGION_EDGES", "window_preds", "SECTION_OPTIONS", "REPORT_SECTIONS",
+    "DEFAULT_REGION_EDGES", "window_preds", "SECTION_OPTIONS", "REPORT_SECTIONS", "GLOSSARY",
 ]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cancellation_factor", "selected_cancellation", "bracket_band", "band_labels", "band_ranges",
+__all__ = ["cancellation_factor", "selected_cancellation", "in_neighbourhood", "bracket_band", "band_labels", "band_ranges",
            "neighbourhood", "roots", "cancellation_windows", "ROOT_NEIGHBOURHOOD_C"]
 
 #: The documented root neighbourhood: the bracket cancels by a factor of 4 (2 bits) or more.
@@ -67,6 +67,16 @@ def selected_cancellation(x, target, gamma: float) -> np.ndarray:
     c_pos = cancellation_factor(x, gamma)
     c_neg = cancellation_factor(-x, gamma)
     return np.where(target == 0, c_pos, np.where(target == 1, c_neg, np.maximum(c_pos, c_neg)))
+
+
+def in_neighbourhood(x, target, gamma: float) -> np.ndarray:
+    """True where (x, target) lies in the root neighbourhood of the term(s) it selects: ``gamma < -1`` (A has
+    roots) and ``C >= ROOT_NEIGHBOURHOOD_C`` (:func:`selected_cancellation`); the zone the reports and
+    ``precision hunt --outside-neighbourhood`` set apart."""
+    x = np.asarray(x, dtype=np.float64)
+    if not gamma < -1:
+        return np.zeros(x.shape, dtype=bool)
+    return selected_cancellation(x, target, gamma) >= ROOT_NEIGHBOURHOOD_C
 
 
 def band_labels(edges) -> list:

@@ -30,10 +30,11 @@ import math
 from dataclasses import dataclass
 
 from precision.sigmoid_focal_loss_grad.guards import get_variant
-from precision.sigmoid_focal_loss_grad.implementations.common import GUARD_IDS
+from precision.sigmoid_focal_loss_grad.implementations.common import ALL_GUARDS, GUARD_IDS
 from precision.sigmoid_focal_loss_grad.implementations.kernel import G5_ALWAYS, G5_DEFAULT_THRESHOLD, G5_NEVER
 
-__all__ = ["Comparison", "find_comparisons", "threshold_name", "g5_threshold", "thresholds_of", "PRODUCTION_THRESHOLD",
+__all__ = ["Comparison", "find_comparisons", "threshold_name", "g5_threshold", "is_production", "production_variant",
+           "thresholds_of", "PRODUCTION_THRESHOLD",
            "ALWAYS", "NEVER"]
 
 #: The production G5 threshold (the kernel's default, 1/64).
@@ -78,6 +79,22 @@ def g5_threshold(variant) -> float | None:
         return None
     tau = dict(row.params).get("g5_threshold", G5_DEFAULT_THRESHOLD)
     return 0.0 if tau == G5_NEVER else math.inf if tau == G5_ALWAYS else float(tau)
+
+
+def is_production(variant) -> bool:
+    """The variant runs G5 at the production threshold (``kernel``, ``naive+G5``, ``kernel[G5=2^-6]``): the
+    reference a threshold comparison is read against (not "no correction")."""
+    return g5_threshold(variant) == PRODUCTION_THRESHOLD
+
+
+def production_variant(variants) -> str | None:
+    """The production kernel among ``variants``: ``kernel`` when present, else a variant with every guard and
+    the production G5 threshold and no other parameter (``kernel[G5=2^-6]``); None when there is none."""
+    if "kernel" in variants:
+        return "kernel"
+    production = [v for v in variants if is_production(v) and get_variant(v).guards == ALL_GUARDS
+                  and set(dict(get_variant(v).params)) <= {"guards", "g5_threshold"}]
+    return production[0] if production else None
 
 
 def thresholds_of(variants) -> list:

@@ -83,6 +83,7 @@ __all__ = [
     "register_variant",
     "evaluate",
     "variant_fired",
+    "variant_guards",
     "recipe_call",
     "bind_recipe",
     "bind_call",
@@ -215,14 +216,21 @@ def variant_names() -> list:
     return list(VARIANTS)
 
 
+def variant_guards(variant: str) -> frozenset | None:
+    """The guards ``variant`` carries: its guard set in the kernel and naive families (the recipes with guard
+    switches), None outside them (a golden, mmcv, a plugin without guards).
+
+    Raises PrecisionError for an unknown name (a plugin variant not loaded)."""
+    row = get_variant(variant)
+    return row.guards if row.family in ("kernel", "naive") else None
+
+
 def variant_fired(variant: str, steps: dict, machine, attributes: dict, size: int) -> dict:
     """Per guard, the elements where it acted in one evaluation of ``variant``: ``{fired_gi: bool [size]}``
-    (:func:`~precision.sigmoid_focal_loss_grad.implementations.kernel.guard_fired` with the variant's guards;
-    nothing fires in a variant outside the kernel and naive families).  ``steps``: the kept values of
+    (:func:`~precision.sigmoid_focal_loss_grad.implementations.kernel.guard_fired` with the variant's guards,
+    :func:`variant_guards`: nothing fires in a variant without guards).  ``steps``: the kept values of
     ``FIRED_STEPS``; ``attributes``: the evaluation's ``{"alpha": ..., "gamma": ...}``."""
-    row = get_variant(variant)
-    guards = row.guards if row.family in ("kernel", "naive") else None
-    return guard_fired(steps, guards, machine, attributes["alpha"], size)
+    return guard_fired(steps, variant_guards(variant), machine, attributes["alpha"], size)
 
 
 def list_variants() -> list:

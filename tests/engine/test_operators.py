@@ -120,3 +120,146 @@ def test_two_operators_never_share_a_term_shard(tmp_path, mirror):
     TermCache(tmp_path, operator="mirror").store(2.0, x, sfl.focal_term_tables(x, [2.0])[2.0])
     assert TermCache(tmp_path, create=False).info()["shards"] == 2
     assert TermCache(tmp_path, create=False).clear() == 2
+
+
+#: A sibling operator with other attributes: SigmoidFocalLossGrad at gamma = 2, so its one attribute is alpha and
+#: it has no terms attribute (its exact-value terms depend on x alone: one table, keyed None).
+FIXED_GAMMA = '''
+import numpy as np
+
+from precision.sigmoid_focal_loss_grad import *  # noqa: F403
+from precision.sigmoid_focal_loss_grad import __all__
+import precision.sigmoid_focal_loss_grad as _sfl
+
+GAMMA = 2.0
+ATTRIBUTES = {"alpha": (0.25,)}
+ATTRIBUTE_HELP = {"alpha": "balance attribute"}
+TERMS_ATTRIBUTE = None
+RESULT_SOURCES = ()
+RUN_STAGES = {}
+SECTION_OPTIONS = {}
+REPORT_SECTIONS = {}
+GLOSSARY = {}
+
+
+def focal_term_tables(x, terms):
+    return {term: _sfl.focal_term_tables(x, [GAMMA])[GAMMA] for term in terms}
+
+
+def derive_gradient(x, t, alpha, weight, dout, count, fmt, pos, neg):
+    return _sfl.derive_gradient(x, t, alpha, np.full(np.shape(x), GAMMA), weight, dout, count, fmt, pos, neg)
+
+
+def selected_term_tables(x, t, alpha):
+    return _sfl.selected_term_tables(x, t, alpha, GAMMA)
+
+
+def evaluate_variants(names, *args, **kwargs):
+    return _sfl.evaluate_variants(names, *args, gamma=GAMMA, **kwargs)
+
+
+def evaluate(variant, *args, **kwargs):
+    return _sfl.evaluate(variant, *args, gamma=GAMMA, **kwargs)
+
+
+def bind_recipe(*args, **kwargs):
+    return _sfl.bind_recipe(*args, gamma=GAMMA, **kwargs)
+
+
+def attribute_bound(bound, attributes, **kwargs):
+    return _sfl.attribute_bound(bound, {**attributes, "gamma": GAMMA}, **kwargs)
+
+
+def check_study_variants(*args, **kwargs):
+    return _sfl.check_study_variants(*args, gamma=GAMMA, **kwargs)
+
+
+def variant_fired(variant, steps, machine, attributes, size):
+    return _sfl.variant_fired(variant, steps, machine, {**attributes, "gamma": GAMMA}, size)
+
+
+def bracket_band(pred, target, term, edges):
+    return _sfl.bracket_band(pred, target, GAMMA, edges)
+
+
+def selected_cancellation(x, target, term):
+    return _sfl.selected_cancellation(x, target, GAMMA)
+
+
+def in_neighbourhood(x, target, term):
+    return _sfl.in_neighbourhood(x, target, GAMMA)
+
+
+def guard_blocked(guard, axes):
+    return _sfl.guard_blocked(guard, {**axes, "gamma": [GAMMA]})
+
+
+def not_exercised_reason(guard, axes, number=str):
+    return _sfl.not_exercised_reason(guard, {**axes, "gamma": [GAMMA]}, number)
+'''
+
+
+@pytest.fixture
+def fixed_gamma(tmp_path, monkeypatch):
+    """The sibling operator ``fixed_gamma`` (one attribute, alpha; no terms attribute) registered: its module."""
+    folder = tmp_path / "operators"
+    folder.mkdir(exist_ok=True)
+    (folder / "fixed_gamma_operator.py").write_text(FIXED_GAMMA)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setitem(operators.OPERATORS, "fixed_gamma", "fixed_gamma_operator")
+    return get_operator("fixed_gamma")
+
+
+class TestOtherAttributes:
+    """An operator declares its own attributes (its ATTRIBUTES, TERMS_ATTRIBUTE): the study file, the tasks,
+    the tables, the term cache, the report and the hunt take them from it, with no change to the engine."""
+
+    TEXT = study_with(**{'seed = 3': 'seed = 3\noperator = "fixed_gamma"', 'alpha = [0.25]': 'alpha = [0.25, 0.75]',
+                         'gamma = [2.0, -1.5]\n': ''})
+
+    def test_its_study_file_has_its_axes_only(self, fixed_gamma):
+        study = parse_study(self.TEXT)
+        assert study.attributes == (("alpha", (0.25, 0.75)),) and study.term_values == (None,)
+        with pytest.raises(StudyFileError, match=r"points.gamma: unknown key"):
+            parse_study(self.TEXT.replace("alpha = [0.25, 0.75]", "alpha = [0.25, 0.75]\ngamma = [2.0]"))
+
+    def test_its_tables_are_sigmoid_focal_loss_grads_at_its_fixed_gamma(self, tmp_path, fixed_gamma):
+        """The same points run as SigmoidFocalLossGrad at gamma = 2 give the same rows, without a gamma column
+        and without by_gamma.csv; its terms go to one shard of its own."""
+        import pandas as pd
+
+        cache = tmp_path / "cache"
+        result = run_study(parse_study(self.TEXT), tmp_path / "fixed", cache_dir=cache, workers=1)
+        base = run_study(parse_study(self.TEXT.replace('operator = "fixed_gamma"', "").replace(
+            "alpha = [0.25, 0.75]", "alpha = [0.25, 0.75]\ngamma = [2.0]")), tmp_path / "sfl", cache_dir=cache,
+            workers=1)
+        assert result.tasks == base.tasks == 2 and result.points == base.points == 6 * 2
+        assert not (tmp_path / "fixed" / "by_gamma.csv").exists() and (tmp_path / "sfl" / "by_gamma.csv").exists()
+        for name in ("summary.csv", "groups.csv", "by_region.csv", "comparisons.csv"):
+            mine = pd.read_csv(tmp_path / "fixed" / name, keep_default_na=False)
+            theirs = pd.read_csv(tmp_path / "sfl" / name, keep_default_na=False)
+            theirs = theirs.drop(columns=[c for c in theirs.columns if c == "gamma" or c.endswith("witness_gamma")])
+            assert list(mine.columns) == list(theirs.columns), name
+            assert mine.equals(theirs), name
+        assert "gamma" not in pd.read_parquet(tmp_path / "fixed" / "points.parquet").columns
+        assert sorted(p.name for p in cache.glob("terms-fixed_gamma-*.npz")) == [
+            f"terms-fixed_gamma-v{sfl.ORACLE_VERSION}-g-.npz"]
+
+    def test_its_report_and_hunt(self, tmp_path, fixed_gamma):
+        """The generic report sections and the hunt work from its attributes: no per-gamma heat map or table,
+        witnesses with alpha only; the hunt searches alpha and finds what SigmoidFocalLossGrad finds at gamma 2."""
+        from precision.products.hunt import hunt
+        from precision.products.report import build_report
+
+        run_study(parse_study(self.TEXT), tmp_path / "runs" / "t", cache_dir=tmp_path / "cache", workers=1)
+        folder = build_report("t", tmp_path / "runs", tmp_path / "reports")
+        html = (tmp_path / "reports" / "t" / "report.html").read_text()
+        assert "alpha=" in html and "gamma=" not in html and "heatmap_pred" not in html, folder
+        mine = hunt("kernel", fmt="fp16", alphas=[0.25, 0.75], targets=[0], workers=1, top=3, operator="fixed_gamma")
+        theirs = hunt("kernel", fmt="fp16", gammas=[2.0], alphas=[0.25, 0.75], targets=[0], workers=1, top=3)
+        assert mine.attributes == (("alpha", (0.25, 0.75)),) and "gamma" not in mine.top.columns
+        assert mine.max_ulp == theirs.max_ulp and mine.points == theirs.points
+        assert list(mine.top["pred_hex"]) == list(theirs.top["pred_hex"])
+        assert set(mine.to_json()) - set(theirs.to_json()) == set() and "gammas" not in mine.to_json()
+        with pytest.raises(TypeError, match="takes alphas"):
+            hunt("kernel", fmt="fp16", gammas=[2.0], operator="fixed_gamma")

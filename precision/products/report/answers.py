@@ -137,41 +137,25 @@ def _axis_values(values) -> list:
     return out
 
 
-def axis_reason(guard: str, gammas: list, weights: list, formats: list) -> str | None:
-    """Why ``guard`` cannot act on any point of a study with these axes (gammas, weights with ``None`` for
-    absent, output formats); None where the axes allow it (it may still act nowhere: the points decide)."""
-    if guard == "G5" and gammas and min(gammas) >= 0:
-        return "gamma >= 0 at every point (the cancellation G5 corrects needs gamma < 0)"
-    if guard == "G7" and all(w is None for w in weights):
-        return "no weight (G7 acts only on raw*weight)"
-    if guard == "G8" and formats and "fp16" not in formats:
-        return "fp32 outputs only (G8 acts on the fp16 store)"
-    return None
+def run_axes(run) -> dict:
+    """The axes of a run that decide whether a guard can act (the operator's ``guard_blocked``): each of its
+    operator's attributes, ``weight`` (``None`` for absent) and ``format`` (the output formats)."""
+    return {**{name: [float(v) for v in _run_values(run, name)] for name in run.operator.ATTRIBUTES},
+            "weight": _axis_values(_run_values(run, "weight")), "format": [str(f) for f in _run_values(run, "format")]}
 
 
 def not_exercised_reason(run, guard: str) -> str:
-    """Why ``guard`` acted on none of the run's points, from the study's parameters where they decide it."""
-    reason = axis_reason(guard, [float(g) for g in _run_values(run, "gamma")],
-                         _axis_values(_run_values(run, "weight")), [str(f) for f in _run_values(run, "format")])
-    if reason:
-        return reason
-    if guard == "G6":
-        alphas = ", ".join(fmt_num(float(a)) for a in _run_values(run, "alpha"))
-        return f"1 - alpha does not round to 1 for any alpha of the study ({alphas})"
-    if guard == "G2":
-        return "p and q stay above MIN_NORMAL at every point (|x| < 87.3)"
-    if guard == "G4":
-        return "no tile holds a base or a power <= MIN_NORMAL"
-    if guard == "G1":
-        return "no point has x < 0"
-    return "its condition holds at none of the study's points"
+    """Why ``guard`` acted on none of the run's points (its operator's ``not_exercised_reason``), from the study's
+    parameters where they decide it."""
+    return run.operator.not_exercised_reason(guard, run_axes(run), fmt_num)
 
 
 def exercising_study(study_file: str, guard: str, op) -> str | None:
     """The study that can exercise ``guard`` (one of the operator ``op``'s), for the pointer of a "not exercised"
     verdict: the first, by file name, of the reviewed studies (those with a ``[report]`` table) beside
     ``study_file`` whose variants compare the guard (a variant name holds it: ``kernel-G7``, ``naive+G7``,
-    ``kernel[G5=...]``; ``all``) and whose axes allow it to act (:func:`axis_reason`); None when there is none."""
+    ``kernel[G5=...]``; ``all``) and whose axes allow it to act (the operator's ``guard_blocked``); None when
+    there is none."""
     return _exercising_studies(str(Path(study_file).resolve().parent), op).get((Path(study_file).stem, guard))
 
 
@@ -201,14 +185,14 @@ def _exercising_studies(folder: str, op) -> dict:
         points, run = data.get("points", {}), data.get("run", {})
         variants = [str(v) for v in run.get("variants", [])]
         try:
-            gammas = [g for g in _axis_values(points.get("gamma", [2.0])) if g is not None]
-            weights = _axis_values(points.get("weight", ["none"]))
+            axes = {name: _axis_values(points.get(name, list(default))) for name, default in op.ATTRIBUTES.items()}
+            axes["weight"] = _axis_values(points.get("weight", ["none"]))
         except (TypeError, ValueError):
             continue
-        formats = [str(f) for f in points.get("profiles", [])]
+        axes["format"] = [str(f) for f in points.get("profiles", [])]
         for guard in op.GUARD_NAMES:
             named = "all" in variants or any(re.search(rf"\b{guard}\b", v) for v in variants)
-            if named and axis_reason(guard, gammas, weights, formats) is None:
+            if named and op.guard_blocked(guard, axes) is None:
                 able.append((path.stem, data.get("name", path.stem), guard))
     stems = [p.stem for p in paths]
     out = {}
@@ -426,4 +410,4 @@ def guard_label(guard: str, op) -> str:
 
 
 __all__ += ["MAGNITUDE_COLUMNS", "magnitude_cites", "magnitude_sentence", "guard_label", "not_exercised_reason",
-            "cells_text", "effect_short", "merged_shorts", "axis_reason", "pointer_text"]
+            "cells_text", "effect_short", "merged_shorts", "run_axes", "pointer_text"]

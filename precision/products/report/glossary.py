@@ -3,7 +3,8 @@
 The guard rows come from the run's operator's registry (:data:`precision.sigmoid_focal_loss_grad.guards.GUARD_NAMES`,
 :data:`precision.sigmoid_focal_loss_grad.guards.GUARD_PURPOSE`) and the meaning of each fired count
 (:data:`precision.sigmoid_focal_loss_grad.implementations.kernel.FIRED_MEANING`); the other terms are
-listed only when the page uses them (:func:`used_terms` reads the page's own text).
+listed only when the page uses them (:func:`used_terms` reads the page's own text), the generic ones and the
+operator's own (its ``GLOSSARY``).
 The scope (:func:`scope_table`) says, per guard, how many of the study's points it acted on in the variants
 that carry it, and for a guard it never acted on, why and which report exercises it.
 """
@@ -17,7 +18,7 @@ import pandas as pd
 from precision.errors import PrecisionError
 from precision.products.report.answers import exercising_study, not_exercised_reason, variant_totals
 
-__all__ = ["TERMS", "guard_table", "used_terms", "scope_table"]
+__all__ = ["TERMS", "TERMS_AFTER", "guard_table", "used_terms", "scope_table"]
 
 #: Term -> definition (shown when the page uses the term).
 TERMS = {
@@ -42,13 +43,9 @@ TERMS = {
     "hunted": "a maximum found by a search for bad inputs: a lower bound, usually near the true one",
     "region": "a range of x = pred (the study's region edges)",
     "pooled": "all regions of the study together, except those it keeps apart",
-    "tau": "G5's cancellation threshold: the correction applies when |orig| <= tau * max(|lhs|, |rhs|)",
-    "bracket": "the bracket A of the positive term, gamma*q*ln(p) - ... whose cancellation factor C measures how "
-               "much its terms cancel",
-    "C >=": "the bracket's cancellation factor C = max(|terms|) / |A|: C >= 2 loses at least one bit to cancellation",
-    "q-hole": "x from about 16 upwards in fp32, where q = 1 - p has lost half its bits or is 0",
-    "candidate": "the issue-6 candidate implementation (log1p by atanh series, p and q without 1 - p, double-float "
-                 "exp powers)",
+}
+#: The terms after the operator's own (its ``GLOSSARY``), which follow :data:`TERMS`.
+TERMS_AFTER = {
     "witness": "the input at which a maximum is attained, in hex floats (exact)",
     "explain": "`precision explain ...` evaluates one point step by step: each step's computed and exact value, "
                "local error and cause",
@@ -62,9 +59,10 @@ def guard_table(op) -> pd.DataFrame:
                          "fired counts points where": [op.FIRED_MEANING[g] for g in op.GUARD_NAMES]})
 
 
-def used_terms(text: str) -> pd.DataFrame:
-    """The :data:`TERMS` the text uses (whole words, case-sensitive), in glossary order."""
-    rows = [(term, d) for term, d in TERMS.items()
+def used_terms(text: str, op) -> pd.DataFrame:
+    """The terms the text uses (whole words, case-sensitive), in glossary order: :data:`TERMS`, the operator
+    ``op``'s own (its ``GLOSSARY``), :data:`TERMS_AFTER`."""
+    rows = [(term, d) for term, d in {**TERMS, **op.GLOSSARY, **TERMS_AFTER}.items()
             if re.search(r"(?<![\w-])" + re.escape(term) + r"(?![\w-])", text)]
     return pd.DataFrame(rows, columns=["term", "meaning"])
 
@@ -95,7 +93,7 @@ def scope_table(run) -> pd.DataFrame:
 
 def _carries(variant: str, guard: str, op) -> bool:
     try:
-        row = op.get_variant(variant)
+        guards = op.variant_guards(variant)
     except PrecisionError:  # a plugin variant not loaded: it carries no guard of the kernel
         return False
-    return row.family in ("kernel", "naive") and row.guards is not None and guard in row.guards
+    return guards is not None and guard in guards

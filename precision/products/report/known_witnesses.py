@@ -3,7 +3,7 @@
 The option ``hunts`` of ``[report.targets]`` names JSON files of ``precision
 hunt ... --json`` (their witness and top points); ``corpus`` names pred files
 (like ``studies/worst_cases.txt``, one hex float a line: each fp32 pred at
-every (selector, alpha, gamma) of the run).  Paths are relative to the study
+every combination of selector and attribute values of the run: SigmoidFocalLossGrad's alpha and gamma).  Paths are relative to the study
 file.  Their points are re-evaluated with the current code
 (:func:`precision.products.hunt.rescore`), never taken from the stored numbers,
 which may come from older code.  The ``summary`` and ``targets`` sections set
@@ -24,8 +24,10 @@ from precision.products.report.tables import short_hex
 __all__ = ["hunt_table", "corpus_preds", "known_sources", "rescored_maxima"]
 
 
-def hunt_table(paths, base: Path) -> tuple[pd.DataFrame, list]:
-    """(one row per hunt file, the files that could not be read); paths relative to ``base``."""
+def hunt_table(paths, base: Path, op) -> tuple[pd.DataFrame, list]:
+    """(one row per hunt file of the operator ``op``'s variants, the files that could not be read); paths
+    relative to ``base``."""
+    names = list(op.ATTRIBUTES)
     rows, missing = [], []
     for rel in paths:
         path = base / rel
@@ -37,24 +39,29 @@ def hunt_table(paths, base: Path) -> tuple[pd.DataFrame, list]:
         w = h.get("witness") or {}
         rows.append({"variant": h["variant"], "machine": h["machine"], "format": h["format"], "kind": h["kind"],
                      "max_ulp": float(h["max_ulp"]), "max_finite_ulp": float(h["max_finite_ulp"]),
-                     **{f"witness_{k}": w.get(k) for k in ("pred", "target", "alpha", "gamma")},
+                     **{f"witness_{k}": w.get(k) for k in ("pred", "target", *names)},
                      "seconds": float(h["seconds"]), "workers": int(h["workers"]),
                      "points": int(h["points"]),
                      "seed": int(h["seed"]), "outside_neighbourhood": bool(h["outside_neighbourhood"]),
-                     "gammas": " ".join(short_hex(g) for g in h["gammas"]),
-                     "alphas": " ".join(short_hex(a) for a in h["alphas"]),
+                     **{f"{a}s": " ".join(short_hex(v) for v in h[f"{a}s"]) for a in _search_order(op)},
                      "targets": " ".join(str(t) for t in h["targets"]), "specials": int(h["specials"]),
                      "file": str(rel)})
     return pd.DataFrame(rows), missing
 
 
-def _hunt_points(path: Path) -> pd.DataFrame:
-    """A hunt file's witness and top points: pred, target, alpha, gamma (floats)."""
+def _search_order(op) -> list:
+    """The operator's attributes as a hunt file lists them: the terms attribute first, then the others."""
+    return sorted(op.ATTRIBUTES, key=lambda a: a != op.TERMS_ATTRIBUTE)
+
+
+def _hunt_points(path: Path, op) -> pd.DataFrame:
+    """A hunt file's witness and top points: pred, target, the operator's attributes (floats)."""
     h = json.loads(path.read_text())
+    names = list(op.ATTRIBUTES)
     pts = [h.get("witness") or {}] + list(h.get("top") or [])
-    rows = [(float.fromhex(str(p["pred"])), int(p["target"]), float.fromhex(str(p["alpha"])),
-             float.fromhex(str(p["gamma"]))) for p in pts if p.get("pred") is not None]
-    return pd.DataFrame(rows, columns=["pred", "target", "alpha", "gamma"]).drop_duplicates()
+    rows = [(float.fromhex(str(p["pred"])), int(p["target"]), *(float.fromhex(str(p[a])) for a in names))
+            for p in pts if p.get("pred") is not None]
+    return pd.DataFrame(rows, columns=["pred", "target", *names]).drop_duplicates()
 
 
 def corpus_preds(path: Path) -> np.ndarray:
@@ -79,19 +86,21 @@ def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -
 
     ``hunt FILE``: the hunt's witness and top points (:func:`hunt_table`
     rows of ``variant``, fp32); ``corpus FILE``: each fp32 pred of the file at
-    every (selector, alpha, gamma) of the run's fp32 rows of ``variant``.
-    ``points`` has columns pred, target, alpha, gamma.
+    every combination of selector and attribute values of the run's fp32 rows of ``variant``.
+    ``points`` has columns pred, target and the run's operator's attributes.
     """
+    op = run.operator
+    names = list(op.ATTRIBUTES)
     known, missing = [], []
     for _, h in hunts.iterrows():
         if h["variant"] != variant or h["format"] != "fp32":
             continue
         known.append((f"hunt {h['file']}", "hunted", f"hunted {int(h['points']):,} points in {h['seconds']:,.0f} s on {int(h['workers'])} "
                       f"workers on {h['machine']}, "
-                      f"seed {int(h['seed'])}", _hunt_points(base / h["file"]),
+                      f"seed {int(h['seed'])}", _hunt_points(base / h["file"], op),
                       {h["machine"]: float(h["max_ulp"])}))
     f = run.stats.frame
-    grid = f[(f["variant"] == variant) & (f["format"] == "fp32")][["target", "alpha", "gamma"]].drop_duplicates()
+    grid = f[(f["variant"] == variant) & (f["format"] == "fp32")][["target", *names]].drop_duplicates()
     for rel in corpora:
         try:
             preds = corpus_preds(base / rel)
@@ -99,9 +108,9 @@ def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -
             missing.append(str(rel))
             continue
         pts = pd.DataFrame({"pred": np.repeat(preds, len(grid))}).assign(
-            **{c: np.tile(grid[c].to_numpy(), preds.size) for c in ("target", "alpha", "gamma")})
-        known.append((f"corpus {rel}", "corpus", f"{preds.size:,} fp32 preds x {len(grid):,} (selector, alpha, "
-                      "gamma)", pts, {}))
+            **{c: np.tile(grid[c].to_numpy(), preds.size) for c in ("target", *names)})
+        known.append((f"corpus {rel}", "corpus", f"{preds.size:,} fp32 preds x {len(grid):,} "
+                      f"({', '.join(['selector', *names])})", pts, {}))
     return known, missing
 
 
@@ -110,8 +119,9 @@ def rescored_maxima(run, variant: str, machine: str, known, outside_only: bool, 
     operator) on ``machine`` re-evaluated now (:func:`precision.products.hunt.rescore`), over the points outside
     the root neighbourhood when ``outside_only``, over the finite errors when ``finite_only``; witness in hex."""
     rows = []
+    names = list(run.operator.ATTRIBUTES)
     for source, kind, how, pts, stored in known:
-        s = rescore(variant, pts["pred"], pts["target"], pts["alpha"], pts["gamma"], machine=machine,
+        s = rescore(variant, pts["pred"], pts["target"], *(pts[a] for a in names), machine=machine,
                     operator=run.operator_name) if len(pts) else \
             pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
         keep = s["err_ulp"].notna()
@@ -125,6 +135,6 @@ def rescored_maxima(run, variant: str, machine: str, known, outside_only: bool, 
                      "max_ulp": float(top["err_ulp"]) if top is not None else np.nan,
                      "stored_max_ulp": stored.get(machine, np.nan),
                      **({f"witness_{k}": (int(top[k]) if k == "target" else float(top[k]).hex())
-                         for k in ("pred", "target", "alpha", "gamma")} if top is not None else {}),
+                         for k in ("pred", "target", *names)} if top is not None else {}),
                      "c_factor": float(top["c_factor"]) if top is not None else np.nan})
     return rows

@@ -24,11 +24,18 @@ from precision.analysis.paired import PairedStats
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.engine.sweep import load_paired, load_stats
 
-__all__ = ["RunData", "load_run", "REQUIRED_FILES"]
+__all__ = ["RunData", "load_run", "REQUIRED_FILES", "required_files"]
 
-#: Files a run folder must hold for a report (see :mod:`precision.engine.sweep`).
-REQUIRED_FILES = ("run.json", "summary.csv", "by_region.csv", "by_gamma.csv", "groups_raw.parquet", "hist.npz",
+#: Files a run folder of any operator must hold for a report (see :mod:`precision.engine.sweep`).
+REQUIRED_FILES = ("run.json", "summary.csv", "by_region.csv", "groups_raw.parquet", "hist.npz",
                   "comparisons.csv", "paired_raw.parquet", "paired_hist.npz", "predbins.npz", "points.parquet")
+
+
+def required_files(op) -> tuple:
+    """:data:`REQUIRED_FILES` and, for an operator with a terms attribute, its ``by_<term>.csv``
+    (``by_gamma.csv``), in the order a run writes them."""
+    term = op.TERMS_ATTRIBUTE
+    return (*REQUIRED_FILES[:3], *([f"by_{term}.csv"] if term else []), *REQUIRED_FILES[3:])
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -46,21 +53,24 @@ class RunData:
     run : dict
         ``run.json``: study name, study file and its SHA-256, seed, operator, versions,
         variants, machines, region and bracket edges with their labels.
-    summary, by_region, by_gamma, comparisons : pandas.DataFrame
+    summary, by_region, comparisons : pandas.DataFrame
         The CSV tables of the run (columns: :mod:`precision.engine.sweep`).
+    by_term : pandas.DataFrame or None
+        ``by_<term>.csv``, split by the operator's terms attribute (``by_gamma.csv``); None without one.
     stats : precision.analysis.groups.GroupStats
         The fine groups, for merging by any key.
     paired : precision.analysis.paired.PairedStats
         The fine paired comparisons.
     predbins : dict of numpy.ndarray
-        ``predbins.npz``: ``edges``, ``variant``, ``machine``, ``profile``, ``gamma``, ``max_ulp``.
+        ``predbins.npz``: ``edges``, ``variant``, ``machine``, ``profile``, ``term`` (the value of the terms
+        attribute: gamma; stored under its name), ``max_ulp``.
     """
 
     folder: Path
     run: dict
     summary: pd.DataFrame
     by_region: pd.DataFrame
-    by_gamma: pd.DataFrame
+    by_term: pd.DataFrame | None
     comparisons: pd.DataFrame
     stats: GroupStats
     paired: PairedStats
@@ -151,12 +161,15 @@ def load_run(folder) -> RunData:
     if not folder.is_dir():
         raise ParameterError(f"--runs: run folder {folder} does not exist; run `precision run "
                              f"studies/<study>.toml` first (or pass --runs)")
-    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    run = json.loads((folder / "run.json").read_text()) if (folder / "run.json").is_file() else {}
+    op = get_operator(run.get("operator", DEFAULT_OPERATOR))
+    missing = [name for name in required_files(op) if not (folder / name).is_file()]
     if missing:
         raise ParameterError(f"run folder {folder} lacks {', '.join(missing)}; rerun `precision run` into it")
-    run = json.loads((folder / "run.json").read_text())
+    term = op.TERMS_ATTRIBUTE
     with np.load(folder / "predbins.npz", allow_pickle=False) as p:
-        predbins = {k: p[k] for k in ("edges", "variant", "machine", "profile", "gamma", "max_ulp")}
+        predbins = {k: p[k] for k in ("edges", "variant", "machine", "profile", "max_ulp")}
+        predbins["term"] = p[term or "term"]
     return RunData(folder, run, _read_csv(folder / "summary.csv"), _read_csv(folder / "by_region.csv"),
-                   _read_csv(folder / "by_gamma.csv"), _read_csv(folder / "comparisons.csv"), load_stats(folder),
-                   load_paired(folder), predbins)
+                   _read_csv(folder / f"by_{term}.csv") if term else None, _read_csv(folder / "comparisons.csv"),
+                   load_stats(folder), load_paired(folder), predbins)

@@ -31,18 +31,24 @@ __all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_c
 
 @dataclass(frozen=True)
 class Witness:
-    """One point of a run: the variant to explain and its inputs (hex strings, ``weight`` None when absent)."""
+    """One point of a run: the variant to explain and its inputs (hex strings, ``weight`` None when absent;
+    ``attributes``: ``(name, hex)`` of each of the operator's attributes, in its order)."""
 
     variant: str
     machine: str
     format: str
     pred: str
     target: int
-    alpha: str
-    gamma: str
+    attributes: tuple
     weight: str | None
     dout: str
     count: int
+
+    def as_dict(self) -> dict:
+        """The fields by name, the attributes among them (as findings.json records a witness)."""
+        return {"variant": self.variant, "machine": self.machine, "format": self.format, "pred": self.pred,
+                "target": self.target, **dict(self.attributes), "weight": self.weight, "dout": self.dout,
+                "count": self.count}
 
 
 def _hex(v) -> str | None:
@@ -61,12 +67,12 @@ _COUNTS: dict = {}
 
 
 def task_counts(run) -> pd.DataFrame:
-    """The mean reduction's count of each task of the run (machine, profile, alpha, gamma, weight, dout), from
-    points.parquet (read once per run folder)."""
+    """The mean reduction's count of each task of the run (machine, profile, attribute values, weight, dout),
+    from points.parquet (read once per run folder)."""
     path = run.folder / "points.parquet"
     key = (str(path), path.stat().st_mtime_ns)
     if key not in _COUNTS:
-        cols = ["machine", "profile", "alpha", "gamma", "weight", "dout", "count"]
+        cols = ["machine", "profile", *run.operator.ATTRIBUTES, "weight", "dout", "count"]
         _COUNTS[key] = run.points(cols).drop_duplicates().reset_index(drop=True)
     return _COUNTS[key]
 
@@ -85,11 +91,12 @@ def witness_at(run, variant: str, row, prefix: str, profile: str | None = None) 
     profile = profile or row.get("profile") or row["format"]
     counts = task_counts(run)
     sel = counts[(counts["machine"] == row["machine"]) & (counts["profile"] == profile)]
-    for k in ("alpha", "gamma", "weight", "dout"):
+    names = list(run.operator.ATTRIBUTES)
+    for k in (*names, "weight", "dout"):
         sel = sel[_same(sel[k], row.get(f"{prefix}{k}"))]
     count = int(sel["count"].iloc[0]) if len(sel) else 1
     return Witness(variant, row["machine"], row["format"], _hex(pred), int(float(row[f"{prefix}target"])),
-                   _hex(row[f"{prefix}alpha"]), _hex(row[f"{prefix}gamma"]), _hex(row.get(f"{prefix}weight")),
+                   tuple((k, _hex(row[f"{prefix}{k}"])) for k in names), _hex(row.get(f"{prefix}weight")),
                    _hex(row[f"{prefix}dout"]), count)
 
 
@@ -102,7 +109,8 @@ def witness_of(run, row, side: str) -> Witness | None:
 def explain_line(w: Witness) -> str:
     """The ``precision explain`` command line that shows the witness step by step."""
     weight = f" --weight {w.weight}" if w.weight is not None else ""
-    return (f"precision explain {w.variant} --pred {w.pred} --target {w.target} --alpha {w.alpha} --gamma {w.gamma}"
+    attributes = "".join(f" --{name} {value}" for name, value in w.attributes)
+    return (f"precision explain {w.variant} --pred {w.pred} --target {w.target}{attributes}"
             f"{weight} --dout {w.dout} --count {w.count} --machine {w.machine} --format {w.format}")
 
 
@@ -117,11 +125,10 @@ def attribute_witness(w: Witness, op) -> tuple[str, str]:
         return _MEMO[key]
     dtype = np.dtype(np.float16 if w.format == "fp16" else np.float32)
     with np.errstate(over="ignore"):
-        alpha = float(np.float32(float.fromhex(w.alpha)))
-        gamma = float(np.float32(float.fromhex(w.gamma)))
+        attributes = {name: float(np.float32(float.fromhex(value))) for name, value in w.attributes}
         weight = None if w.weight is None else dtype.type(float.fromhex(w.weight))
         att = op.attribute(w.variant, np.array([float.fromhex(w.pred)], dtype), [w.target],
-                           dout=dtype.type(float.fromhex(w.dout)), weight=weight, alpha=alpha, gamma=gamma,
+                           dout=dtype.type(float.fromhex(w.dout)), weight=weight, **attributes,
                            reduction="mean", count=w.count, machine=w.machine)
     point = att.points.loc[0]
     step = point["top_step"] if isinstance(point["top_step"], str) else "none"
@@ -155,9 +162,10 @@ def mechanism_of(run, t: pd.DataFrame, row, table: str = "verdicts.csv") -> tupl
         if w is None:
             continue
         step, cause = attribute_witness(w, run.operator)
-        mech[side] = {"step": step, "cause": cause, "witness": {k: v for k, v in w.__dict__.items()},
-                      "explain": explain_line(w)}
-        clauses.append(f"{label} at pred={w.pred} t={w.target} gamma={w.gamma}: {w.variant} loses it at step "
+        mech[side] = {"step": step, "cause": cause, "witness": w.as_dict(), "explain": explain_line(w)}
+        term = run.operator.TERMS_ATTRIBUTE  # the attribute a reader tells points apart by (gamma)
+        at = f" {term}={dict(w.attributes)[term]}" if term is not None else ""
+        clauses.append(f"{label} at pred={w.pred} t={w.target}{at}: {w.variant} loses it at step "
                        f"{step} ({cause}); `{explain_line(w)}`")
     top = mech.get("loss" if row["verdict"] == "hurts" else "gain") or mech.get("loss") or {}
     mech.update({"step": top.get("step"), "cause": top.get("cause"), "witness": top.get("witness"),

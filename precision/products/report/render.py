@@ -69,6 +69,12 @@ def _write_csv(frame, path: Path) -> None:
     write_csv(frame, path)
 
 
+def _guard_span(op) -> str:
+    """``G1..G8``: the operator's guards, first to last."""
+    guards = list(op.GUARD_NAMES)
+    return f"{guards[0]}..{guards[-1]}" if guards else "(none)"
+
+
 def _reproduce(run: dict, study: str) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(run.get("versions", {}).items()))
     return "\n".join([
@@ -158,10 +164,11 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
         if s.findings:
             body.append(Details(f"All {len(s.findings)} findings of this section",
                                 [Bullets([f.text for f in s.findings])]))
-    terms = used_terms(to_markdown(first + body))
+    terms = used_terms(to_markdown(first + body), run.operator)
     _write_csv(scope, tdir / "scope.csv")
     body += [Heading("Words and scope", 2, "glossary"),
-             Para("The guards G1..G8 (the kernel's registry): what each does and what its fired count counts."),
+             Para(f"The guards {_guard_span(run.operator)} (the kernel's registry): what each does and what its "
+                  "fired count counts."),
              Table(guard_table(run.operator)),
              Para("Scope of this study: per guard, the points it acted on in the variants that have it; a guard "
                   "never exercised here is exercised by the report named."),

@@ -103,9 +103,10 @@ def decimal_text(v) -> str:
     return str(single) if math.isfinite(v) and float(single) == v else repr(v)
 
 
-def inputs_text(row, prefix: str = "witness_", suffix: str = "") -> str:
+def inputs_text(row, prefix: str = "witness_", suffix: str = "", attributes=()) -> str:
     """One cell for a witness's inputs: ``pred=0x1.4p+4 (20) t=0 alpha=0x1p-2 gamma=-0x1p+1 w=none dout=0x1p+0``
-    (pred exact in hex, its shortest decimal beside, :func:`decimal_text`).
+    (pred exact in hex, its shortest decimal beside, :func:`decimal_text`; ``attributes``: the names of the run's
+    operator's attributes, its ``ATTRIBUTES``, SigmoidFocalLossGrad's alpha and gamma here).
 
     The columns are ``<prefix><input><suffix>`` (``witness_pred``, ``finite_witness_pred``, ``witness_pred_outside``).
     """
@@ -117,7 +118,7 @@ def inputs_text(row, prefix: str = "witness_", suffix: str = "") -> str:
     parts = [f"pred={short_hex(get('pred'))} ({decimal_text(get('pred'))})"]
     if get("target") is not None:
         parts.append(f"t={int(float(get('target')))}")
-    for key, name in (("alpha", "alpha"), ("gamma", "gamma"), ("weight", "w"), ("dout", "dout")):
+    for key, name in (*((a, a) for a in attributes), ("weight", "w"), ("dout", "dout")):
         v = get(key)
         if v is not None:
             parts.append(f"{name}={short_hex(v)}")
@@ -129,7 +130,7 @@ def maximum_label(run, fmt: str) -> str:
 
     ``exhaustive`` when a pred set of the run enumerates every float of
     ``fmt`` (in its range): the max is then the max over those preds at the
-    study's alpha/gamma/selector grid; otherwise ``sampled (a lower bound)``.
+    study's grid of attributes and selectors; otherwise ``sampled (a lower bound)``.
     """
     for p in run.run.get("pred_sets", []):
         if p.get("kind") == "exhaustive" and p.get("format") == fmt:

@@ -38,6 +38,7 @@ from precision.machine import Machine, get_machine
 
 __all__ = [
     "ATTRIBUTES",
+    "ATTRIBUTE_HELP",
     "TERMS_ATTRIBUTE",
     "GUARD_IDS",
     "ALL_GUARDS",
@@ -70,6 +71,8 @@ __all__ = [
 #: ``[points]`` axes of these names (float32 values; ``alpha = [0.25]``, ``gamma = [2.0]`` when absent), the key
 #: columns of every table between ``profile`` and ``weight``.
 ATTRIBUTES = {"alpha": (0.25,), "gamma": (2.0,)}
+#: What each attribute is, for the command line's help (``--alpha``, ``--gamma``).
+ATTRIBUTE_HELP = {"alpha": "balance attribute", "gamma": "focusing attribute; negatives allowed"}
 #: The attribute the exact values' reusable terms depend on (the focal terms A(x, gamma), cached per gamma), as do
 #: the bracket's cancellation and the ``windows`` pred set: a sweep's tasks are grouped by its values.
 TERMS_ATTRIBUTE = "gamma"

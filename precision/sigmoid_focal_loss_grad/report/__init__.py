@@ -17,12 +17,13 @@ section        what it shows
 
 :data:`SECTION_OPTIONS` is their part of the study file format (the
 ``[report.<section>]`` options, as :data:`precision.engine.study.SECTION_OPTIONS`
-for the generic ones); :data:`REPORT_SECTIONS` says where each is built.
+for the generic ones); :data:`REPORT_SECTIONS` says where each is built;
+:data:`GLOSSARY` holds the operator's words a report defines when it uses them.
 """
 
 from __future__ import annotations
 
-__all__ = ["SECTION_OPTIONS", "REPORT_SECTIONS"]
+__all__ = ["SECTION_OPTIONS", "REPORT_SECTIONS", "GLOSSARY"]
 
 #: The operator's report sections and their options: section -> {option: (kind, default)}.
 SECTION_OPTIONS = {
@@ -39,3 +40,15 @@ SECTION_OPTIONS = {
 
 #: The module building each of them.
 REPORT_SECTIONS = {name: f"precision.sigmoid_focal_loss_grad.report.{name}" for name in SECTION_OPTIONS}
+
+#: Term -> definition: the operator's words in a report's glossary (after the generic ones, when the page uses
+#: them; precision.products.report.glossary).
+GLOSSARY = {
+    "tau": "G5's cancellation threshold: the correction applies when |orig| <= tau * max(|lhs|, |rhs|)",
+    "bracket": "the bracket A of the positive term, gamma*q*ln(p) - ... whose cancellation factor C measures how "
+               "much its terms cancel",
+    "C >=": "the bracket's cancellation factor C = max(|terms|) / |A|: C >= 2 loses at least one bit to cancellation",
+    "q-hole": "x from about 16 upwards in fp32, where q = 1 - p has lost half its bits or is 0",
+    "candidate": "the issue-6 candidate implementation (log1p by atanh series, p and q without 1 - p, double-float "
+                 "exp powers)",
+}

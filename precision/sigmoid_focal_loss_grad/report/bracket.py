@@ -85,7 +85,7 @@ def build(ctx) -> Section:
     t = bracket_table(run)
     if t.empty:
         return section
-    hood = neighbourhood_table(run.by_gamma["gamma"].unique(), c_threshold, run.operator)
+    hood = neighbourhood_table(run.by_term["gamma"].unique(), c_threshold, run.operator)
     section.tables.update({"bracket.csv": t, "neighbourhood.csv": hood})
     shown = t[t["gamma"] < 0][["variant", "machine", "format", "gamma", "bracket", "count", "max_finite_ulp",
                                "mean_bits", "share_correct", "not_correct", *SPECIAL_CLASSES]]

@@ -37,6 +37,7 @@ from precision.products.report.known_witnesses import hunt_table, known_sources,
 from precision.products.report.tables import inputs_text, maximum_label, ordered
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.engine.sweep import hex_witnesses
+from precision.sigmoid_focal_loss_grad.implementations.common import ATTRIBUTES
 
 __all__ = ["build", "targets_table", "opcount_table", "assess_targets", "witness_table"]
 
@@ -143,7 +144,7 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
             f"{_verdict(ok_special)} {special.text}", "met" if ok_special else "missed")
         if r["format"] == "fp32":
             mx = cite("max_outside", T, t, w, "max_ulp_outside")
-            sampled = f"{mx.text} ulp ({label('fp32')}) at {inputs_text(r, 'witness_', '_outside')}"
+            sampled = f"{mx.text} ulp ({label('fp32')}) at {inputs_text(r, 'witness_', '_outside', ATTRIBUTES)}"
             nums = [mx, special, count]
             k = known[(known["machine"] == r["machine"]) & (known["source"] != "run")
                       & known["max_ulp"].notna()] if not known.empty else known
@@ -157,10 +158,10 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
                 ok = figure <= K["fp32_max_ulp"]
                 if float(top.value) > float(mx.value):
                     shown, source = top.text, f"{top_row['source']}, re-evaluated"
-                    at = inputs_text(top_row)
+                    at = inputs_text(top_row, attributes=ATTRIBUTES)
                 else:
                     shown, source, at = mx.text, f"run, {label('fp32').split(':')[0]}", \
-                        inputs_text(r, "witness_", "_outside")
+                        inputs_text(r, "witness_", "_outside", ATTRIBUTES)
                 cells[(target_row, col)] = (f"{_verdict(ok)} {shown} ({source})", "met" if ok else "missed")
                 others = "; ".join(f"{kr['source']} {c.text} ulp ({kr['how']}, {kr['points']:,} points)"
                                    for kr, c in cited)
@@ -215,7 +216,7 @@ def build(ctx) -> Section:
     section.tables.update({T: t, "opcount.csv": ops})
     labels = {f: maximum_label(run, f) for f in dict.fromkeys(t["format"])}
     base = Path(run.run.get("study_file", ".")).parent
-    hunts, missing = hunt_table(ctx.option("targets", "hunts"), base)
+    hunts, missing = hunt_table(ctx.option("targets", "hunts"), base, op)
     if not hunts.empty:
         section.tables["hunts.csv"] = hunts
     sources = []
@@ -245,7 +246,7 @@ def build(ctx) -> Section:
                              if sources else "")
                           + f". Root neighbourhood: gamma < -1 and the bracket's cancellation factor "
                           f"C >= {op.ROOT_NEIGHBOURHOOD_C:g}.", "note")]
-    shown = t.assign(inputs=[inputs_text(r, "witness_", "_outside") for _, r in t.iterrows()])
+    shown = t.assign(inputs=[inputs_text(r, "witness_", "_outside", run.operator.ATTRIBUTES) for _, r in t.iterrows()])
     section.body = [Table(shown[["variant", "machine", "format", "count", "outside", "max_ulp_outside", "inputs",
                                  "inside", "max_ulp_inside", "special", "share_correct", "not_correct"]], T),
                     *([Para("The fp32 maximum outside the root neighbourhood per machine and source: the run's, "

@@ -118,7 +118,7 @@ def window_table(run) -> pd.DataFrame:
     by_gamma = run.stats.merge(keys).table(keys)
     machines = list(dict.fromkeys(by_gamma["machine"]))
     rows = []
-    for g in sorted(run.by_gamma["gamma"].unique()):
+    for g in sorted(run.by_term["gamma"].unique()):
         wins = [tuple(sorted((sign * a, sign * b))) for a, b in op.cancellation_windows(g, spec["cancellation"],
                                                                                          s_lo, s_hi)]
         rts = [sign * r for r in op.roots(g, s_lo, s_hi)]

@@ -1,4 +1,5 @@
-"""Guard ablation in detail: where (region, gamma) each guard's comparisons change outputs, and which way.
+"""Guard ablation in detail: where (region, gamma: the operator's terms attribute) each guard's comparisons change
+outputs, and which way.
 
 Reads the run's paired comparisons of kind ``guard`` (:mod:`precision.sigmoid_focal_loss_grad.comparisons`)
 merged per region (``ablation.csv``) and per gamma (``ablation_gamma.csv``);
@@ -75,28 +76,32 @@ def plot_ablation(t: pd.DataFrame, folder, fmt: str, regions, stem: str) -> str 
 def build(ctx) -> Section:
     run = ctx.run
     p = run.paired.frame
-    section = Section("ablation", "Guard ablation by region and gamma")
+    term = run.operator.TERMS_ATTRIBUTE  # the per-<term> table (gamma); none when the operator has no such attribute
+    section = Section("ablation", f"Guard ablation by region and {term}" if term else "Guard ablation by region")
     if p.empty or not (p["kind"] == "guard").any():
         return section
     t = paired_table(run)
     t = t[t["kind"] == "guard"][COLUMNS].reset_index(drop=True)
-    by_gamma = paired_table(run, ["kind", "subject", "comparison", "with_variant", "without_variant", "machine",
-                                  "format", "profile", "gamma", "region"])
-    by_gamma = by_gamma[(by_gamma["kind"] == "guard") & (by_gamma["region"] == "all")]
-    by_gamma = by_gamma[["subject", "comparison", "machine", "format", "gamma", "count", "changed", "better", "worse",
-                         "verdict"]].reset_index(drop=True)
-    section.tables.update({"ablation.csv": t, "ablation_gamma.csv": by_gamma})
+    T_TERM = f"ablation_{term}.csv"
+    by_term = None
+    if term is not None:
+        by_term = paired_table(run, ["kind", "subject", "comparison", "with_variant", "without_variant", "machine",
+                                     "format", "profile", term, "region"])
+        by_term = by_term[(by_term["kind"] == "guard") & (by_term["region"] == "all")]
+        by_term = by_term[["subject", "comparison", "machine", "format", term, "count", "changed", "better", "worse",
+                           "verdict"]].reset_index(drop=True)
+    section.tables.update({"ablation.csv": t, **({T_TERM: by_term} if by_term is not None else {})})
     plots = [Image(plot_ablation(t, ctx.plot_dir, fmt, run.regions, f"ablation_{fmt}"),
                    f"Guard x region, {fmt} output: better/worse outputs per cell, colour = net evidence, mark = "
                    f"verdict (+ helps, - hurts, ± mixed, ? inconclusive)") for fmt in dict.fromkeys(t["format"])]
     section.body = [
         Para("Per guard comparison, machine, format and region: outputs changed, better, worse, tied, both "
              "garbage (special or over 2^20 ulp both with and without), specials fixed and caused, the median and largest change in "
-             "bits of error, and the verdict. ablation_gamma.csv has the same per gamma."),
+             "bits of error, and the verdict." + (f" {T_TERM} has the same per {term}." if term else "")),
         *plots,
         Details("Per region", [Table(t[t["region"] != "all"], "ablation.csv")]),
-        Details("Per gamma", [Table(by_gamma[by_gamma["changed"] > 0], "ablation_gamma.csv",
-                                    " (rows with changes shown)")]),
+        *([Details(f"Per {term}", [Table(by_term[by_term["changed"] > 0], T_TERM, " (rows with changes shown)")])]
+          if by_term is not None else []),
     ]
     findings = []
     for (subject, comparison), rows in t[t["region"] != "all"].groupby(["subject", "comparison"], sort=False):
@@ -105,14 +110,16 @@ def build(ctx) -> Section:
         top = rows.sort_values("changed", ascending=False, kind="stable").iloc[0]
         w = {k: top[k] for k in ("comparison", "machine", "profile", "region")}
         ch = cite("changed", "ablation.csv", t, w, "changed")
-        g = by_gamma[by_gamma["comparison"] == comparison].sort_values("changed", ascending=False,
-                                                                        kind="stable").iloc[0]
-        wg = {"comparison": comparison, "machine": g["machine"], "format": g["format"], "gamma": float(g["gamma"])}
-        cg = cite("changed_gamma", "ablation_gamma.csv", by_gamma, wg, "changed")
-        findings.append(Finding(
-            f"ablation/{comparison}", "ablation",
-            f"{subject} ({comparison}) changes most in region {top['region']} ({ch.text} outputs on {top['machine']} "
-            f"{top['format']}, verdict there: {top['verdict']}) and at gamma {g['gamma']:g} ({cg.text} outputs on "
-            f"{g['machine']} {g['format']}).", [ch, cg], 70))
+        text = (f"{subject} ({comparison}) changes most in region {top['region']} ({ch.text} outputs on "
+                f"{top['machine']} {top['format']}, verdict there: {top['verdict']})")
+        nums = [ch]
+        if by_term is not None:
+            g = by_term[by_term["comparison"] == comparison].sort_values("changed", ascending=False,
+                                                                          kind="stable").iloc[0]
+            wg = {"comparison": comparison, "machine": g["machine"], "format": g["format"], term: float(g[term])}
+            cg = cite(f"changed_{term}", T_TERM, by_term, wg, "changed")
+            text += f" and at {term} {g[term]:g} ({cg.text} outputs on {g['machine']} {g['format']})"
+            nums.append(cg)
+        findings.append(Finding(f"ablation/{comparison}", "ablation", text + ".", nums, 70))
     section.findings = findings
     return section

@@ -75,8 +75,15 @@ def _witness_rows(frame: pd.DataFrame, keys: list) -> pd.DataFrame:
         keys, sort=False, dropna=False).head(1).drop(columns="_e")
 
 
-def _aggregate(causes: pd.DataFrame, keys: list) -> pd.DataFrame:
-    """The run's cause rows summed over everything but ``keys`` (+ step, cause), with the worst witness."""
+def _witness_terms(run) -> list:
+    """The operator's terms attribute (gamma), as a witness column of the cause tables; none without one."""
+    term = run.operator.TERMS_ATTRIBUTE
+    return [term] if term is not None else []
+
+
+def _aggregate(causes: pd.DataFrame, keys: list, terms: list) -> pd.DataFrame:
+    """The run's cause rows summed over everything but ``keys`` (+ step, cause), with the worst witness
+    (``terms``: the terms attribute, :func:`_witness_terms`)."""
     by = keys + ["step", "cause"]
     t = causes.groupby(by, sort=False, dropna=False).agg(
         points=("points", "sum"), over_1ulp=("over_1ulp", "sum"), predicted=("predicted", "first"),
@@ -84,8 +91,8 @@ def _aggregate(causes: pd.DataFrame, keys: list) -> pd.DataFrame:
     w = _witness_rows(causes, by).set_index(by)
     idx = pd.MultiIndex.from_frame(t[by])
     for src, dst in (("machine", "witness_machine"), ("target", "witness_target"), ("region", "witness_region"),
-                     ("gamma", "witness_gamma"), ("witness_pred", "witness_pred"), ("witness_cond", "witness_cond"),
-                     ("witness_local_ulp", "witness_local_ulp")):
+                     *((term, f"witness_{term}") for term in terms), ("witness_pred", "witness_pred"),
+                     ("witness_cond", "witness_cond"), ("witness_local_ulp", "witness_local_ulp")):
         if src not in keys:
             t[dst] = w.loc[idx, src].to_numpy()
     t["group_points"] = t.groupby(keys, sort=False, dropna=False)["points"].transform("sum")
@@ -97,14 +104,16 @@ def _aggregate(causes: pd.DataFrame, keys: list) -> pd.DataFrame:
 def cause_table(run, causes: pd.DataFrame) -> pd.DataFrame:
     """``attribution_causes.csv``: per (variant, machine, format) and top cause, over the groups."""
     keys = ["variant", "machine", "format"]
-    t = _aggregate(causes, keys)
+    terms = _witness_terms(run)
+    t = _aggregate(causes, keys, terms)
     t["share"] = t["points"] / t["group_points"]
     variants = {v: i for i, v in enumerate(run.variants)}
     machines = {m: i for i, m in enumerate(run.machines)}
     t = t.assign(_v=t["variant"].map(variants), _m=t["machine"].map(machines))
     t = t.sort_values(["_v", "_m", "format", "_o", "_p", "_e"], kind="stable")
     cols = keys + ["step", "cause", "predicted", "points", "share", "over_1ulp", "max_err_ulp", "witness_target",
-                   "witness_region", "witness_gamma", "witness_pred", "witness_cond", "mismatched"]
+                   "witness_region", *(f"witness_{term}" for term in terms), "witness_pred", "witness_cond",
+                   "mismatched"]
     return t[cols].reset_index(drop=True)
 
 
@@ -124,14 +133,15 @@ def dominant_causes(run, variants) -> pd.DataFrame:
     if causes.empty:
         return pd.DataFrame()
     keys = ["variant", "format", "target", "region"]
-    t = _aggregate(causes, keys)
+    terms = _witness_terms(run)
+    t = _aggregate(causes, keys, terms)
     with np.errstate(invalid="ignore", divide="ignore"):
         t["share_pct"] = np.where(t["group_over_1ulp"] > 0,
                                   np.round(100.0 * t["over_1ulp"] / t["group_over_1ulp"].clip(lower=1), 1), np.nan)
     t = t.sort_values(["_o", "_p", "_e"], kind="stable")
     cols = keys + ["step", "cause", "predicted", "points", "over_1ulp", "share_pct", "max_err_ulp", "witness_machine",
-                   "witness_gamma", "witness_pred", "witness_cond", "witness_local_ulp", "group_points",
-                   "group_over_1ulp"]
+                   *(f"witness_{term}" for term in terms), "witness_pred", "witness_cond", "witness_local_ulp",
+                   "group_points", "group_over_1ulp"]
     return t[cols].reset_index(drop=True)
 
 

@@ -128,7 +128,7 @@ def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame, op) -> tuple[str, list]
     if np.isnan(r["max_finite_ulp"]):
         return f"{head}: no finite output" + (f"; {born[0]}" if born else "") + f"; {bad} of {cnt.text}.", nums
     nums.append(mx)
-    text = f"{head}: {mx.text} ulp on {r['machine']} at {inputs_text(r, 'finite_witness_')}"
+    text = f"{head}: {mx.text} ulp on {r['machine']} at {inputs_text(r, 'finite_witness_', attributes=op.ATTRIBUTES)}"
     described = describe_error(r["max_finite_ulp"], r["finite_witness_computed"], r["finite_witness_exact"],
                                r["format"])
     if born is None:
@@ -156,7 +156,7 @@ def build(ctx) -> Section:
                      Para(f"{', '.join(variants)}: the worst (format, selector, region) groups, special outputs "
                           f"first, with {source}; {len(t)} groups over 1 ulp or special in all (below).", "note"),
                      Bullets([text for text, _ in lines[:FIRST_SCREEN_LINES]])]
-    shown = t.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in t.iterrows()])
+    shown = t.assign(inputs=[inputs_text(r, "finite_witness_", attributes=run.operator.ATTRIBUTES) for _, r in t.iterrows()])
     section.body = [Para("Every group over 1 ulp or with special outputs; max_finite_ulp is over the machines (the "
                          "machine of the max in `machine`), counts are over every machine; `kind` is what the error is at "
                          "its witness: special, lost_to_zero, spurious (the exact value rounds to zero or is subnormal, "
@@ -164,9 +164,11 @@ def build(ctx) -> Section:
                     Table(shown[["variant", "format", "target", "region", "machine", "count", "max_finite_ulp", "kind",
                                  "inputs", *SPECIAL_CLASSES]], T)]
     if not causes.empty:
+        term = run.operator.TERMS_ATTRIBUTE
+        over_terms = f" and {term}s" if term else ""
         section.body.append(Details(
             "Where the error of each group's attributed points is born (dominant_causes.csv)",
-            [Para("Per group and top cause (step, cause) over the machines and gammas: the attributed points, how "
+            [Para(f"Per group and top cause (step, cause) over the machines{over_terms}: the attributed points, how "
                   "many are over 1 ulp (special outputs included) and their share of the group's points over 1 ulp "
                   "(share_pct), the largest error and, at that point, the top step's condition number and local "
                   "error."), Table(causes, TC)]))
@@ -188,4 +190,4 @@ def _next_answer(run, t: pd.DataFrame, lines: list) -> list:
     return [Answer("What should a newcomer look at next?", f"The worst group: {text}{tail}", nums,
                    subject=r["variant"], machine=str(r["machine"]), format=str(r["format"]),
                    region=str(r["region"]), verdict=str(r["kind"]),
-                   mechanism={"witness": dict(w.__dict__), "explain": explain_line(w)} if w is not None else {})]
+                   mechanism={"witness": w.as_dict(), "explain": explain_line(w)} if w is not None else {})]

@@ -23,6 +23,7 @@ from precision.products.report.document import Details, Heading, Para, Section, 
 from precision.products.report.findings import Finding, cite, fmt_num
 from precision.products.report.tables import maximum_label
 from precision.analysis.acceptance import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, THRESHOLD_T
+from precision.analysis.groups import witness_fields
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import RATIO_LEVELS, standards_table, settings_from_options
 
@@ -32,10 +33,15 @@ T, S, B = "standards.csv", "standards_summary.csv", "standards_blind.csv"
 _KEYS = ["variant", "machine", "format"]
 
 
+#: The witness fields that are not the operator's attributes.
+_NOT_ATTRIBUTES = ("pred", "target", "weight", "dout", "row", "col", "computed", "exact")
+
+
 def explain_line(variant: str, machine: str, fmt: str, w: dict) -> str:
-    """The ``precision explain`` command for a witness (its inputs as exact hex floats)."""
+    """The ``precision explain`` command for a witness (its inputs as exact hex floats; ``w`` holds pred, target,
+    the operator's attributes, weight and dout, as :func:`precision.analysis.groups.witness_fields` names them)."""
     parts = [f"precision explain {variant} --pred {float(w['pred']).hex()} --target {int(w['target'])}",
-             f"--alpha {float(w['alpha']).hex()} --gamma {float(w['gamma']).hex()}"]
+             " ".join(f"--{k} {float(v).hex()}" for k, v in w.items() if k not in _NOT_ATTRIBUTES)]
     if not np.isnan(float(w["weight"])):
         parts.append(f"--weight {float(w['weight']).hex()}")
     parts.append(f"--dout {float(w['dout']).hex()} --machine {machine} --format {fmt}")
@@ -81,8 +87,7 @@ def blind_table(stats, variants) -> pd.DataFrame:
                                      ("false_alarm", "acc_false_alarm", "false_alarm_r")):
         prefix = ACCEPTANCE_MAXIMA[top_col]
         for r in merged[merged[count_col] > 0].to_dict("records"):
-            w = {k: r[f"{prefix}{k}"] for k in ("pred", "target", "alpha", "gamma", "weight", "dout", "computed",
-                                                "exact")}
+            w = {k: r[f"{prefix}{k}"] for k in witness_fields(r.keys(), prefix)}
             rows.append({"kind": kind, "variant": r["variant"], "machine": r["machine"], "format": r["format"],
                          "count": int(r[count_col]), "worst": float(r[top_col]),
                          "worst_unit": "ulp" if kind == "blind" else "r",

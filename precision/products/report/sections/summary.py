@@ -9,6 +9,7 @@ subnormal quantum, makes an O(1) output score 2^149 ulp in fp32).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from precision.products.report.tables import describe_error, inputs_text, maximu
 from precision.analysis.histograms import bin_upper_edge
 from precision.analysis.scoring import SPECIAL_CLASSES
 
-__all__ = ["build", "headline_variants", "plotted_variants", "plot_ulp_vs_pred", "plot_pred_gamma_heatmap",
+__all__ = ["build", "headline_variants", "plotted_variants", "plot_ulp_vs_pred", "plot_pred_term_heatmap",
            "plot_histograms"]
 
 #: The heatmap's colour scale ends here (2^24 ulp: every bit of an fp32 output wrong); larger errors are 'over'.
@@ -42,25 +43,21 @@ SHOWN = ["variant", "format", "machine", "count", "max_finite_ulp", "inputs", "m
 
 
 def headline_variants(variants, op, comparisons=None) -> list:
-    """The production kernel when the run has it (``kernel``, or a ``kernel[G5=...]`` at the production
-    threshold of the operator ``op``; else the first variant), then the first variant of every declared
-    comparison."""
-    if "kernel" in variants:
-        first = ["kernel"]
-    else:
-        production = [v for v in variants if op.g5_threshold(v) == op.PRODUCTION_THRESHOLD
-                      and op.get_variant(v).guards == op.ALL_GUARDS
-                      and set(dict(op.get_variant(v).params)) <= {"guards", "g5_threshold"}]
-        first = production[:1] or list(variants[:1])
+    """The production kernel when the run has it (the operator ``op``'s ``production_variant``; else the first
+    variant), then the first variant of every declared comparison."""
+    production = op.production_variant(variants)
+    first = [production] if production is not None else list(variants[:1])
     declared = [] if comparisons is None or comparisons.empty else \
         list(comparisons.loc[comparisons["kind"] == "declared", "with_variant"])
     return list(dict.fromkeys(first + declared))
 
 
-def plotted_variants(variants) -> list:
-    """The variants of the summary plots: not the one-guard or one-threshold ablations (their own sections
-    show them), at most :data:`MAX_LINES`, the production kernel first."""
-    plain = [v for v in variants if not any(c in v for c in "+-[") or v in ("naive-fp16", "mmcv-fp16")]
+def plotted_variants(variants, op) -> list:
+    """The variants of the summary plots: not the one-guard or one-parameter ablations of the registry's syntax
+    (``naive+G1``, ``kernel-G5``, ``kernel[G5=...]``, with the operator ``op``'s guards; their own sections show
+    them), at most :data:`MAX_LINES`, the production kernel first, then the naive recipe."""
+    ablation = re.compile(r"[+-](?:" + "|".join(map(re.escape, op.GUARD_NAMES)) + r")\b|\[")
+    plain = [v for v in variants if not ablation.search(v)]
     plain = sorted(plain, key=lambda v: (v != "kernel", v != "naive", variants.index(v)))
     return (plain or list(variants))[:MAX_LINES]
 
@@ -115,13 +112,15 @@ def plot_ulp_vs_pred(predbins: dict, points: pd.DataFrame, folder, variants, ste
     return save(fig, folder, stem)
 
 
-def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatmap_pred_gamma") -> str | None:
-    """log10 max finite ulp per (pred bin, gamma), a panel per (variant, machine, profile), with a colour bar
-    up to :data:`CEILING_ULP` (larger errors orange); bins with a special output in red."""
+def plot_pred_term_heatmap(predbins: dict, folder, variants, term: str, stem: str | None = None) -> str | None:
+    """log10 max finite ulp per (pred bin, value of the terms attribute ``term``: gamma), a panel per (variant,
+    machine, profile), with a colour bar up to :data:`CEILING_ULP` (larger errors orange); bins with a special
+    output in red.  ``stem`` defaults to ``heatmap_pred_<term>``."""
     want = [v for v in variants if v in set(predbins["variant"])]
-    gammas = np.unique(predbins["gamma"])
-    if not want or gammas.size < 1:
+    values = np.unique(predbins["term"])
+    if not want or values.size < 1:
         return None
+    stem = stem or f"heatmap_pred_{term}"
     edges = predbins["edges"]
     cols = list(dict.fromkeys(zip(predbins["machine"], predbins["profile"])))
     data = predbins["max_ulp"]
@@ -141,24 +140,24 @@ def plot_pred_gamma_heatmap(predbins: dict, folder, variants, stem: str = "heatm
     im = None
     for k, (v, machine, profile) in enumerate(panels):
         ax = axes[k // ncol, k % ncol]
-        img = np.full((gammas.size, hi - lo), np.nan)
+        img = np.full((values.size, hi - lo), np.nan)
         bad = np.full(img.shape, np.nan)
-        for gi, g in enumerate(gammas):
+        for vi, value in enumerate(values):
             rows = np.flatnonzero((predbins["variant"] == v) & (predbins["machine"] == machine)
-                                  & (predbins["profile"] == profile) & (predbins["gamma"] == g))
+                                  & (predbins["profile"] == profile) & (predbins["term"] == value))
             if rows.size:
                 row = data[rows[0], lo:hi]
-                img[gi] = np.where(np.isfinite(row), np.log10(np.clip(row, FLOOR, None)), np.nan)
-                bad[gi] = np.where(np.isinf(row), 1.0, np.nan)
+                img[vi] = np.where(np.isfinite(row), np.log10(np.clip(row, FLOOR, None)), np.nan)
+                bad[vi] = np.where(np.isinf(row), 1.0, np.nan)
         im = ax.imshow(img, aspect="auto", origin="lower", cmap=cmap, vmin=np.log10(FLOOR), vmax=vmax,
                        interpolation="nearest")
         ax.imshow(bad, aspect="auto", origin="lower", cmap=ListedColormap(["red"]), interpolation="nearest")
         ticks = np.linspace(0, hi - lo - 1, 5).astype(int)
         ax.set_xticks(ticks, [f"{edges[lo + t]:.2g}" for t in ticks], fontsize=6, rotation=30)
-        ax.set_yticks(range(gammas.size), [f"{g:g}" for g in gammas], fontsize=6)
+        ax.set_yticks(range(values.size), [f"{v:g}" for v in values], fontsize=6)
         ax.set_title(f"{v} | {machine} | {profile}", fontsize=8)
         ax.set_xlabel("pred bin (lower edge)", fontsize=7)
-        ax.set_ylabel("gamma", fontsize=7)
+        ax.set_ylabel(term, fontsize=7)
     for k in range(len(panels), nrow * ncol):
         axes[k // ncol, k % ncol].axis("off")
     bar = fig.colorbar(im, ax=axes, shrink=0.8,
@@ -218,7 +217,7 @@ def plot_histograms(hist: pd.DataFrame, folder, stem: str = "ulp_histograms") ->
     return save(fig, folder, stem)
 
 
-def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str) -> tuple[str, list]:
+def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str, attributes) -> tuple[str, list]:
     """One line: the variant's largest finite error over machines in one format, explained, with its specials."""
     rows = s[(s["variant"] == variant) & (s["format"] == fmt)]
     if rows.empty:
@@ -233,7 +232,7 @@ def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str) -> tuple[str,
         text = f"{fmt} output, {variant} on {top['machine']}: no finite output"
     else:
         text = (f"{fmt} output, {variant}: max finite error {nums[0].text} ulp on {top['machine']} "
-                f"({label}) at {inputs_text(top, 'finite_witness_')}: "
+                f"({label}) at {inputs_text(top, 'finite_witness_', attributes=attributes)}: "
                 + describe_error(top["max_finite_ulp"], top["finite_witness_computed"], top["finite_witness_exact"],
                                  fmt))
     bad = [c for c in specials if c.value]
@@ -254,7 +253,7 @@ def _known_maxima(ctx, variants) -> pd.DataFrame:
     if not hunts_opt and not corpora:
         return pd.DataFrame()
     base = Path(ctx.run.run.get("study_file", ".")).parent
-    hunts, _ = hunt_table(hunts_opt, base)
+    hunts, _ = hunt_table(hunts_opt, base, ctx.run.operator)
     rows = []
     for v in variants:
         known, _ = known_sources(ctx.run, v, hunts, corpora, base)
@@ -265,7 +264,7 @@ def _known_maxima(ctx, variants) -> pd.DataFrame:
     return t[t["max_ulp"].notna()].reset_index(drop=True) if len(t) else t
 
 
-def _known_text(s: pd.DataFrame, known: pd.DataFrame, variant: str) -> tuple[str, list]:
+def _known_text(s: pd.DataFrame, known: pd.DataFrame, variant: str, attributes) -> tuple[str, list]:
     """The headline's clause on the known witnesses: the largest of them (source, machine, witness) and
     whether it exceeds the run's maximum."""
     k = known[known["variant"] == variant]
@@ -280,7 +279,7 @@ def _known_text(s: pd.DataFrame, known: pd.DataFrame, variant: str) -> tuple[str
         "within the run's maximum; the largest is still"
     figure = kc.text if kc.value > run_max else fmt_num(run_max)
     return (f" Known witnesses re-evaluated with the current code (dout 1, no weight; {', '.join(dict.fromkeys(k['source']))}): "
-            f"at most {kc.text} ulp ({top['source']}, {top['machine']}, at {inputs_text(top)}), {verdict} "
+            f"at most {kc.text} ulp ({top['source']}, {top['machine']}, at {inputs_text(top, attributes=attributes)}), {verdict} "
             f"{figure} ulp."), [kc]
 
 
@@ -296,9 +295,9 @@ def build(ctx) -> Section:
         section.tables[TK] = known
     for fmt in dict.fromkeys(s["format"]):
         for v in headline_variants(run.variants, run.operator, run.comparisons):
-            text, nums = _headline(s, v, fmt, maximum_label(run, fmt))
+            text, nums = _headline(s, v, fmt, maximum_label(run, fmt), run.operator.ATTRIBUTES)
             if text and fmt == "fp32" and not known.empty:
-                more, cited = _known_text(s, known, v)
+                more, cited = _known_text(s, known, v, run.operator.ATTRIBUTES)
                 text, nums = text + more, nums + cited
             if text:
                 lines.append(text)
@@ -317,8 +316,11 @@ def build(ctx) -> Section:
                 + f"; correctly rounded on a share {fmt_share(bs.value, miss.value)} of its outputs).")
         findings.append(Finding(f"summary/best/{fmt}/{machine}", "summary", text, [bm, bs] + ([miss] if miss.value else []), 60))
     section.findings = findings
-    shown = s.assign(inputs=[inputs_text(r, "finite_witness_") for _, r in s.iterrows()])[SHOWN]
+    shown = s.assign(inputs=[inputs_text(r, "finite_witness_", attributes=run.operator.ATTRIBUTES) for _, r in s.iterrows()])[SHOWN]
     points = run.points(["pred", "variant", "machine", "profile", "err_ulp"])
+    term = run.operator.TERMS_ATTRIBUTE  # the heat map's rows (gamma); none when the operator has no such attribute
+    # what a pred bin's maximum is taken over: the attributes (the terms attribute first) and the selector
+    over = [*sorted(run.operator.ATTRIBUTES, key=lambda a: a != term), "selector"]
     section.body = [
         Para("Per variant, output format and machine: the max finite ulp error and its inputs (hex floats; "
              + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in dict.fromkeys(s["format"])) + "), Herbie's mean bits of error, the share correctly rounded, outputs over 1 ulp, and the "
@@ -327,13 +329,14 @@ def build(ctx) -> Section:
              "overflows). summary.csv also has max_ulp (inf when any output is special), the mean ulp over finite "
              "errors, quantile bounds, and the exact and computed values at each witness."),
         Table(shown, T),
-        Image(plot_ulp_vs_pred(run.predbins, points, ctx.plot_dir, plotted_variants(run.variants)),
-              "Max ulp error per symmetric-log pred bin (moving max over 3 bins; max over gamma, alpha, selector) of "
+        Image(plot_ulp_vs_pred(run.predbins, points, ctx.plot_dir, plotted_variants(run.variants, run.operator)),
+              f"Max ulp error per symmetric-log pred bin (moving max over 3 bins; max over {', '.join(over)}) of "
               "the main variants; grey: per-point errors kept by the run; special outputs on the shaded band"),
-        Details("Heat map of the error over pred and gamma; histograms", [
-            Image(plot_pred_gamma_heatmap(run.predbins, ctx.plot_dir, headline_variants(run.variants, run.operator)
-                                          + [v for v in ("naive",) if v in run.variants and v != "kernel"]),
-                  "log10 of the max finite ulp error per pred bin and gamma (colour bar up to 2^24 ulp, larger errors orange); bins with a special output red, without a point white"),
+        Details(f"Heat map of the error over pred and {term}; histograms" if term else "Histograms", [
+            *([Image(plot_pred_term_heatmap(run.predbins, ctx.plot_dir, headline_variants(run.variants, run.operator)
+                                            + [v for v in ("naive",) if v in run.variants and v != "kernel"], term),
+                     f"log10 of the max finite ulp error per pred bin and {term} (colour bar up to 2^24 ulp, larger errors orange); bins with a special output red, without a point white")]
+              if term else []),
             Image(plot_histograms(_histogram_table(run), ctx.plot_dir),
                   "ulp error histogram per variant (outputs per octave); exact and special outputs as separate "
                   "markers, not joined to the curves"),

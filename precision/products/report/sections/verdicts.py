@@ -23,7 +23,7 @@ from precision.products.report.findings import Finding, cite, fmt_num, p_text
 from precision.products.report.mechanism import mechanism_of
 from precision.analysis.paired import VERDICT_RULE
 
-__all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS", "cell_answer",
+__all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS", "verdict_columns", "cell_answer",
            "GUARD_QUESTION"]
 
 #: The question the verdicts of guard comparisons answer.
@@ -39,9 +39,18 @@ VERDICT_COLUMNS = ["subject", "comparison", "kind", "with_variant", "without_var
                    "median_change_bits", "median_gain_bits", "max_gain_bits", "median_loss_bits", "max_loss_bits",
                    "changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage", "share_correct_with",
                    "share_correct_without", "fired", "exercised", "not_exercised_because", "exercised_in",
-                   "gain_witness_pred", "gain_witness_target", "gain_witness_alpha", "gain_witness_gamma",
-                   "gain_witness_weight", "gain_witness_dout", "loss_witness_pred", "loss_witness_target",
-                   "loss_witness_alpha", "loss_witness_gamma", "loss_witness_weight", "loss_witness_dout", "verdict"]
+                   "gain_witness_pred", "gain_witness_target", "gain_witness_weight", "gain_witness_dout",
+                   "loss_witness_pred", "loss_witness_target", "loss_witness_weight", "loss_witness_dout", "verdict"]
+
+
+def verdict_columns(op) -> list:
+    """:data:`VERDICT_COLUMNS` with the operator ``op``'s attributes among each witness's inputs (after target)."""
+    out = []
+    for c in VERDICT_COLUMNS:
+        out.append(c)
+        if c.endswith("_witness_target"):
+            out += [c.replace("target", a) for a in op.ATTRIBUTES]
+    return out
 
 T = "verdicts.csv"
 
@@ -62,8 +71,8 @@ def cell_text(row) -> str:
 def against_production(t: pd.DataFrame, op) -> np.ndarray:
     """Rows comparing a G5 threshold with the production threshold of the operator ``op`` (not with no
     correction)."""
-    base = {v: op.g5_threshold(v) for v in t.loc[t["kind"] == "threshold", "without_variant"].unique()}
-    return ((t["kind"] == "threshold") & t["without_variant"].map(base).eq(op.PRODUCTION_THRESHOLD)).to_numpy()
+    base = {v: op.is_production(v) for v in t.loc[t["kind"] == "threshold", "without_variant"].unique()}
+    return ((t["kind"] == "threshold") & t["without_variant"].map(base).eq(True)).to_numpy()
 
 
 def verdict_grid(t: pd.DataFrame, machines) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -249,7 +258,7 @@ def build(ctx) -> Section:
     section = Section("verdicts", "Verdicts: does each guard, threshold or variant change the error?")
     if t.empty:
         return section
-    t = t[[c for c in VERDICT_COLUMNS if c in t.columns]].reset_index(drop=True)
+    t = t[[c for c in verdict_columns(run.operator) if c in t.columns]].reset_index(drop=True)
     section.tables[T] = t
     grid = t[(t["region"] == "all").to_numpy() & ~against_production(t, run.operator)]
     text, style = verdict_grid(grid, run.machines)
