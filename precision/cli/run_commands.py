@@ -11,7 +11,7 @@ from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, load_cli
                                    parse_attribute_lists, parse_exact_float, parse_int, require_cache_dir, require_dir,
                                    require_file, require_output_file)
 from precision.engine.cache import ResultCache, TermCache
-from precision.sigmoid_focal_loss_grad import ATTRIBUTES, get_variant, list_variants, variant_source
+from precision.sigmoid_focal_loss_grad import ATTRIBUTES, TERMS_ATTRIBUTE, get_variant, list_variants, variant_source
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
 from precision.errors import ParameterError
@@ -170,12 +170,15 @@ def cmd_hunt(args) -> int:
     targets = [parse_int(v, "target") for v in args.target or ["0", "1"]]
     corpus = require_output_file(args.corpus, "--corpus") if args.corpus else None
     load_cli_plugins(args)
-    result = hunt(args.variant, machine=args.machine, fmt=args.format, **attribute_lists, targets=targets, outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points,
-                  seed=seed, workers=args.workers, top=top)
+    result = hunt(args.variant, machine=args.machine, fmt=args.format, **attribute_lists, targets=targets,
+                  outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points, seed=seed,
+                  workers=args.workers, top=top)
     added = 0
     if corpus is not None and result.corpus_preds():
         note = (f"hunt witness, {result.variant} {result.fmt} {result.machine}, "
-                f"gamma {' '.join(f'{g:g}' for g in result.values('gamma'))}, seed {result.seed}")
+                + "".join(f"{name} {' '.join(f'{v:g}' for v in values)}, " for name, values in result.attributes
+                          if name == TERMS_ATTRIBUTE)
+                + f"seed {result.seed}")
         added = append_to_corpus(corpus, result.corpus_preds(), note)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

@@ -13,7 +13,7 @@ from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.study import PredAxis, Study
 
-__all__ = ["pred_values", "study_pred_values", "study_preds_by_term", "window_values"]
+__all__ = ["pred_values", "study_pred_values", "study_preds_by_term"]
 
 
 def _in_range(values: np.ndarray, axis: PredAxis) -> np.ndarray:
@@ -79,20 +79,12 @@ def study_preds_by_term(study: "Study") -> dict:
     return {v: study_pred_values(study, v) for v in study.term_values}
 
 
-def window_values(axis: PredAxis, seed: int, term: float, operator: str = DEFAULT_OPERATOR) -> np.ndarray:
-    """The ``windows`` pred set at one value of the terms attribute (the operator's ``window_preds`` with the
-    axis' parameters)."""
-    return get_operator(operator).window_preds(axis.format, *axis.get("range"), axis.get("selector"),
-                                               axis.get("cancellation"), axis.get("per_window"), axis.get("core"),
-                                               seed, term)
-
-
 def pred_values(axis: PredAxis, seed: int, term: float | None = None,
                 operator: str = DEFAULT_OPERATOR) -> np.ndarray:
     """The exact pred values of one set (float64, unique by bits, sorted, finite; -0 kept).
 
     ``term``, a value of the operator's terms attribute, is required by the sets that depend on it
-    (``windows``, the ``operator``'s) and ignored by the others.
+    (the ``operator``'s own, its ``PRED_SETS``: ``windows``) and ignored by the others.
     """
     fmt = get_format(axis.format)
     rng = np.random.default_rng(seed)
@@ -100,7 +92,7 @@ def pred_values(axis: PredAxis, seed: int, term: float | None = None,
         if term is None:
             name = get_operator(operator).TERMS_ATTRIBUTE
             raise ParameterError(f"pred kind={axis.kind!r} depends on {name}; pass one")
-        values = window_values(axis, seed, term, operator)
+        values = get_operator(operator).PRED_SETS[axis.kind].values(axis.format, dict(axis.params), seed, term)
     elif axis.kind == "exhaustive":
         values = _in_range(fmt.finite_values().astype(np.float64), axis)
     elif axis.kind == "stratified":

@@ -9,7 +9,7 @@ A study file (``studies/NAME.toml``)::
 
     [pred]                            # the pred axis: one point set, or several [[pred]] (their union)
     kind = "exhaustive"               # exhaustive | stratified | grid | list | file | normal | uniform_real
-                                      # | windows
+                                      # | the operator's own (its PRED_SETS: windows)
     format = "fp16"                   # values are exact in this format
     # exhaustive:   range = [lo, hi] (optional filter)
     # stratified:   per_binade = N, range = [lo, hi] (optional), both signs
@@ -18,9 +18,10 @@ A study file (``studies/NAME.toml``)::
     # file:         path = "corpus.txt" (one value a line, '#' comments; relative to the study file)
     # normal:       sigma, mean (0), count
     # uniform_real: low, high, count
-    # windows:      per gamma, where the bracket of A cancels: cancellation = C (default 2),
-    #               per_window = N (default 100000), core = K (default 2048), range = [lo, hi]
-    #               (default [-20, 20]), selector = 0 | 1 (A(x) or A(-x)); see precision.sigmoid_focal_loss_grad.regions.window_preds
+    # windows:      SigmoidFocalLossGrad's, per gamma, where the bracket of A cancels: cancellation = C
+    #               (default 2), per_window = N (default 100000), core = K (default 2048), range = [lo, hi]
+    #               (default [-20, 20]), selector = 0 | 1 (A(x) or A(-x)); see
+    #               precision.sigmoid_focal_loss_grad.regions.PRED_SETS
 
     [points]
     target = [0, 1]                   # raw selector values
@@ -80,12 +81,12 @@ from precision.machine import get_machine
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "PER_POINT_MODES",
            "AttributionSpec", "region_labels", "SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_options"]
 
-PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real", "windows")
+#: The engine's pred kinds; an operator adds its own (its ``PRED_SETS``, drawn per value of its terms attribute).
+PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real")
 #: Which distribution each pred kind samples (uniform over floats and over reals weigh errors differently).
 SAMPLING_LABELS = {
     "exhaustive": "every float", "stratified": "uniform over binades", "grid": "grid",
     "list": "list", "file": "list", "normal": "normal over reals", "uniform_real": "uniform over reals",
-    "windows": "cancellation windows per gamma",
 }
 PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "worst", "none")
 #: per_point = "worst" keeps this many worst points per (variant, target, region) of each task.
@@ -100,7 +101,6 @@ _PRED_KEYS = {
     "file": {"kind", "format", "path"},
     "normal": {"kind", "format", "sigma", "mean", "count"},
     "uniform_real": {"kind", "format", "low", "high", "count"},
-    "windows": {"kind", "format", "range", "cancellation", "per_window", "core", "selector"},
 }
 _POINT_KEYS = {"target", "weight", "dout", "reduction", "count", "profiles", "regions", "bracket_bands",
                "region_names", "separate"}  # and the operator's attributes (its ATTRIBUTES)
@@ -142,24 +142,20 @@ def section_options(op) -> dict:
 
 @dataclass(frozen=True)
 class PredAxis:
-    """The pred point set: a kind and its parameters (see the module docstring)."""
+    """The pred point set: a kind and its parameters (see the module docstring).
+
+    ``per_term``: a kind of the operator's (its ``PRED_SETS``: ``windows``, the cancellation windows at each
+    gamma), drawn at each value of its terms attribute; ``label``: what the kind samples.
+    """
 
     kind: str
     format: str
     params: tuple  # sorted (key, value) pairs
-
-    @property
-    def label(self) -> str:
-        return SAMPLING_LABELS[self.kind]
+    per_term: bool = False
+    label: str = ""
 
     def get(self, key, default=None):
         return dict(self.params).get(key, default)
-
-    @property
-    def per_term(self) -> bool:
-        """The set depends on the operator's terms attribute (``windows``: the cancellation windows at each
-        gamma): each of its values has its own pred values."""
-        return self.kind == "windows"
 
 
 @dataclass(frozen=True)
@@ -366,9 +362,14 @@ def _float32_axis(reader, key, default=None):
     return tuple(dict.fromkeys(values))
 
 
-def _parse_pred(reader: _Reader) -> PredAxis:
-    kind = reader.string("kind", PRED_KINDS)
-    sub = _Reader(reader.path, reader.table, reader.prefix, _PRED_KEYS[kind])
+def _pred_keys(op) -> dict:
+    """The keys of each pred kind: the engine's and the operator's (its ``PRED_SETS``)."""
+    return {**_PRED_KEYS, **{kind: {"kind", "format", "range", *p.keys} for kind, p in op.PRED_SETS.items()}}
+
+
+def _parse_pred(reader: _Reader, op) -> PredAxis:
+    kind = reader.string("kind", (*PRED_KINDS, *op.PRED_SETS))
+    sub = _Reader(reader.path, reader.table, reader.prefix, _pred_keys(op)[kind])
     fmt = sub.string("format", tuple(FORMATS), default="fp16" if kind in ("exhaustive",) else "fp32")
     if kind == "exhaustive" and fmt not in ("fp16", "bf16"):
         raise sub.error("format", f"{fmt!r}; exhaustive sweeps enumerate fp16 or bf16 (use stratified for fp32)")
@@ -409,25 +410,17 @@ def _parse_pred(reader: _Reader) -> PredAxis:
         params["sigma"] = sub.number("sigma", positive=True)
         params["mean"] = sub.number("mean", default=0.0)
         params["count"] = sub.number("count", integer=True, positive=True)
-    elif kind == "windows":
-        params["cancellation"] = float(sub.number("cancellation", default=2.0))
-        if not params["cancellation"] > 1:
-            raise sub.error("cancellation", f"{params['cancellation']!r}; expected a factor C > 1")
-        params["per_window"] = sub.number("per_window", default=100000, integer=True, positive=True)
-        params["core"] = sub.number("core", default=2048, integer=True)
-        if params["core"] < 0:
-            raise sub.error("core", f"{params['core']!r}; expected a count >= 0")
-        params["selector"] = sub.number("selector", default=0, integer=True)
-        if params["selector"] not in (0, 1):
-            raise sub.error("selector", f"{params['selector']!r}; expected 0 (A(x)) or 1 (A(-x))")
-        params.setdefault("range", (-20.0, 20.0))
+    elif kind in op.PRED_SETS:
+        op.PRED_SETS[kind].parse(sub, params)
     elif kind == "uniform_real":
         params["low"] = sub.number("low")
         params["high"] = sub.number("high")
         params["count"] = sub.number("count", integer=True, positive=True)
         if not params["low"] < params["high"]:
             raise sub.error("high", "expected low < high")
-    return PredAxis(kind, fmt, tuple(sorted(params.items())))
+    own = op.PRED_SETS.get(kind)
+    return PredAxis(kind, fmt, tuple(sorted(params.items())), own is not None,
+                    own.label if own is not None else SAMPLING_LABELS[kind])
 
 
 def _parse_profile(reader, text) -> Profile:
@@ -467,7 +460,7 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     if not tables or not all(isinstance(t, dict) for t in tables):
         raise top.error("pred", "expected a [pred] table or [[pred]] tables")
     pred_sets = tuple(_parse_pred(_Reader(path, t, f"pred[{i}]." if len(tables) > 1 else "pred.",
-                                          set().union(*_PRED_KEYS.values()))) for i, t in enumerate(tables))
+                                          set().union(*_pred_keys(op).values())), op) for i, t in enumerate(tables))
     pts = top.table_of("points", _POINT_KEYS | set(op.ATTRIBUTES))
     targets = []
     for v in pts.array("target", [0, 1]):

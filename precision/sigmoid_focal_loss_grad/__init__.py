@@ -7,7 +7,9 @@ contract in pyproject.toml).  What it provides, module by module (the
 checklist for a second operator is docs/operators.md):
 
 - inputs, attributes and their contract: :mod:`.implementations.common`
-  (``validate_inputs``, the selectors, the reductions);
+  (``ATTRIBUTES``, alpha and gamma with their defaults, and ``TERMS_ATTRIBUTE``,
+  gamma: what the layers below take the attributes from; ``validate_inputs``,
+  the selectors, the reductions);
 - the exact value and its certified rounding into each format:
   :mod:`.oracle` (mpmath balls), :mod:`.oracle_arb` (an independent Arb
   oracle), :mod:`.terms` (focal terms shared across a sweep);
@@ -24,8 +26,10 @@ checklist for a second operator is docs/operators.md):
 - step-level attribution of an error: :mod:`.attribution` on the exact step
   values of :mod:`.step_values`; op counts:
   :mod:`.opcount`;
-- its domain in a study: the default pred regions and the ``windows`` pred
-  set (:mod:`.regions`); its report sections (:mod:`.report`).
+- why a guard acts on no point of a study: :mod:`.exercise`;
+- its domain in a study: the default pred regions and its pred sets
+  (``PRED_SETS``: ``windows``; :mod:`.regions`); its report sections, glossary
+  words and phrases (:mod:`.report`).
 
 The operator sits above the products in the layers: it may import
 :mod:`precision.products`, :mod:`precision.engine` and every layer below
@@ -65,8 +69,8 @@ from precision.sigmoid_focal_loss_grad.threshold_tasks import RUN_STAGES
 from precision.sigmoid_focal_loss_grad.attribution import attribute, attribute_bound, describe
 from precision.sigmoid_focal_loss_grad.opcount import count_ops
 # 7. regions and studies; its report sections
-from precision.sigmoid_focal_loss_grad.regions import DEFAULT_REGION_EDGES, window_preds
-from precision.sigmoid_focal_loss_grad.report import GLOSSARY, REPORT_SECTIONS, SECTION_OPTIONS
+from precision.sigmoid_focal_loss_grad.regions import DEFAULT_REGION_EDGES, PRED_SETS
+from precision.sigmoid_focal_loss_grad.report import GLOSSARY, PHRASES, REPORT_SECTIONS, SECTION_OPTIONS
 
 #: The operator's modules (relative to this package) that every sweep result depends on besides a variant's own
 #: source: its exact values and their reuse across a sweep, the bracket's bands (the groups), the registry
@@ -93,5 +97,5 @@ __all__ = [
     # 6. attribution, cost
     "attribute", "attribute_bound", "describe", "count_ops",
     # 7. regions and studies
-    "DEFAULT_REGION_EDGES", "window_preds", "SECTION_OPTIONS", "REPORT_SECTIONS", "GLOSSARY",
+    "DEFAULT_REGION_EDGES", "PRED_SETS", "SECTION_OPTIONS", "REPORT_SECTIONS", "GLOSSARY", "PHRASES",
 ]

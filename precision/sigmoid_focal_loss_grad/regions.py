@@ -8,12 +8,15 @@ default and its ``[pred] kind = "windows"``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 from precision.sigmoid_focal_loss_grad.bracket import cancellation_windows, roots
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 
-__all__ = ["DEFAULT_REGION_EDGES", "window_preds"]
+__all__ = ["DEFAULT_REGION_EDGES", "window_preds", "PRED_SETS", "PredSet"]
 
 #: Default pred region edges: x < -20, [-20, -8), [-8, 0), [0, 8), [8, 20), x >= 20.
 DEFAULT_REGION_EDGES = (-20.0, -8.0, 0.0, 8.0, 20.0)
@@ -66,3 +69,51 @@ def window_preds(fmt, lo: float, hi: float, selector: int, cancellation: float, 
             parts.append(from_ordinal(ords, fmt).astype(np.float64))
     values = round_to_format(np.concatenate(parts), fmt).astype(np.float64)
     return values[np.isfinite(values) & (values >= lo) & (values <= hi)]
+
+
+# ---------------------------------------------------------------------------
+# The pred sets it adds to the study file ([pred] kind = "windows")
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PredSet:
+    """A kind of pred set an operator adds to the study file (``[pred] kind = "<name>"``), drawn at each value of
+    its terms attribute.
+
+    ``label``: what it samples (run.json's ``weighting``); ``keys``: its keys besides ``kind``, ``format`` and
+    ``range``; ``parse(reader, params)``: its parameters into ``params`` (the reader's ``number`` and ``error``
+    give the study file's one-line errors); ``values(fmt, params, seed, term)``: its exact pred values at one
+    value of the terms attribute.
+    """
+
+    label: str
+    keys: frozenset
+    parse: Callable
+    values: Callable
+
+
+def _parse_windows(reader, params: dict) -> None:
+    params["cancellation"] = float(reader.number("cancellation", default=2.0))
+    if not params["cancellation"] > 1:
+        raise reader.error("cancellation", f"{params['cancellation']!r}; expected a factor C > 1")
+    params["per_window"] = reader.number("per_window", default=100000, integer=True, positive=True)
+    params["core"] = reader.number("core", default=2048, integer=True)
+    if params["core"] < 0:
+        raise reader.error("core", f"{params['core']!r}; expected a count >= 0")
+    params["selector"] = reader.number("selector", default=0, integer=True)
+    if params["selector"] not in (0, 1):
+        raise reader.error("selector", f"{params['selector']!r}; expected 0 (A(x)) or 1 (A(-x))")
+    params.setdefault("range", (-20.0, 20.0))
+
+
+def _window_values(fmt, params: dict, seed: int, gamma: float) -> np.ndarray:
+    return window_preds(fmt, *params["range"], params["selector"], params["cancellation"], params["per_window"],
+                        params["core"], seed, gamma)
+
+
+#: The pred sets of this operator's studies: ``windows``, where the bracket of A cancels, per gamma
+#: (:func:`window_preds`; cancellation = C (default 2), per_window = N (default 100000), core = K (default 2048),
+#: range = [lo, hi] (default [-20, 20]), selector = 0 | 1 (A(x) or A(-x))).
+PRED_SETS = {"windows": PredSet("cancellation windows per gamma",
+                                frozenset({"cancellation", "per_window", "core", "selector"}), _parse_windows,
+                                _window_values)}

@@ -18,12 +18,13 @@ section        what it shows
 :data:`SECTION_OPTIONS` is their part of the study file format (the
 ``[report.<section>]`` options, as :data:`precision.engine.study.SECTION_OPTIONS`
 for the generic ones); :data:`REPORT_SECTIONS` says where each is built;
-:data:`GLOSSARY` holds the operator's words a report defines when it uses them.
+:data:`GLOSSARY` holds the operator's words a report defines when it uses them, :data:`PHRASES` the phrases the
+generic sections say of its comparisons.
 """
 
 from __future__ import annotations
 
-__all__ = ["SECTION_OPTIONS", "REPORT_SECTIONS", "GLOSSARY"]
+__all__ = ["SECTION_OPTIONS", "REPORT_SECTIONS", "GLOSSARY", "PHRASES"]
 
 #: The operator's report sections and their options: section -> {option: (kind, default)}.
 SECTION_OPTIONS = {
@@ -51,4 +52,14 @@ GLOSSARY = {
     "q-hole": "x from about 16 upwards in fp32, where q = 1 - p has lost half its bits or is 0",
     "candidate": "the issue-6 candidate implementation (log1p by atanh series, p and q without 1 - p, double-float "
                  "exp powers)",
+}
+
+#: What the generic sections say of this operator's comparisons: ``thresholds``, the threshold comparisons
+#: (kind ``threshold``) against no correction, and ``thresholds_elsewhere``, where the rest of them is shown
+#: (the verdicts section); ``routes_around``, an example of a guard that routes around a step (the attribution
+#: section).
+PHRASES = {
+    "thresholds": "G5 thresholds against no correction",
+    "thresholds_elsewhere": "each threshold, against never and against 1/64, in the threshold section",
+    "routes_around": "as G5 selects corr instead of orig",
 }

@@ -251,6 +251,7 @@ def build(ctx) -> Section:
                   "first_step, the first such step in recipe order (most frequent); top_step and top_cause, the "
                   "attributed variant's top cause there (most frequent); acts, the points where the guard changes "
                   "the top-cause step itself; upstream, where the top-cause step comes before the first difference "
-                  "(its value is the same with and without: the guard can at most route around it, as G5 selects "
-                  "corr instead of orig)."), Table(gs, T_GUARDS)]))
+                  "(its value is the same with and without: the guard can at most route around it"
+                  + (f", {run.operator.PHRASES['routes_around']}" if "routes_around" in run.operator.PHRASES else "")
+                  + ")."), Table(gs, T_GUARDS)]))
     return section

@@ -98,7 +98,7 @@ def _cell_name(row) -> str:
     return f"{row['machine']} {row['profile']}"
 
 
-def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
+def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame, op) -> list:
     """One finding per comparison of the grid with any change; the comparisons that change nothing, together.
 
     Numbers are cited from ``t`` (all of verdicts.csv), at region ``all``.
@@ -106,15 +106,15 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame) -> list:
     out = []
     silent = []
     thresholds = grid[grid["kind"] == "threshold"]
-    if len(thresholds):  # one line for the G5 thresholds against no correction; the threshold section has the rest
+    if len(thresholds):  # one line for the thresholds against no correction; the operator's section has the rest
         cells = []
         for (machine, profile), rows in thresholds.groupby(["machine", "profile"], sort=False):
             counts = rows["verdict"].value_counts()
             cells.append(f"{machine} {profile}: " + ", ".join(f"{v} {fmt_num(int(n))}" for v, n in counts.items()))
+        phrases = op.PHRASES
         out.append(Finding("verdicts/thresholds", "verdicts",
-                           f"G5 thresholds against no correction ({fmt_num(len(dict.fromkeys(thresholds['subject'])))}"
-                           f" thresholds): " + "; ".join(cells) + " (each threshold, against never and against "
-                           "1/64, in the threshold section).", [], 20))
+                           f"{phrases['thresholds']} ({fmt_num(len(dict.fromkeys(thresholds['subject'])))}"
+                           f" thresholds): " + "; ".join(cells) + f" ({phrases['thresholds_elsewhere']}).", [], 20))
         grid = grid[grid["kind"] != "threshold"]
     grid = grid.assign(shown=[shown_verdict(r) for _, r in grid.iterrows()])
     for (subject, comparison), rows in grid.groupby(["subject", "comparison"], sort=False):
@@ -285,7 +285,7 @@ def build(ctx) -> Section:
                         "both_garbage", "specials_fixed", "specials_caused", "p_value", "verdict"]],
             T)]),
     ]
-    section.findings = _comparison_findings(grid.reset_index(drop=True), t)
+    section.findings = _comparison_findings(grid.reset_index(drop=True), t, run.operator)
     section.answers = _subject_answers(run, t, grid[grid["kind"] != "threshold"].reset_index(drop=True))
     cells = [a.sentence for a in section.answers if not a.headline]
     if cells:
