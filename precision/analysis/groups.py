@@ -21,22 +21,31 @@ from precision.io.frames import frame_from_arrays, frame_to_arrays
 
 __all__ = [
     "Grouping", "Mergeable", "GroupStats", "packed_histogram", "STAT_SUMS", "STAT_COLUMNS", "Summary", "summarize",
-    "witness_fields",
+    "witness_fields", "witness_attributes",
 ]
 
 #: A witness's fields in the order a text names them: pred and target first, then the operator's attributes
-#: (every other field of the family), then these.
+#: (every other field of the family), then weight and dout (the inputs), then where the element is (its row and
+#: col in a scored tensor, the machine and profile of a diff) and what was computed there against the exact value
+#: (not inputs).
 _WITNESS_HEAD = ("pred", "target")
-_WITNESS_TAIL = ("weight", "dout", "row", "col", "computed", "exact")
+_WITNESS_INPUT_TAIL = ("weight", "dout")
+_WITNESS_NOT_INPUTS = ("row", "col", "machine", "profile", "computed", "exact")
 
 
-def witness_fields(columns, prefix: str) -> list:
+def witness_attributes(fields) -> list:
+    """The operator's attributes among a witness's fields: every field that is not pred, target, weight, dout,
+    row, col, machine, profile, computed or exact, in their order."""
+    return [f for f in fields if f not in _WITNESS_HEAD + _WITNESS_INPUT_TAIL + _WITNESS_NOT_INPUTS]
+
+
+def witness_fields(columns, prefix: str, inputs_only: bool = False) -> list:
     """The fields of the witness family ``prefix`` among ``columns`` (``witness_pred`` -> ``pred``), in the order
     a text names them: pred, target, the operator's attributes (the other fields, in column order), weight, dout,
-    row, col, computed, exact."""
+    then (unless ``inputs_only``) row, col, machine, profile, computed, exact."""
     present = [c[len(prefix):] for c in columns if c.startswith(prefix)]
-    attributes = [c for c in present if c not in _WITNESS_HEAD + _WITNESS_TAIL]
-    return [c for c in (*_WITNESS_HEAD, *attributes, *_WITNESS_TAIL) if c in present]
+    tail = _WITNESS_INPUT_TAIL + (() if inputs_only else _WITNESS_NOT_INPUTS)
+    return [c for c in (*_WITNESS_HEAD, *witness_attributes(present), *tail) if c in present]
 
 # ---------------------------------------------------------------------------
 # Groups of points

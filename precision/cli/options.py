@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from precision.engine.cache import default_cache_dir
-from precision.sigmoid_focal_loss_grad import ATTRIBUTE_HELP, ATTRIBUTES, TERMS_ATTRIBUTE, load_plugins
+import precision.sigmoid_focal_loss_grad as sigmoid_focal_loss_grad
+from precision.engine.operators import search_order
+from precision.sigmoid_focal_loss_grad import ATTRIBUTE_HELP, ATTRIBUTES, load_plugins
 from precision.errors import ParameterError, PrecisionError
 from precision.io.files import probe_writable
 
@@ -284,11 +286,6 @@ def positive_int(text: str) -> int:
 # The operator's attributes as options (--alpha, --gamma)
 # ---------------------------------------------------------------------------
 
-def search_order() -> list:
-    """The operator's attributes in a search's order: the terms attribute first, then the others."""
-    return sorted(ATTRIBUTES, key=lambda a: a != TERMS_ATTRIBUTE)
-
-
 def add_attribute_options(p, *, action=None, help_suffix: str = "(float32)") -> None:
     """One option per attribute of the operator (``--alpha``, ``--gamma``), defaulting to its default value."""
     for name, default in ATTRIBUTES.items():
@@ -299,7 +296,7 @@ def add_attribute_options(p, *, action=None, help_suffix: str = "(float32)") -> 
 
 def add_attribute_lists(p) -> None:
     """One repeatable option per attribute (``--gamma G [G ...]``), in search order, for a search over them."""
-    for name in search_order():
+    for name in search_order(sigmoid_focal_loss_grad):
         default = " ".join(f"{v:g}" for v in ATTRIBUTES[name])
         p.add_argument(f"--{name}", nargs="+", action="extend", metavar=name[0].upper(),
                        help=f"{name} values, float32 (default: {default})")
@@ -323,4 +320,4 @@ def parse_attribute_lists(args) -> dict:
     not given), as the hunt takes them (exact floats; the hunt rounds them to float32)."""
     return {f"{name}s": [parse_exact_float(v, name) for v in (getattr(args, name) or
                                                               [repr(float(d)) for d in ATTRIBUTES[name]])]
-            for name in search_order()}
+            for name in search_order(sigmoid_focal_loss_grad)}

@@ -20,7 +20,7 @@ from typing import Callable
 
 from precision.errors import PrecisionError
 
-__all__ = ["OPERATORS", "DEFAULT_OPERATOR", "get_operator", "term_chunk", "RunStage", "input_keys"]
+__all__ = ["OPERATORS", "DEFAULT_OPERATOR", "get_operator", "term_chunk", "RunStage", "input_keys", "search_order"]
 
 #: Operator name (as a study file and ``run.json`` spell it) -> the package that is its interface.
 OPERATORS = {"sigmoid_focal_loss_grad": "precision.sigmoid_focal_loss_grad"}
@@ -45,6 +45,13 @@ def input_keys(op) -> tuple:
     """The key columns naming a point's inputs besides pred in the tables of a run of the operator ``op``: its
     attributes (its ``ATTRIBUTES``, in order), ``weight``, ``dout``, ``target``."""
     return (*op.ATTRIBUTES, "weight", "dout", "target")
+
+
+def search_order(op) -> list:
+    """The operator ``op``'s attributes in the order a search over them and its tables list them: its terms
+    attribute first (the outer loop: one oracle table per value), then the others in its ``ATTRIBUTES`` order
+    (SigmoidFocalLossGrad: gamma, alpha)."""
+    return sorted(op.ATTRIBUTES, key=lambda a: a != op.TERMS_ATTRIBUTE)
 
 
 def term_chunk(chunk) -> dict:

@@ -106,7 +106,7 @@ from precision.exact.formats import get_format, round_to_format
 from precision.engine.attribution_table import write_attribution
 from precision.analysis.standards import settings_from_options, standards_table
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA
-from precision.analysis.groups import GroupStats
+from precision.analysis.groups import GroupStats, witness_fields
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import CLASS_NAMES
 from precision.engine.study import Study, region_labels
@@ -409,28 +409,26 @@ def pair_keys(op) -> tuple:
 
 #: Witness families of the raw tables (the prefixes of their columns) and the inputs each names.
 WITNESS_PREFIXES = ("witness_", "finite_witness_", "gain_witness_", "loss_witness_", *ACCEPTANCE_MAXIMA.values())
-#: The witness columns that are not inputs: the output computed there and the exact value, shown as numbers.
-_WITNESS_OUTPUTS = ("computed", "exact")
 
 
 def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
     """A table with its witness inputs spelled as exact hex floats (``none`` for an absent weight; empty where
     a group has no witness) and the ``integers`` (selectors) as integers, as every CSV table and report shows
-    them.  The inputs of a family are its float columns other than its outputs (``computed``, ``exact``):
-    pred, the operator's attributes, weight, dout."""
+    them.  The inputs of a family are :func:`precision.analysis.groups.witness_fields`'s (pred, the operator's
+    attributes, weight, dout) held as floats, not the ``integers``."""
     out = table.copy()
     for prefix in WITNESS_PREFIXES:
         pred = f"{prefix}pred"
         if pred not in out.columns or out[pred].dtype.kind != "f":
             continue
         none = out[pred].isna().to_numpy()
-        inputs = [c[len(prefix):] for c in out.columns if c.startswith(prefix) and out[c].dtype.kind == "f"]
-        for name in (n for n in inputs if n not in _WITNESS_OUTPUTS and n not in integers):
+        for name in witness_fields(out.columns, prefix, inputs_only=True):
             col = f"{prefix}{name}"
-            if col in out.columns:
-                values = out[col].to_numpy(np.float64)
-                text = np.where(np.isnan(values), "none", hex_floats(values))
-                out[col] = np.where(none, None, text.astype(object))
+            if name in integers or out[col].dtype.kind != "f":
+                continue
+            values = out[col].to_numpy(np.float64)
+            text = np.where(np.isnan(values), "none", hex_floats(values))
+            out[col] = np.where(none, None, text.astype(object))
         for name in integers:
             col = f"{prefix}{name}"
             if col in out.columns:

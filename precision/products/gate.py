@@ -257,7 +257,7 @@ def measure(run_dir) -> pd.DataFrame:
 
 def _witness(row) -> str:
     """The inputs of a row's witness: pred, target, the operator's attributes, weight, dout."""
-    fields = [f for f in witness_fields(row.keys(), "witness_") if f not in ("row", "col", "computed", "exact")]
+    fields = witness_fields(row.keys(), "witness_", inputs_only=True)
     return ",".join(f"{f}={int(row['witness_target']) if f == 'target' else row[f'witness_{f}']}" for f in fields)
 
 

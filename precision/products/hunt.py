@@ -118,7 +118,7 @@ import pandas as pd
 
 from precision.errors import ParameterError, PrecisionError
 from precision.engine.executor import make_executor
-from precision.engine.operators import DEFAULT_OPERATOR, get_operator, term_chunk
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator, search_order, term_chunk
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 from precision.machine import get_machine
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
@@ -676,7 +676,7 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
         raise TypeError(f"hunt() got unexpected keyword arguments {unknown}; the operator {operator!r} takes "
                         f"{', '.join(f'{a}s' for a in op.ATTRIBUTES)}")
     # the terms attribute first (the search's outer order), then the others in the operator's order
-    order = sorted(op.ATTRIBUTES, key=lambda a: a != op.TERMS_ATTRIBUTE)
+    order = search_order(op)
     lists = {a: _float32_list(attribute_values.get(f"{a}s", op.ATTRIBUTES[a]), a) for a in order}
     targets = _int_list(targets, "target")
     if seconds is not None and points is not None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from precision.engine.operators import search_order
 from precision.products.hunt import rescore
 from precision.products.report.tables import short_hex
 
@@ -43,15 +44,10 @@ def hunt_table(paths, base: Path, op) -> tuple[pd.DataFrame, list]:
                      "seconds": float(h["seconds"]), "workers": int(h["workers"]),
                      "points": int(h["points"]),
                      "seed": int(h["seed"]), "outside_neighbourhood": bool(h["outside_neighbourhood"]),
-                     **{f"{a}s": " ".join(short_hex(v) for v in h[f"{a}s"]) for a in _search_order(op)},
+                     **{f"{a}s": " ".join(short_hex(v) for v in h[f"{a}s"]) for a in search_order(op)},
                      "targets": " ".join(str(t) for t in h["targets"]), "specials": int(h["specials"]),
                      "file": str(rel)})
     return pd.DataFrame(rows), missing
-
-
-def _search_order(op) -> list:
-    """The operator's attributes as a hunt file lists them: the terms attribute first, then the others."""
-    return sorted(op.ATTRIBUTES, key=lambda a: a != op.TERMS_ATTRIBUTE)
 
 
 def _hunt_points(path: Path, op) -> pd.DataFrame:

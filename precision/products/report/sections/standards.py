@@ -23,7 +23,7 @@ from precision.products.report.document import Details, Heading, Para, Section, 
 from precision.products.report.findings import Finding, cite, fmt_num
 from precision.products.report.tables import maximum_label
 from precision.analysis.acceptance import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, THRESHOLD_T
-from precision.analysis.groups import witness_fields
+from precision.analysis.groups import witness_attributes, witness_fields
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import RATIO_LEVELS, standards_table, settings_from_options
 
@@ -33,15 +33,11 @@ T, S, B = "standards.csv", "standards_summary.csv", "standards_blind.csv"
 _KEYS = ["variant", "machine", "format"]
 
 
-#: The witness fields that are not the operator's attributes.
-_NOT_ATTRIBUTES = ("pred", "target", "weight", "dout", "row", "col", "computed", "exact")
-
-
 def explain_line(variant: str, machine: str, fmt: str, w: dict) -> str:
     """The ``precision explain`` command for a witness (its inputs as exact hex floats; ``w`` holds pred, target,
     the operator's attributes, weight and dout, as :func:`precision.analysis.groups.witness_fields` names them)."""
     parts = [f"precision explain {variant} --pred {float(w['pred']).hex()} --target {int(w['target'])}",
-             " ".join(f"--{k} {float(v).hex()}" for k, v in w.items() if k not in _NOT_ATTRIBUTES)]
+             " ".join(f"--{k} {float(w[k]).hex()}" for k in witness_attributes(w))]
     if not np.isnan(float(w["weight"])):
         parts.append(f"--weight {float(w['weight']).hex()}")
     parts.append(f"--dout {float(w['dout']).hex()} --machine {machine} --format {fmt}")

@@ -25,6 +25,7 @@ from precision.products.report.plots import (FLOOR, clip_errors, draw_curves, er
 from precision.products.report.tables import describe_error, inputs_text, maximum_label, stat_table
 from precision.analysis.histograms import bin_upper_edge
 from precision.analysis.scoring import SPECIAL_CLASSES
+from precision.engine.operators import search_order
 
 __all__ = ["build", "headline_variants", "plotted_variants", "plot_ulp_vs_pred", "plot_pred_term_heatmap",
            "plot_histograms"]
@@ -320,7 +321,7 @@ def build(ctx) -> Section:
     points = run.points(["pred", "variant", "machine", "profile", "err_ulp"])
     term = run.operator.TERMS_ATTRIBUTE  # the heat map's rows (gamma); none when the operator has no such attribute
     # what a pred bin's maximum is taken over: the attributes (the terms attribute first) and the selector
-    over = [*sorted(run.operator.ATTRIBUTES, key=lambda a: a != term), "selector"]
+    over = [*search_order(run.operator), "selector"]
     section.body = [
         Para("Per variant, output format and machine: the max finite ulp error and its inputs (hex floats; "
              + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in dict.fromkeys(s["format"])) + "), Herbie's mean bits of error, the share correctly rounded, outputs over 1 ulp, and the "
