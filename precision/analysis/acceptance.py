@@ -14,7 +14,7 @@ from precision.exact.formats import get_format
 
 __all__ = [
     "RELATIVE_FLOOR", "THRESHOLD_T", "BLIND_ULP", "ALLCLOSE_PRESETS", "ACCEPTANCE_MAXIMA", "relative_error",
-    "allclose_tolerances", "acceptance_columns",
+    "allclose_tolerances", "acceptance_parameters", "acceptance_columns",
 ]
 
 # ---------------------------------------------------------------------------
@@ -68,6 +68,16 @@ def allclose_tolerances(preset: str, fmt: str) -> tuple[float, float]:
     return ALLCLOSE_PRESETS[preset][get_format(fmt).name]
 
 
+def acceptance_parameters(fmt) -> dict:
+    """The constants of the acceptance metrics for an output format: ``limit`` (10 T, the element-wise bound of
+    the threshold standard), ``blind_ulp``, ``floor`` (of r's denominator), and per allclose preset its column
+    name in ``names`` and its (atol, rtol) in ``tolerances``."""
+    name = get_format(fmt).name
+    return {"limit": 10 * THRESHOLD_T[name], "blind_ulp": BLIND_ULP, "floor": RELATIVE_FLOOR,
+            "names": tuple(f"acc_allclose_{preset}" for preset in ALLCLOSE_PRESETS),
+            "tolerances": tuple(allclose_tolerances(preset, name) for preset in ALLCLOSE_PRESETS)}
+
+
 def acceptance_columns(grouping, computed, golden, err_ulp, fmt, witness=None) -> dict:
     """Mergeable per-group sums and maxima of the acceptance standards, per group of ``grouping`` (a
     :class:`~precision.analysis.groups.Grouping`).
@@ -90,14 +100,14 @@ def acceptance_columns(grouping, computed, golden, err_ulp, fmt, witness=None) -
     r, d, dist, magnitude, finite, all_finite = _relative_error_parts(c, g)
     with np.errstate(invalid="ignore", over="ignore"):
         sq = d * d if all_finite else np.where(finite, d * d, np.inf)
-    limit = 10 * THRESHOLD_T[fmt.name]
-    blind = (r <= limit) & ~(err <= BLIND_ULP)
+    constants = acceptance_parameters(fmt)
+    limit = constants["limit"]
+    blind = (r <= limit) & ~(err <= constants["blind_ulp"])
     false_alarm = (err <= 0.5) & (r > limit)
     masks = {"acc_blind": blind, "acc_false_alarm": false_alarm}
-    for name in ALLCLOSE_PRESETS:
-        atol, rtol = allclose_tolerances(name, fmt.name)
+    for name, (atol, rtol) in zip(constants["names"], constants["tolerances"]):
         close = dist <= atol + rtol * magnitude
-        masks[f"acc_allclose_{name}"] = close if all_finite else finite & close
+        masks[name] = close if all_finite else finite & close
     tallied = grouping.tally(masks)
     out = {"acc_sum_r": grouping.sum(r), "acc_sum_sq": grouping.sum(sq), **tallied}
     for (col, prefix), values, where in zip(ACCEPTANCE_MAXIMA.items(), (r, err, r), (None, blind, false_alarm)):

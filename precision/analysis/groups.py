@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, acceptance_columns
+from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, acceptance_columns, acceptance_parameters
 from precision.analysis.histograms import HIST_BINS, histogram_bins, histogram_quantiles
 from precision.analysis.scoring import CLASS_NAMES, CLASS_OK, SPECIAL_CLASSES, blank_missing
 from precision.io.frames import frame_from_arrays, frame_to_arrays
@@ -112,7 +112,13 @@ class Grouping:
         return np.add.reduceat(mask_in_group_order, self.starts, dtype=np.int64)
 
     def top_k(self, values, k: int) -> np.ndarray:
-        """Indices of the ``k`` largest ``values`` (NaN largest) of each group, ties to the first, ascending."""
+        """Indices of the ``k`` largest ``values`` (NaN largest) of each group, ties to the first, ascending: one
+        compiled pass (:func:`precision.analysis.fused.top_k_groups`), equal to :meth:`top_k_reference`."""
+        from precision.analysis.fused import top_k_groups  # (numba, imported when first needed)
+        return top_k_groups(self.perm, self.starts, self.counts, values, k)
+
+    def top_k_reference(self, values, k: int) -> np.ndarray:
+        """:meth:`top_k` as numpy defines it (a partition per group)."""
         v = np.asarray(values, dtype=np.float64).ravel()
         v = np.where(np.isnan(v), np.inf, v)
         keep = []
@@ -350,6 +356,18 @@ STAT_COLUMNS = ("count", "max_ulp", "max_finite_ulp", "mean_ulp", "p50_ulp", "p9
                 "share_correct", "over_1ulp") + SPECIAL_CLASSES
 
 
+def _log2(values: np.ndarray) -> np.ndarray:
+    """numpy's log2 of each value (-inf at 0, NaN at NaN), quietly."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log2(values)
+
+
+def _canonical_nan(sums: np.ndarray) -> np.ndarray:
+    """Sums with every NaN the canonical one (a NaN's sign and payload depend on the order a compiler gives the
+    operands of an addition, which IEEE 754 leaves open)."""
+    return np.where(np.isnan(sums), np.nan, sums)
+
+
 class GroupStats(Mergeable):
     """Mergeable error statistics of groups of points (one row per group).
 
@@ -405,7 +423,54 @@ class GroupStats(Mergeable):
     @staticmethod
     def _reduce_columns(grouping: Grouping, err_ulp, err_bits, classes, witness, counts,
                         acceptance=None) -> tuple[dict, tuple]:
-        """The columns of :meth:`reduce` as a dict of arrays, and its sparse histogram (rows, bins, counts)."""
+        """The columns of :meth:`reduce` as a dict of arrays, and its sparse histogram (rows, bins, counts): one
+        compiled pass over the points (:func:`precision.analysis.fused.reduce_error_groups`), equal bit for bit to
+        :meth:`_reduce_columns_reference`."""
+        from precision.analysis.fused import COUNTS, reduce_error_groups  # (numba, imported when first needed)
+        err = np.asarray(err_ulp, dtype=np.float64).ravel()
+        counts = {name: np.asarray(m, dtype=bool).ravel() for name, m in (counts or {}).items()}
+        acting = [name for name, m in counts.items() if m.any()]  # (most decision masks are all false)
+        decisions = np.stack([counts[name] for name in acting]) if acting else None
+        extra = {}
+        if acceptance is not None:
+            computed, golden, fmt = acceptance
+            extra = dict(computed=np.asarray(computed, dtype=np.float64).ravel(),
+                         golden=np.asarray(golden, dtype=np.float64).ravel(), **acceptance_parameters(fmt))
+        tally, sums, top, at, hist = reduce_error_groups(
+            grouping.perm, grouping.starts, grouping.counts, err, np.asarray(err_bits).ravel(),
+            np.asarray(classes).ravel(), _log2(err), decisions, **extra)
+        ids = grouping.ids
+        column = dict(zip(COUNTS, tally.T))
+        frame = {"group": ids, "count": grouping.counts.astype(np.int64), "n_finite": column["n_finite"],
+                 "sum_ulp": sums[:, 0], "sum_bits": sums[:, 1], "n_correct": column["n_correct"],
+                 "over_1ulp": column["over_1ulp"], **{name: column[name] for name in SPECIAL_CLASSES}}
+        frame["max_ulp"] = top[:, 0]
+        no_finite = top[:, 1] == -np.inf
+        frame["max_finite_ulp"] = np.where(no_finite, np.nan, top[:, 1])
+        witness = {name: np.asarray(values).ravel() for name, values in (witness or {}).items()}
+        for name, v in witness.items():
+            frame[f"witness_{name}"] = v[at[:, 0]]
+            frame[f"finite_witness_{name}"] = blank_missing(v[at[:, 1]], no_finite)
+        base = len(COUNTS)
+        acted = dict(zip(acting, tally[:, base:base + len(acting)].T))
+        frame.update({name: acted.get(name, np.zeros(ids.size, dtype=np.int64)) for name in counts})
+        if acceptance is not None:
+            base += len(acting)
+            frame["acc_sum_r"], frame["acc_sum_sq"] = _canonical_nan(sums[:, 2]), _canonical_nan(sums[:, 3])
+            for k, name in enumerate(("acc_blind", "acc_false_alarm", *extra["names"])):
+                frame[name] = tally[:, base + k]
+            for k, (col, prefix) in enumerate(ACCEPTANCE_MAXIMA.items(), start=2):
+                none = top[:, k] == -np.inf
+                frame[col] = np.where(none, np.nan, top[:, k])
+                for name, v in witness.items():
+                    frame[f"{prefix}{name}"] = blank_missing(v[np.maximum(at[:, k], 0)], none)
+        return frame, hist
+
+    @staticmethod
+    def _reduce_columns_reference(grouping: Grouping, err_ulp, err_bits, classes, witness, counts,
+                        acceptance=None) -> tuple[dict, tuple]:
+        """The columns of :meth:`reduce` as numpy defines them (the reference :func:`precision.analysis.fused.reduce_error_groups`
+        is tested against, bit for bit), and its sparse histogram (rows, bins, counts)."""
         err = np.asarray(err_ulp, dtype=np.float64).ravel()
         cls_ = np.asarray(classes).ravel()
         finite = np.isfinite(err)
@@ -428,7 +493,9 @@ class GroupStats(Mergeable):
         frame.update({name: tallied[name] for name in (counts or {})})
         if acceptance is not None:
             computed, golden, fmt = acceptance
-            frame.update(acceptance_columns(grouping, computed, golden, err, fmt, witness))
+            columns = acceptance_columns(grouping, computed, golden, err, fmt, witness)
+            frame.update(columns, acc_sum_r=_canonical_nan(columns["acc_sum_r"]),
+                         acc_sum_sq=_canonical_nan(columns["acc_sum_sq"]))
         return frame, grouping.histogram(histogram_bins(err), HIST_BINS)
 
     def table(self, keys=None) -> pd.DataFrame:

@@ -217,13 +217,45 @@ class PairedStats(Mergeable):
 
     @classmethod
     def compare_to_arrays(cls, grouping: Grouping, err_with, cls_with, err_without, cls_without, changed,
-                          prefix: str, witness=None) -> dict:
-        """:meth:`compare` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built)."""
-        columns, hist = cls._compare_columns(grouping, err_with, cls_with, err_without, cls_without, changed, witness)
+                          prefix: str, witness=None, bits_with=None, bits_without=None) -> dict:
+        """:meth:`compare` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built).
+
+        ``bits_with``, ``bits_without``: :func:`error_bits` of the two ulp errors, when the caller holds them
+        (a variant compared more than once)."""
+        columns, hist = cls._compare_columns(grouping, err_with, cls_with, err_without, cls_without, changed, witness,
+                                             bits_with, bits_without)
         return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": packed_histogram(hist)}
 
     @classmethod
-    def _compare_columns(cls, grouping, err_with, cls_with, err_without, cls_without, changed, witness):
+    def _compare_columns(cls, grouping, err_with, cls_with, err_without, cls_without, changed, witness,
+                         bits_with=None, bits_without=None):
+        """The columns of :meth:`compare` and its sparse histogram: one compiled pass over the points
+        (:func:`precision.analysis.fused.compare_groups`), equal bit for bit to :meth:`_compare_columns_reference`."""
+        from precision.analysis.fused import PAIR_COUNTS, compare_groups  # (numba, imported when first needed)
+        err_with, err_without = (np.asarray(e, dtype=np.float64).ravel() for e in (err_with, err_without))
+        with np.errstate(invalid="ignore"):
+            bits_with = error_bits(err_with) if bits_with is None else bits_with
+            bits_without = error_bits(err_without) if bits_without is None else bits_without
+        counts, top, at, *hist = compare_groups(
+            grouping.perm, grouping.starts, grouping.counts, changed, err_with, cls_with, err_without, cls_without,
+            bits_with, bits_without, GARBAGE_ULP, DELTA_RES, DELTA_MAX, DELTA_BINS)
+        frame = {"group": grouping.ids, "count": grouping.counts.astype(np.int64), **dict(zip(PAIR_COUNTS, counts.T))}
+        none = top == -np.inf  # (no changed point qualifies; none at all: no witness either)
+        frame["max_gain_bits"] = np.where(none[:, 0], np.nan, top[:, 0])
+        frame["max_loss_bits"] = np.where(none[:, 1], np.nan, top[:, 1])
+        for name, values in (witness or {}).items():
+            v = np.asarray(values).ravel()
+            for k, prefix in enumerate(("gain_witness_", "loss_witness_")):
+                blank = np.full(at.shape[0], np.nan) if v.dtype.kind in "fiu" else np.full(at.shape[0], None, object)
+                found = ~none[:, k]
+                blank[found] = v[at[found, k]]
+                frame[f"{prefix}{name}"] = blank
+        return frame, tuple(hist)
+
+    @classmethod
+    def _compare_columns_reference(cls, grouping, err_with, cls_with, err_without, cls_without, changed, witness):
+        """:meth:`_compare_columns` as numpy defines it (:func:`compare_points` on the changed points, then the
+        reduction of :meth:`reduce`)."""
         at = np.flatnonzero(np.asarray(changed, dtype=bool).ravel())
         ew, cw = np.asarray(err_with).ravel()[at], np.asarray(cls_with).ravel()[at]
         eo, co = np.asarray(err_without).ravel()[at], np.asarray(cls_without).ravel()[at]

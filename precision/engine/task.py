@@ -51,7 +51,7 @@ from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.analysis.groups import GroupStats, Grouping
 from precision.analysis.paired import PairedStats
-from precision.analysis.scoring import Scorer
+from precision.analysis.scoring import Scorer, error_bits
 from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile
 
@@ -66,7 +66,7 @@ _PACKAGE = Path(__file__).resolve().parents[1]  # precision/
 #: formats, this module; with the operator's own (its ``RESULT_SOURCES``: its exact values and the registry
 #: that binds its variants to the recipes).
 SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "analysis/histograms.py", "analysis/acceptance.py",
-                  "analysis/groups.py", "analysis/paired.py", "exact/formats.py", "recipes/steps.py", "errors.py",
+                  "analysis/groups.py", "analysis/paired.py", "analysis/fused.py", "exact/formats.py", "recipes/steps.py", "errors.py",
                   "exact/certify.py", "engine/cache.py")
 
 
@@ -417,16 +417,20 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
                    seen: dict) -> tuple[dict, tuple]:
     """(the stored arrays of one variant's piece, its per-point scores for comparisons).
 
-    ``seen`` maps the bytes' digest of outputs already scored in this task to
-    their (piece, scores): a variant whose outputs equal another's bit for
-    bit (``naive+G1`` and ``naive``, most guards where they do not engage)
-    reuses them, only its decision counts computed afresh.
+    ``seen`` holds the outputs already scored in this task, with their
+    (piece, scores), by a checksum of their bits: a variant whose outputs
+    equal another's bit for bit (``naive+G1`` and ``naive``, most guards
+    where they do not engage) reuses them, only its decision counts computed
+    afresh.  The scores start with the outputs' number among the distinct
+    ones of the task (equal numbers, equal outputs).
     """
     fmt, grouping = tensor.fmt, tensor.grouping
     computed = np.asarray(computed, dtype=fmt.dtype).ravel()
-    same = hashlib.sha1(computed.view(fmt.uint_dtype).tobytes()).digest()
-    if same in seen:  # the same outputs: the same statistics, but this variant's own decision counts
-        piece, scores = seen[same]
+    raw = computed.view(fmt.uint_dtype)
+    checksum = int(np.add.reduce(raw, dtype=np.uint64))  # (equal outputs, equal sums; then compared in full)
+    same = next((s for s in seen.get(checksum, ()) if np.array_equal(s[1][1], raw)), None)
+    if same is not None:  # the same outputs: the same statistics, but this variant's own decision counts
+        piece, scores = same
         counts = grouping.tally(fired)
         values = piece["stats.values"].copy()
         names = list(piece["stats.columns"])
@@ -451,27 +455,32 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
               "class": cls[idx], "exact_hi": tensor.exact[0][idx], "exact_lo": tensor.exact[1][idx],
               "rounded": tensor.rounded[idx].astype(np.float64)}
     piece = {**stats, **frame_to_arrays(points, "points"), "pred_max": pred_max, "unsupported": np.array(0)}
-    seen[same] = piece, (same, computed.view(fmt.uint_dtype), np.isnan(computed), err, cls)
-    return seen[same]
+    number = sum(len(held) for held in seen.values())
+    with np.errstate(invalid="ignore"):
+        scored = piece, (number, raw, np.isnan(computed), err, cls, error_bits(err))
+    seen.setdefault(checksum, []).append(scored)
+    return scored
 
 
 def _pair_piece(tensor: _Tensor, with_scores, without_scores) -> dict:
     """The stored arrays of one comparison's piece, from both variants' per-point scores.
 
-    Outputs equal bit for bit (the same digest, or no element that differs
-    other than in a NaN payload) give the piece of no change, computed once
-    per task: most guard pairs change nothing on most tasks.
+    Outputs equal bit for bit (the same number among the task's distinct
+    outputs, or no element that differs other than in a NaN payload) give
+    the piece of no change, computed once per task: most guard pairs change
+    nothing on most tasks.
     """
-    same_w, bits_w, nan_w, err_w, cls_w = with_scores
-    same_o, bits_o, nan_o, err_o, cls_o = without_scores
-    changed = None if same_w == same_o else (bits_w != bits_o) & ~(nan_w & nan_o)
+    same_w, raw_w, nan_w, err_w, cls_w, error_bits_w = with_scores
+    same_o, raw_o, nan_o, err_o, cls_o, error_bits_o = without_scores
+    changed = None if same_w == same_o else (raw_w != raw_o) & ~(nan_w & nan_o)
     if changed is not None and changed.any():
         return PairedStats.compare_to_arrays(tensor.grouping, err_w, cls_w, err_o, cls_o, changed, "paired",
-                                             witness={"pred": tensor.flat_preds})
+                                             witness={"pred": tensor.flat_preds}, bits_with=error_bits_w,
+                                             bits_without=error_bits_o)
     if tensor.unchanged_pair is None:
         tensor.unchanged_pair = PairedStats.compare_to_arrays(
             tensor.grouping, err_w, cls_w, err_o, cls_o, np.zeros(err_w.size, dtype=bool), "paired",
-            witness={"pred": tensor.flat_preds})
+            witness={"pred": tensor.flat_preds}, bits_with=error_bits_w, bits_without=error_bits_o)
     return dict(tensor.unchanged_pair)
 
 

@@ -1,0 +1,441 @@
+"""Scores and group statistics of one computed array in two compiled passes over its points.
+
+:meth:`precision.analysis.groups.GroupStats.reduce` needs, per group, a dozen
+counts, four sums and five maxima with the first point attaining each, over
+every point of a tensor (a task of ``fp16_exhaustive`` holds 127,000).  Written
+as numpy reductions that is some sixty passes over the points, each a gather
+into group order; :func:`reduce_error_groups` makes one pass (numba, compiled
+once and cached beside this file).  :func:`score_points` does the same for the
+per-point scores of :class:`precision.analysis.scoring.Scorer` (the ulp error,
+the ordinal distance behind the bits of error, the special class).
+
+Each computes exactly what the numpy definitions compute (the scores of
+:mod:`precision.analysis.scoring`;
+:meth:`~precision.analysis.groups.GroupStats._reduce_columns_reference`, with
+:func:`precision.analysis.acceptance.acceptance_columns` and
+:func:`precision.analysis.histograms.histogram_bins`), bit for bit, and
+the tests check it on adversarial points (NaN, infinities, signed zeros, ties):
+
+* **sums** add in element order from +0.0, as ``np.bincount`` does (float
+  addition is not associative: any other order may differ in the last bit);
+* **maxima** treat NaN as -inf unless said otherwise, and their witness is the
+  first point of the group, in element order, attaining the maximum (the
+  group's first point when every value is -inf);
+* **the per-point metrics** are IEEE basic operations only (``+ - * /``,
+  ``abs``, comparisons), evaluated in the definitions' order and without
+  contraction into fused multiply-adds, so each equals numpy's;
+  the two logarithms (of the ordinal distance, for the bits of error, and of
+  the ulp error, for the histogram bin) stay with numpy, whose SIMD ``log2``
+  a compiled one need not match: the passes take or give their arguments.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from precision.analysis.histograms import HIST_BINS, HIST_MIN_EXP, HIST_SUBBINS
+
+__all__ = ["COUNTS", "SUMS", "MAXIMA", "PAIR_COUNTS", "score_points", "reduce_error_groups", "top_k_groups",
+           "compare_groups"]
+
+_NAN_ORDINAL = np.iinfo(np.int64).min  # (precision.exact.formats.NAN_ORDINAL)
+# the special-class codes (precision.analysis.scoring.CLASS_NAMES)
+_OK, _NAN, _INF, _WRONG_SIGN, _LOST_INF = 0, 1, 2, 3, 4
+
+#: The counted columns of :func:`reduce_error_groups`, in its output order (then one per decision mask, then the
+#: acceptance counts ``acc_blind``, ``acc_false_alarm`` and one per allclose tolerance).
+COUNTS = ("n_finite", "n_correct", "over_1ulp", "nan", "inf", "wrong_sign", "lost_inf")
+#: Its summed columns (the last two with the acceptance standards only).
+SUMS = ("sum_ulp", "sum_bits", "acc_sum_r", "acc_sum_sq")
+#: Its maxima (the last three with the acceptance standards only): the ulp error (NaN as inf), the finite ulp
+#: error, the relative error r, the ulp error of blind outputs, r of false alarms.
+MAXIMA = ("max_ulp", "max_finite_ulp", "mare", "blind_ulp", "false_alarm_r")
+
+
+@numba.njit(cache=True, nogil=True)
+def _ordinal(raw, sign_bit, is_nan):
+    """The sign-magnitude ordinal of a value's bits (precision.exact.formats.to_ordinal)."""
+    if is_nan:
+        return _NAN_ORDINAL
+    magnitude = np.int64(raw & (sign_bit - 1))
+    return -magnitude if raw & sign_bit else magnitude
+
+
+@numba.njit(cache=True, nogil=True)
+def _score(computed, raw, hi, lo, ulp_hi, rounded, rounded_ordinal, sign_bit, err, distance, nan_pair, cls):
+    inf = np.inf
+    for i in range(computed.size):
+        c, r = computed[i], rounded[i]
+        c_finite, c_nan, r_nan = np.isfinite(c), np.isnan(c), np.isnan(r)
+        special_exact = np.isinf(r)
+        # ulp error: |(c - hi) - lo| / ulp(hi); an overflowing exact value scores 0 for its inf, else inf
+        e = abs((c - hi[i]) - lo[i]) / ulp_hi[i]
+        if special_exact:
+            e = 0.0 if c == r else inf
+        if not c_finite and not special_exact:
+            e = inf
+        err[i] = e
+        # the ordinal distance d to the correctly rounded value (-1 with a NaN), as 1 + max(d, 0)
+        oc, orr = _ordinal(np.uint64(raw[i]), sign_bit, c_nan), rounded_ordinal[i]
+        pair = oc == _NAN_ORDINAL or orr == _NAN_ORDINAL
+        nan_pair[i] = pair
+        distance[i] = 1.0 + (0.0 if pair else float(abs(oc - orr)))
+        # the special class, in the precedence of precision.analysis.scoring.classify
+        k = _OK
+        if c_finite and np.isinf(r):
+            k = _LOST_INF
+        if np.isinf(c) and np.isfinite(r):
+            k = _INF
+        if not c_nan and not r_nan and c != 0 and r != 0 and (np.signbit(c) != np.signbit(r)):
+            k = _WRONG_SIGN
+        if c_nan and not r_nan:
+            k = _NAN
+        cls[i] = k
+
+
+def score_points(computed, raw, hi, lo, ulp_hi, rounded, rounded_ordinal, width: int) -> tuple:
+    """Per point: the ulp error, the argument ``1 + max(d, 0)`` of the bits of error's log2 with ``d`` the
+    ordinal distance to the correctly rounded value, where that distance is undefined (a NaN on either side),
+    and the special class.
+
+    ``computed`` (float64) and ``raw`` (its bits in the output format, unsigned) are the outputs; ``hi``,
+    ``lo``, ``ulp_hi``, ``rounded`` (float64) and ``rounded_ordinal`` (int64) the exact side; ``width`` the
+    format's bits.  All one-dimensional, one entry per point.  Returns (err float64, distance float64,
+    nan_pair bool, cls int8).
+    """
+    n = computed.size
+    err, distance = np.empty(n), np.empty(n)
+    nan_pair, cls = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int8)
+    _score(computed, raw, hi, lo, ulp_hi, rounded, rounded_ordinal, np.uint64(1) << np.uint64(width - 1), err,
+           distance, nan_pair, cls)
+    return err, distance, nan_pair, cls
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold_max(top, at, value, i):
+    """A running maximum and its first point after point i's ``value`` (strictly larger wins: the first
+    attaining stays; the group's first point starts it, even at -inf)."""
+    if at < 0 or value > top:
+        return value, i
+    return top, at
+
+
+@numba.njit(cache=True, nogil=True)
+def _bin(e, log2_e, min_exp, subbins, regular, n_bins):
+    """The histogram bin of ulp error e (precision.analysis.histograms.histogram_bins), from its log2."""
+    if not np.isfinite(e):
+        return n_bins - 1
+    if e == 0:
+        return 0
+    return int(2 + min(max(np.floor((log2_e - min_exp) * subbins), -1.0), regular))
+
+
+@numba.njit(cache=True, nogil=True)
+def _reduce(order, starts, sizes, err, bits, cls, log2_err, min_exp, subbins, regular, n_bins, decisions, computed,
+            golden, limit, blind_ulp, floor, atol, rtol, acceptance):
+    n_rows, n_decisions, n_close = sizes.size, decisions.shape[0], atol.size
+    bins = np.empty(err.size, dtype=np.int64)
+    for i in range(err.size):
+        bins[i] = _bin(err[i], log2_err[i], min_exp, subbins, regular, n_bins)
+    # the histogram counted densely over the bins that occur (numbered in bin order: a few hundred of them)
+    rank = np.zeros(n_bins, dtype=np.int64)
+    for i in range(bins.size):
+        rank[bins[i]] = 1
+    used = np.flatnonzero(rank)
+    rank[used] = np.arange(used.size)
+    hist = np.zeros((n_rows, used.size), dtype=np.int64)
+    base = 7 + n_decisions  # the acceptance counts' first column
+    counts = np.zeros((n_rows, base + 2 + n_close), dtype=np.int64)
+    sums = np.zeros((n_rows, 4))
+    top = np.full((n_rows, 5), -np.inf)
+    at = np.full((n_rows, 5), -1, dtype=np.int64)
+    inf = np.inf
+    by_class = np.zeros(5, dtype=np.int64)
+    for row in range(n_rows):
+        # one group's points in element order, its figures in registers (sums in that order, as np.bincount's);
+        # counts add 0 or 1 without a branch (which it is varies from point to point, too often to predict)
+        n_finite = n_correct = over_1ulp = n_blind = n_false_alarm = 0
+        sum_ulp = sum_bits = sum_r = sum_sq = 0.0
+        t0 = t1 = t2 = t3 = t4 = -inf
+        a0 = a1 = a2 = a3 = a4 = -1
+        by_class[:] = 0
+        for j in range(starts[row], starts[row] + sizes[row]):
+            i = order[j]
+            hist[row, rank[bins[i]]] += 1
+            e = err[i]
+            finite = np.isfinite(e)
+            n_finite += finite
+            n_correct += bits[i] == 0
+            over_1ulp += not e <= 1.0
+            by_class[cls[i]] += 1
+            for k in range(n_decisions):
+                counts[row, 7 + k] += decisions[k, i]
+            sum_ulp += e if finite else 0.0
+            sum_bits += bits[i]
+            t0, a0 = _fold_max(t0, a0, inf if np.isnan(e) else e, i)
+            t1, a1 = _fold_max(t1, a1, e if finite else -inf, i)
+            if not acceptance:
+                continue
+            # the acceptance standards (precision.analysis.acceptance): r = |c - g| / (|g| + floor)
+            x, gold = computed[i], golden[i]
+            x_finite = np.isfinite(x)
+            d = x - gold
+            dist, magnitude = abs(d), abs(gold)
+            if x_finite:
+                r = dist / (magnitude + floor)
+                sq = d * d
+            else:
+                r = 0.0 if x == gold else inf
+                sq = inf
+            e_acc = inf if np.isnan(e) else e
+            blind = (r <= limit) & (not e_acc <= blind_ulp)
+            false_alarm = (e_acc <= 0.5) & (r > limit)
+            n_blind += blind
+            n_false_alarm += false_alarm
+            for k in range(n_close):
+                counts[row, base + 2 + k] += x_finite & (dist <= atol[k] + rtol[k] * magnitude)
+            sum_r += r
+            sum_sq += sq
+            t2, a2 = _fold_max(t2, a2, -inf if np.isnan(r) else r, i)
+            t3, a3 = _fold_max(t3, a3, e_acc if blind else -inf, i)
+            t4, a4 = _fold_max(t4, a4, r if false_alarm else -inf, i)
+        counts[row, 0], counts[row, 1], counts[row, 2] = n_finite, n_correct, over_1ulp
+        counts[row, 3:7] = by_class[1:]  # the special classes' codes 1 .. 4
+        counts[row, base], counts[row, base + 1] = n_blind, n_false_alarm
+        sums[row, 0], sums[row, 1], sums[row, 2], sums[row, 3] = sum_ulp, sum_bits, sum_r, sum_sq
+        top[row, 0], top[row, 1], top[row, 2], top[row, 3], top[row, 4] = t0, t1, t2, t3, t4
+        at[row, 0], at[row, 1], at[row, 2], at[row, 3], at[row, 4] = a0, a1, a2, a3, a4
+    cells = np.flatnonzero(hist)  # in (row, bin) order
+    width = max(used.size, 1)
+    return counts, sums, top, at, cells // width, used[cells % width], hist.ravel()[cells]
+
+
+def reduce_error_groups(order, starts, sizes, err_ulp, err_bits, classes, log2_err, decisions=None, computed=None,
+                        golden=None, limit=0.0, blind_ulp=0.0, floor=0.0, tolerances=(), names=()) -> tuple:
+    """Per group of points: counts, sums, maxima and their first points, and the histogram, in one pass.
+
+    Parameters
+    ----------
+    order, starts, sizes : int64 arrays
+        The groups: group j holds the points ``order[starts[j]:starts[j] + sizes[j]]``, in element order
+        (:class:`precision.analysis.groups.Grouping`'s ``perm``, ``starts`` and ``counts``).
+    err_ulp, err_bits : float64 arrays
+        Ulp error and bits of error per point (:mod:`precision.analysis.scoring`).
+    classes : int8 array
+        Special-class code per point (codes 1-4 are counted in :data:`COUNTS`'s order).
+    log2_err : float64 array
+        ``np.log2(err_ulp)``, whence the histogram bin of each point
+        (:func:`precision.analysis.histograms.histogram_bins`).
+    decisions : (K, n) bool array, optional
+        Further masks to count (a guard's decisions).
+    computed, golden : float64 arrays, optional
+        The outputs and the acceptance standards' golden: with them, the
+        acceptance counts, sums and maxima (``limit`` = 10 T of the format,
+        ``blind_ulp``, ``floor`` of r's denominator, ``tolerances`` = (atol,
+        rtol) per allclose preset: :func:`precision.analysis.acceptance.acceptance_parameters`, whose
+        ``names`` are not read here).
+
+    Returns
+    -------
+    counts : (groups, 7 + K [+ 2 + len(tolerances)]) int64
+    sums : (groups, 2 [+ 2]) float64
+    top, at : (groups, 2 [+ 3]) float64 and int64
+        Each maximum (-inf when no point of the group qualifies) and the
+        index of its first point (the group's first point then; -1 for an
+        empty group).
+    hist : (groups, bins, counts), int64 arrays
+        The sparse histogram: every nonzero (group, bin) cell, sorted.
+    """
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    starts = np.ascontiguousarray(np.asarray(starts, dtype=np.int64)[:sizes.size])  # (no group: Grouping's [0])
+    n = np.asarray(err_ulp).size
+    acceptance = computed is not None
+    classes = np.ascontiguousarray(classes, dtype=np.int8)
+    # (the pass indexes its tables by these, unchecked)
+    if n and not (0 <= int(classes.min()) and int(classes.max()) <= 4):
+        raise ValueError("reduce_error_groups: a class code outside 0 .. 4")
+    if order.size != n or (n and not (0 <= int(order.min()) and int(order.max()) < n)) or \
+            (starts.size and int((starts + sizes).max()) > n):
+        raise ValueError("reduce_error_groups: the groups do not index the points")
+    decisions = (np.zeros((0, n), dtype=np.bool_) if decisions is None
+                 else np.ascontiguousarray(decisions, dtype=np.bool_).reshape(-1, n))
+    tolerances = np.asarray(tolerances, dtype=np.float64).reshape(-1, 2)
+    empty = np.zeros(0)
+    counts, sums, top, at, *hist = _reduce(
+        order, starts, sizes, np.ascontiguousarray(err_ulp, dtype=np.float64),
+        np.ascontiguousarray(err_bits, dtype=np.float64), classes,
+        np.ascontiguousarray(log2_err, dtype=np.float64), float(HIST_MIN_EXP), float(HIST_SUBBINS),
+        float(HIST_BINS - 4), HIST_BINS, decisions,
+        np.ascontiguousarray(computed, dtype=np.float64) if acceptance else empty,
+        np.ascontiguousarray(golden, dtype=np.float64) if acceptance else empty,
+        float(limit), float(blind_ulp), float(floor), np.ascontiguousarray(tolerances[:, 0]),
+        np.ascontiguousarray(tolerances[:, 1]), acceptance)
+    if not acceptance:
+        counts, sums, top, at = counts[:, :7 + decisions.shape[0]], sums[:, :2], top[:, :2], at[:, :2]
+    return counts, sums, top, at, tuple(hist)
+
+
+@numba.njit(cache=True, nogil=True)
+def _top_k(order, starts, sizes, values, k):
+    kept = np.empty(order.size, dtype=np.int64)
+    n_kept = 0
+    best = np.empty(k)
+    where = np.empty(k, dtype=np.int64)
+    for row in range(sizes.size):
+        m = 0  # entries held; once k, the weakest is best[low] (the smallest value, the latest point of a tie)
+        low = 0
+        for j in range(starts[row], starts[row] + sizes[row]):
+            i = order[j]
+            v = values[i]
+            if np.isnan(v):
+                v = np.inf
+            if m < k:
+                best[m], where[m] = v, i
+                m += 1
+            elif v > best[low]:  # (a later point beats the weakest only by a larger value: ties keep the first)
+                best[low], where[low] = v, i
+            else:
+                continue
+            if m == k:
+                low = 0
+                for q in range(1, k):
+                    if best[q] < best[low] or (best[q] == best[low] and where[q] > where[low]):
+                        low = q
+        kept[n_kept:n_kept + m] = where[:m]
+        n_kept += m
+    return np.sort(kept[:n_kept])
+
+
+def top_k_groups(order, starts, sizes, values, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest ``values`` (NaN largest) of each group, ties to the first point in element
+    order, all groups' together ascending; the groups as :func:`reduce_error_groups` takes them.  One pass,
+    holding each group's k best so far (:meth:`precision.analysis.groups.Grouping.top_k_reference` defines it
+    with numpy's partition)."""
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    starts = np.ascontiguousarray(np.asarray(starts, dtype=np.int64)[:sizes.size])
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    values = np.ascontiguousarray(values, dtype=np.float64).ravel()
+    if order.size != values.size or (order.size and not (0 <= int(order.min()) and int(order.max()) < values.size)):
+        raise ValueError("top_k_groups: the groups do not index the values")
+    if k < 1:
+        return np.empty(0, dtype=np.int64)
+    return _top_k(order, starts, sizes, values, int(k))
+
+
+#: The counted columns of :func:`compare_groups`, in its output order.
+PAIR_COUNTS = ("changed", "better", "worse", "tied", "both_garbage", "finite_better", "finite_worse",
+               "specials_caused", "fixed_correct", "fixed_le_1ulp", "fixed_le_2p10", "fixed_le_2p20",
+               "changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage")
+
+
+@numba.njit(cache=True, nogil=True)
+def _compare(order, starts, sizes, changed, err_w, cls_w, err_o, cls_o, bits_w, bits_o, garbage_ulp, res, half_range,
+             n_bins):
+    n_rows = sizes.size
+    counts = np.zeros((n_rows, 15), dtype=np.int64)
+    top = np.full((n_rows, 2), -np.inf)
+    at = np.full((n_rows, 2), -1, dtype=np.int64)
+    inf = np.inf
+    # the histogram: one row's counts densely over every bin, read back (and cleared) at the bins it touched
+    dense = np.zeros(n_bins, dtype=np.int64)
+    touched = np.empty(n_bins, dtype=np.int64)
+    hist_rows, hist_bins, hist_counts = [np.int64(0)] * 0, [np.int64(0)] * 0, [np.int64(0)] * 0
+    for row in range(n_rows):
+        t_gain = t_loss = -inf
+        a_gain = a_loss = -1
+        n_touched = 0
+        for j in range(starts[row], starts[row] + sizes[row]):
+            i = order[j]
+            if not changed[i]:
+                continue
+            ew, eo = err_w[i], err_o[i]
+            sw, so = cls_w[i] != 0, cls_o[i] != 0
+            # precision.analysis.paired.compare_points on one changed point
+            garbage = (sw or ew > garbage_ulp) and (so or eo > garbage_ulp)
+            evidence = not garbage
+            d = np.nan
+            if evidence and not sw and not so:
+                d = bits_o[i] - bits_w[i]
+            if evidence and so and not sw:
+                d = inf
+            if evidence and sw and not so:
+                d = -inf
+            outcome = 0
+            if evidence and d > 0:
+                outcome = 1
+            if evidence and d < 0:
+                outcome = 2
+            if evidence and d == 0:
+                outcome = 3
+            if garbage:
+                outcome = 4
+            fix = 0
+            if evidence and so and not sw:
+                fix = 4 if np.isnan(ew) else 2 + (ew > 1.0) + (ew > 1024.0)
+                if ew <= 0.5:
+                    fix = 1
+            finite_d = np.isfinite(d)
+            counts[row, 0] += 1
+            if outcome > 0:
+                counts[row, outcome] += 1
+            counts[row, 5] += finite_d and d > 0
+            counts[row, 6] += finite_d and d < 0
+            counts[row, 7] += d == -inf
+            if fix > 0:
+                counts[row, 7 + fix] += 1
+            # precision.analysis.paired.changed_quality
+            counts[row, 12] += (not sw and ew <= 0.5) and not (not so and eo <= 0.5)
+            counts[row, 13] += (not sw and ew <= 1.0) and not (not so and eo <= 1.0)
+            counts[row, 14] += sw or ew > garbage_ulp
+            gain = d if finite_d and d > 0 else -inf
+            if a_gain < 0 or gain > t_gain:
+                t_gain, a_gain = gain, i
+            loss = -d if finite_d and d < 0 else -inf
+            if a_loss < 0 or loss > t_loss:
+                t_loss, a_loss = loss, i
+            if not np.isnan(d):  # the change-in-bits histogram (precision.analysis.paired._delta_bins)
+                if d == inf:
+                    b = n_bins - 1
+                elif d == -inf:
+                    b = 0
+                else:
+                    b = int(1 + res * half_range + min(max(np.rint(d * res), -res * half_range), res * half_range))
+                if dense[b] == 0:
+                    touched[n_touched] = b
+                    n_touched += 1
+                dense[b] += 1
+        top[row, 0], top[row, 1], at[row, 0], at[row, 1] = t_gain, t_loss, a_gain, a_loss
+        for b in np.sort(touched[:n_touched]):
+            hist_rows.append(np.int64(row))
+            hist_bins.append(b)
+            hist_counts.append(dense[b])
+            dense[b] = 0
+    return (counts, top, at, np.array(hist_rows, dtype=np.int64), np.array(hist_bins, dtype=np.int64),
+            np.array(hist_counts, dtype=np.int64))
+
+
+def compare_groups(order, starts, sizes, changed, err_with, cls_with, err_without, cls_without, bits_with,
+                   bits_without, garbage_ulp: float, res: int, half_range: int, n_bins: int) -> tuple:
+    """Per group (as :func:`reduce_error_groups` takes them): the paired counts of two variants' changed points,
+    the largest gain and loss in bits with their first points, and the histogram of the change in bits; in one
+    pass.  Equal to :meth:`precision.analysis.paired.PairedStats._compare_columns_reference` bit for bit.
+
+    ``bits_*`` are :func:`precision.analysis.scoring.error_bits` of the ulp errors (numpy's log2, computed once
+    per variant); ``garbage_ulp``, ``res``, ``half_range`` and ``n_bins`` are
+    :data:`~precision.analysis.paired.GARBAGE_ULP`, ``DELTA_RES``, ``DELTA_MAX`` and ``DELTA_BINS``.  Returns
+    (counts (groups, 15) int64 in :data:`PAIR_COUNTS` order, top and at (groups, 2): gain and loss, -inf / the
+    group's first changed point when none, -1 without a changed point, and the histogram's (rows, bins,
+    counts)).
+    """
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    starts = np.ascontiguousarray(np.asarray(starts, dtype=np.int64)[:sizes.size])
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    arrays = [np.ascontiguousarray(a, dtype=t).ravel() for a, t in (
+        (changed, np.bool_), (err_with, np.float64), (cls_with, np.int8), (err_without, np.float64),
+        (cls_without, np.int8), (bits_with, np.float64), (bits_without, np.float64))]
+    if any(a.size != order.size for a in arrays) or \
+            (order.size and not (0 <= int(order.min()) and int(order.max()) < order.size)):
+        raise ValueError("compare_groups: the groups do not index the points")
+    return _compare(order, starts, sizes, *arrays, float(garbage_ulp), int(res), int(half_range), int(n_bins))

@@ -1,0 +1,193 @@
+"""The compiled one-pass group statistics equal numpy's definitions bit for bit."""
+
+import numpy as np
+import pytest
+
+from precision.analysis.fused import COUNTS, reduce_error_groups
+from precision.analysis.groups import GroupStats, Grouping
+from precision.analysis.histograms import HIST_BINS, histogram_bins
+from precision.analysis.scoring import CLASS_NAMES, SPECIAL_CLASSES, Scorer
+from precision.exact.formats import get_format, round_to_format
+from precision.io.frames import frame_to_arrays
+
+# values that break careless reductions: signed zeros, NaN, both infinities, ties, subnormals, huge
+_NASTY = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, 1.0, 0.5, 2.0 ** -1074, 1e300, 3.0, 1024.0, 1025.0])
+
+
+def _points(rng, n, fmt, nasty):
+    """Random scores of n points with the rare values planted at a share ``nasty`` of them."""
+    err = rng.exponential(2.0, n) * rng.choice([0.0, 1.0], n, p=[0.3, 0.7])
+    plant = rng.random(n) < nasty
+    err[plant] = rng.choice(_NASTY, n)[plant]
+    err = np.abs(err)  # ulp errors are >= 0 or NaN
+    bits = np.log2(1.0 + np.round(np.where(np.isnan(err), 16.0, np.minimum(err, 1e6))))
+    classes = rng.choice(np.array(list(CLASS_NAMES), dtype=np.int8), n, p=[0.8, 0.05, 0.05, 0.05, 0.05])
+    golden = rng.normal(0, 1e-3, n) * rng.choice([1.0, 1e-6, 1e3], n)
+    computed = (golden * (1 + rng.normal(0, 1e-3, n))).astype(get_format(fmt).dtype).astype(np.float64)
+    plant = rng.random(n) < nasty
+    computed[plant] = rng.choice(_NASTY * rng.choice([1, -1], _NASTY.size), n)[plant]
+    plant = rng.random(n) < nasty / 4
+    golden[plant] = rng.choice(np.array([np.inf, -np.inf, 0.0, np.nan]), n)[plant]
+    plant = rng.random(n) < 0.05
+    computed[plant] = golden[plant]  # exact hits, and inf == inf
+    return err, bits, classes, computed, golden
+
+
+def _same(a: dict, b: dict):
+    """Arrays equal bit for bit (NaN payloads included), names and order too."""
+    assert list(a) == list(b)
+    for name in a:
+        x, y = np.asarray(a[name]), np.asarray(b[name])
+        assert x.dtype == y.dtype and x.shape == y.shape, name
+        if x.dtype.kind in "fc":
+            assert x.tobytes() == y.tobytes(), name
+        else:
+            assert x.tolist() == y.tolist(), name
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("fmt", ["fp16", "fp32"])
+def test_reduce_equals_the_numpy_definition(seed, fmt):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    nasty = (0.0, 0.01, 0.3)[seed % 3]
+    err, bits, classes, computed, golden = _points(rng, n, fmt, nasty)
+    n_groups = int(rng.integers(1, 12))
+    grouping = Grouping(rng.integers(0, n_groups, n) * (seed % 4 != 0), n_groups + 2)  # empty groups too
+    decisions = {f"fired_g{k}": rng.random(n) < p for k, p in enumerate((0.0, 0.5, 0.001)[: seed % 4])}
+    witness = {"pred": rng.normal(size=n), "computed": computed, "exact": golden}
+    acceptance = (computed, golden, fmt) if seed % 2 == 0 else None
+    got = GroupStats._reduce_columns(grouping, err, bits, classes, witness, decisions, acceptance)
+    want = GroupStats._reduce_columns_reference(grouping, err, bits, classes, witness, decisions, acceptance)
+    _same(got[0], want[0])
+    for x, y in zip(got[1], want[1]):
+        assert np.array_equal(x, y)
+    # as a task stores them
+    _same(frame_to_arrays(got[0], "s"), frame_to_arrays(want[0], "s"))
+
+
+def test_sums_add_in_element_order():
+    # 1 then sixteen 2**-53: in element order (np.bincount's) each tiny term is lost; numpy's pairwise sum keeps them
+    err = np.array([1.0] + [2.0 ** -53] * 16)
+    group = np.zeros(err.size, dtype=np.int64)
+    g = Grouping(group, 1)
+    counts, sums, top, at, hist = reduce_error_groups(g.perm, g.starts, g.counts, err, err, np.zeros(err.size, np.int8),
+                                                      np.log2(err))
+    assert sums[0, 0] == sums[0, 1] == np.bincount(group, err)[0] == 1.0
+    assert np.sum(err) != 1.0
+
+
+def test_first_point_attaining_each_maximum():
+    err = np.array([np.nan, 5.0, 5.0, np.inf, 7.0, -0.0, 0.0])
+    group = np.array([0, 0, 0, 0, 1, 2, 2])
+    bins = histogram_bins(err)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = Grouping(group, 4)  # group 3 has no point: no row
+        counts, sums, top, at, hist = reduce_error_groups(g.perm, g.starts, g.counts, err, np.zeros(7),
+                                                          np.zeros(7, np.int8), np.log2(err))
+    # max_ulp takes NaN as inf: its first point is the NaN; the finite maximum's is the first 5.0
+    assert top[:, 0].tolist() == [np.inf, 7.0, 0.0] and at[:, 0].tolist() == [0, 4, 5]
+    assert top[:, 1].tolist() == [5.0, 7.0, 0.0] and at[:, 1].tolist() == [1, 4, 5]
+    assert counts[:, COUNTS.index("n_finite")].tolist() == [2, 1, 2]
+    assert counts[:, COUNTS.index("over_1ulp")].tolist() == [4, 1, 0]
+    # the sparse histogram: (group, bin, count) of every nonzero cell, sorted
+    inf_bin, zero_bin = HIST_BINS - 1, 0
+    assert [tuple(map(int, cell)) for cell in zip(*hist)] == sorted(
+        [(0, inf_bin, 2), (0, int(bins[1]), 2), (1, int(bins[4]), 1), (2, zero_bin, 2)])
+
+
+def test_no_points():
+    empty = np.zeros(0)
+    g = Grouping(np.zeros(0, np.int64), 2)
+    counts, sums, top, at, hist = reduce_error_groups(g.perm, g.starts, g.counts, empty, empty, np.zeros(0, np.int8),
+                                                      empty)
+    assert counts.shape == (0, 7) and at.shape == (0, 2)
+    assert [h.size for h in hist] == [0, 0, 0]
+
+
+def test_counts_follow_the_class_codes():
+    assert COUNTS[3:] == SPECIAL_CLASSES
+    assert [CLASS_NAMES[c] for c in range(1, 5)] == list(SPECIAL_CLASSES)
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("seed", range(4))
+def test_scores_equal_the_numpy_definitions(fmt, seed):
+    """Scorer.score (one compiled pass and numpy's log2) against ulp_error, bits_error and classify."""
+    f = get_format(fmt)
+    rng = np.random.default_rng(seed)
+    n = 5000
+    hi = rng.normal(0, 1, n) * np.exp2(rng.integers(-30, 20, n).astype(np.float64))
+    plant = rng.random(n) < 0.05
+    hi[plant] = rng.choice(np.array([0.0, -0.0, 1e300, -1e300, 2.0 ** -1074, 65520.0, -65520.0]), n)[plant]
+    lo = hi * 2.0 ** -60 * rng.normal(size=n)
+    lo[~np.isfinite(lo)] = 0.0
+    rounded = round_to_format(hi, f)
+    # outputs: the rounded value, a few ulps off, garbage, specials
+    computed = rounded.astype(np.float64) * (1 + rng.normal(0, 2.0 ** -f.prec * 4, n))
+    plant = rng.random(n) < 0.1
+    computed[plant] = rng.choice(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0]), n)[plant]
+    computed = computed.astype(f.dtype).reshape(50, 100)
+    scorer = Scorer((hi.reshape(50, 100), lo.reshape(50, 100)), rounded.reshape(50, 100), f)
+    for got, want in zip(scorer.score(computed), scorer.score_reference(computed)):
+        assert got.shape == want.shape == (50, 100) and got.dtype == want.dtype
+        assert got.tobytes() == want.tobytes()
+    classes = scorer.score(computed)[2]
+    assert len(np.unique(classes)) >= 4  # every kind of point was met (ok, nan, inf, wrong sign at least)
+
+
+def test_bad_groups_or_classes_are_refused():
+    g = Grouping(np.zeros(3, np.int64), 1)
+    err = np.zeros(3)
+    with pytest.raises(ValueError, match="class code"):
+        reduce_error_groups(g.perm, g.starts, g.counts, err, err, np.array([0, 5, 0], np.int8), err)
+    with pytest.raises(ValueError, match="do not index"):
+        reduce_error_groups(np.array([0, 1, 3]), g.starts, g.counts, err, err, np.zeros(3, np.int8), err)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_top_k_equals_the_partition_per_group(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    # few distinct values: many ties, which keep the first points
+    values = rng.choice(np.array([0.0, 1.0, 2.0, 3.0, np.nan, np.inf, 0.5]), n) if seed % 2 else rng.normal(size=n)
+    grouping = Grouping(rng.integers(0, 5, n), 7)
+    for k in (1, 3, 8, 50):
+        got = grouping.top_k(values, k)
+        assert got.dtype == np.int64
+        assert got.tolist() == grouping.top_k_reference(values, k).tolist()
+
+
+def test_top_k_keeps_the_first_of_ties():
+    grouping = Grouping(np.array([0, 0, 0, 0, 1, 1]), 2)
+    assert grouping.top_k(np.array([1.0, 2.0, 2.0, 2.0, np.nan, 5.0]), 2).tolist() == [1, 2, 4, 5]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_paired_comparison_equals_the_numpy_definition(seed):
+    """PairedStats' compiled pass against compare_points and the reduction of the changed points."""
+    from precision.analysis.fused import PAIR_COUNTS
+    from precision.analysis.paired import CHANGED_QUALITIES, PAIR_SUMS, PairedStats
+    assert PAIR_COUNTS == PAIR_SUMS[1:] + CHANGED_QUALITIES
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    values = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 3.0, 1024.0, 2000.0, 2.0 ** 20, 2.0 ** 21, np.inf, np.nan])
+    err_w, err_o = (rng.choice(values, n) * rng.choice([1.0, 1.5], n) for _ in range(2))
+    cls_w, cls_o = (np.where(np.isfinite(e), 0, rng.choice(np.arange(1, 5, dtype=np.int8), n)).astype(np.int8)
+                    for e in (err_w, err_o))
+    cls_w[rng.random(n) < 0.05] = 3  # wrong sign with a finite error
+    changed = rng.random(n) < (0.0, 0.02, 0.6)[seed % 3]
+    grouping = Grouping(rng.integers(0, 6, n) * (seed % 4 != 0), 8)
+    witness = {"pred": rng.normal(size=n), "name": np.array([f"p{i}" for i in range(n)], dtype=object)}
+    got = PairedStats._compare_columns(grouping, err_w, cls_w, err_o, cls_o, changed, witness)
+    want = PairedStats._compare_columns_reference(grouping, err_w, cls_w, err_o, cls_o, changed, witness)
+    assert list(got[0]) == list(want[0])
+    for name in got[0]:
+        x, y = np.asarray(got[0][name]), np.asarray(want[0][name])
+        assert x.dtype == y.dtype, name
+        if x.dtype.kind == "f":
+            assert x.tobytes() == y.tobytes(), name
+        else:
+            assert x.tolist() == y.tolist(), name
+    for x, y in zip(got[1], want[1]):
+        assert np.asarray(x).tolist() == np.asarray(y).tolist()
