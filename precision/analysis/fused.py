@@ -23,7 +23,9 @@ the tests check it on adversarial points (NaN, infinities, signed zeros, ties):
   group's first point when every value is -inf);
 * **the per-point metrics** are IEEE basic operations only (``+ - * /``,
   ``abs``, comparisons), evaluated in the definitions' order and without
-  contraction into fused multiply-adds, so each equals numpy's;
+  contraction into fused multiply-adds, so each equals numpy's (numba's
+  ``error_model="numpy"``: a division by zero gives inf or NaN, as numpy's
+  does, not an exception);
   the two logarithms (of the ordinal distance, for the bits of error, and of
   the ulp error, for the histogram bin) stay with numpy, whose SIMD ``log2``
   a compiled one need not match: the passes take or give their arguments.
@@ -53,7 +55,7 @@ SUMS = ("sum_ulp", "sum_bits", "acc_sum_r", "acc_sum_sq")
 MAXIMA = ("max_ulp", "max_finite_ulp", "mare", "blind_ulp", "false_alarm_r")
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _ordinal(raw, sign_bit, is_nan):
     """The sign-magnitude ordinal of a value's bits (precision.exact.formats.to_ordinal)."""
     if is_nan:
@@ -62,7 +64,7 @@ def _ordinal(raw, sign_bit, is_nan):
     return -magnitude if raw & sign_bit else magnitude
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _score(computed, raw, hi, lo, ulp_hi, rounded, rounded_ordinal, sign_bit, err, distance, nan_pair, cls):
     inf = np.inf
     for i in range(computed.size):
@@ -112,7 +114,7 @@ def score_points(computed, raw, hi, lo, ulp_hi, rounded, rounded_ordinal, width:
     return err, distance, nan_pair, cls
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _fold_max(top, at, value, i):
     """A running maximum and its first point after point i's ``value`` (strictly larger wins: the first
     attaining stays; the group's first point starts it, even at -inf)."""
@@ -121,7 +123,7 @@ def _fold_max(top, at, value, i):
     return top, at
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _bin(e, log2_e, min_exp, subbins, regular, n_bins):
     """The histogram bin of ulp error e (precision.analysis.histograms.histogram_bins), from its log2."""
     if not np.isfinite(e):
@@ -131,7 +133,7 @@ def _bin(e, log2_e, min_exp, subbins, regular, n_bins):
     return int(2 + min(max(np.floor((log2_e - min_exp) * subbins), -1.0), regular))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _reduce(order, starts, sizes, err, bits, cls, log2_err, min_exp, subbins, regular, n_bins, decisions, computed,
             golden, limit, blind_ulp, floor, atol, rtol, acceptance):
     n_rows, n_decisions, n_close = sizes.size, decisions.shape[0], atol.size
@@ -277,7 +279,7 @@ def reduce_error_groups(order, starts, sizes, err_ulp, err_bits, classes, log2_e
     return counts, sums, top, at, tuple(hist)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _top_k(order, starts, sizes, values, k):
     kept = np.empty(order.size, dtype=np.int64)
     n_kept = 0
@@ -330,7 +332,7 @@ PAIR_COUNTS = ("changed", "better", "worse", "tied", "both_garbage", "finite_bet
                "changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage")
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _compare(order, starts, sizes, changed, err_w, cls_w, err_o, cls_o, bits_w, bits_o, garbage_ulp, res, half_range,
              n_bins):
     n_rows = sizes.size

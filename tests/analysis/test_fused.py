@@ -191,3 +191,14 @@ def test_paired_comparison_equals_the_numpy_definition(seed):
             assert x.tolist() == y.tolist(), name
     for x, y in zip(got[1], want[1]):
         assert np.asarray(x).tolist() == np.asarray(y).tolist()
+
+
+def test_a_zero_ulp_divides_as_numpy_does():
+    # an ulp of 0 (no format has one, but the definitions allow it): inf or NaN, never an exception
+    hi = np.array([1.0, 0.0, 2.0])
+    scorer = Scorer((hi, np.zeros(3)), hi.astype(np.float16), "fp16")
+    scorer.ulp = np.zeros(3)
+    computed = np.float16([1.5, 0.0, 2.0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for got, want in zip(scorer.score(computed), scorer.score_reference(computed)):
+            assert got.tobytes() == want.tobytes()

@@ -199,6 +199,21 @@ def test_every_guard_gets_a_fired_count_where_its_condition_holds():
     assert (fired["fired_g7"] == (np.asarray(kept["kernel"]["g7_use"]).ravel() == 1)).all()
 
 
+def test_g8_count_reuses_a_truncated_store_only_for_the_same_grad_and_machine():
+    """G8's count compares the output with grad stored by truncation; that store is kept for the next variant
+    with the same grad bits on the same machine, and recomputed for any other."""
+    import importlib
+    kernel = importlib.import_module("precision.sigmoid_focal_loss_grad.implementations.kernel")
+    grad = np.float32([1.0 + 2.0 ** -12, -3.0, 2.0 ** -20, 70000.0])
+    first = kernel._truncated_store(grad, "ieee")
+    assert first.dtype == np.float16 and first.tolist() == [1.0, -3.0, float(np.float16(2.0 ** -20)), 65504.0]
+    assert kernel._truncated_store(grad.copy(), "ieee") is first  # equal bits: the kept store
+    other = grad.copy()
+    other[0] = np.float32(1.0 + 2.0 ** -9 + 2.0 ** -12)
+    assert kernel._truncated_store(other, "ieee").tolist()[0] == 1.0 + 2.0 ** -9  # one bit differs: recomputed
+    assert kernel._truncated_store(grad, "npu") is not first  # another machine: its own store
+
+
 def test_every_fired_count_reaches_the_group_table(tmp_path):
     """groups_raw.parquet carries fired_g1..fired_g8; naive fires nothing, naive+G1 fires on the x < 0 points."""
     _, out = _run(tmp_path, "f", use_cache=False)
