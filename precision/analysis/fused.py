@@ -39,7 +39,7 @@ import numpy as np
 from precision.analysis.histograms import HIST_BINS, HIST_MIN_EXP, HIST_SUBBINS
 
 __all__ = ["COUNTS", "SUMS", "MAXIMA", "PAIR_COUNTS", "score_points", "reduce_error_groups", "top_k_groups",
-           "compare_groups"]
+           "compare_groups", "merge_histogram", "load"]
 
 _NAN_ORDINAL = np.iinfo(np.int64).min  # (precision.exact.formats.NAN_ORDINAL)
 # the special-class codes (precision.analysis.scoring.CLASS_NAMES)
@@ -441,3 +441,83 @@ def compare_groups(order, starts, sizes, changed, err_with, cls_with, err_withou
             (order.size and not (0 <= int(order.min()) and int(order.max()) < order.size)):
         raise ValueError("compare_groups: the groups do not index the points")
     return _compare(order, starts, sizes, *arrays, float(garbage_ulp), int(res), int(half_range), int(n_bins))
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _merge_runs(key, rows, bins, counts, n_bins):
+    n_rows, n = key.size, rows.size
+    # each row's entries are one run (Mergeable's convention); a row met twice: not mergeable here (-1)
+    start = np.full(n_rows, -1, dtype=np.int64)
+    stop = np.zeros(n_rows, dtype=np.int64)
+    j = 0
+    while j < n:
+        r, first = rows[j], j
+        while j < n and rows[j] == r:
+            j += 1
+        if start[r] >= 0:
+            return np.empty((3, 0), dtype=np.int64), False
+        start[r], stop[r] = first, j
+    # the rows of one merged key together, each key's histogram summed densely over every bin
+    by_key = np.argsort(key, kind="mergesort")
+    dense = np.zeros(n_bins, dtype=np.int64)
+    hit = np.zeros(n_bins, dtype=np.bool_)
+    touched = np.empty(n_bins, dtype=np.int64)
+    out_key, out_bin, out_count = [np.int64(0)] * 0, [np.int64(0)] * 0, [np.int64(0)] * 0
+    i = 0
+    while i < n_rows:
+        k, n_touched = key[by_key[i]], 0
+        while i < n_rows and key[by_key[i]] == k:
+            r = by_key[i]
+            if start[r] >= 0:
+                for e in range(start[r], stop[r]):
+                    b = bins[e]
+                    if not hit[b]:
+                        hit[b] = True
+                        touched[n_touched] = b
+                        n_touched += 1
+                    dense[b] += counts[e]
+            i += 1
+        for b in np.sort(touched[:n_touched]):
+            if dense[b] != 0:
+                out_key.append(np.int64(k))
+                out_bin.append(np.int64(b))
+                out_count.append(dense[b])
+            dense[b], hit[b] = 0, False
+    block = np.empty((3, len(out_key)), dtype=np.int64)
+    for m in range(len(out_key)):
+        block[0, m], block[1, m], block[2, m] = out_key[m], out_bin[m], out_count[m]
+    return block, True
+
+
+def merge_histogram(key, rows, bins, counts, n_bins: int):
+    """A sparse histogram re-keyed (row -> ``key[row]``), counts summed per (key, bin), sorted: the (3, m) int64
+    block of keys, bins and nonzero counts, or None when some row's entries are not one run (then
+    :func:`precision.analysis.groups._merge_sparse`'s numpy path merges it).  Each merged key's rows are summed
+    together in a dense table of the bins that stays in cache, instead of one table of every (key, bin) cell."""
+    key = np.ascontiguousarray(key, dtype=np.int64)
+    rows, bins, counts = (np.ascontiguousarray(a) for a in (rows, bins, counts))
+    if rows.dtype.kind != "i" or bins.dtype.kind != "i" or counts.dtype.kind not in "iu":
+        return None
+    if rows.size and not (0 <= int(rows.min()) and int(rows.max()) < key.size and 0 <= int(bins.min())
+                          and int(bins.max()) < n_bins):
+        raise ValueError("merge_histogram: an entry's row or bin is out of range")
+    block, merged = _merge_runs(key, rows, bins, counts, int(n_bins))
+    return block if merged else None
+
+
+def load() -> None:
+    """Load every pass now (from the cache beside this file, or compiled the first time), for each argument
+    type a sweep gives it: a run calls this before its workers fork, so they start with the code loaded
+    instead of each loading it (about half a second per process)."""
+    one = np.zeros(1)
+    order, starts, sizes = np.zeros(1, np.int64), np.zeros(1, np.int64), np.ones(1, np.int64)
+    cls, no = np.zeros(1, np.int8), np.zeros(1, np.bool_)
+    for decisions in (None, no[None, :]):
+        reduce_error_groups(order, starts, sizes, one, one, cls, one, decisions)
+        reduce_error_groups(order, starts, sizes, one, one, cls, one, decisions, one, one, 1.0, 1.0, 1.0, ((0.0, 0.0),))
+    for raw in (np.zeros(1, np.uint16), np.zeros(1, np.uint32)):
+        score_points(one, raw, one, one, one, one, np.zeros(1, np.int64), raw.itemsize * 8)
+    top_k_groups(order, starts, sizes, one, 1)
+    compare_groups(order, starts, sizes, no, one, cls, one, cls, one, one, 1.0, 1, 1, 3)
+    for dtype in (np.int32, np.int64):
+        merge_histogram(np.zeros(1, np.int64), np.zeros(1, dtype), np.zeros(1, dtype), np.ones(1, dtype), 1)

@@ -168,6 +168,14 @@ _DENSE_PER_ENTRY = 4
 
 
 def _merge_sparse(key, rows, bins, counts, n_bins: int):
+    """:func:`_merge_sparse_reference` by :func:`precision.analysis.fused.merge_histogram` (one merged key at a
+    time, in cache) when every row's entries are one run, as :class:`Mergeable` keeps them; the same block."""
+    from precision.analysis.fused import merge_histogram  # (numba, imported when first needed)
+    block = merge_histogram(key, _integers(rows), _integers(bins), _integers(counts), n_bins)
+    return _merge_sparse_reference(key, rows, bins, counts, n_bins) if block is None else block
+
+
+def _merge_sparse_reference(key, rows, bins, counts, n_bins: int):
     """Re-key a sparse histogram: its rows mapped by ``key`` (row -> coarse group), counts summed, sorted by
     (row, bin); the (3, n) int64 block of rows, bins and counts.
 

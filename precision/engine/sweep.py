@@ -308,6 +308,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     op = get_operator(study.operator)
     comparisons = op.find_comparisons(variants, study.compare)
     executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
+    from precision.analysis import fused  # (numba: imported by the commands that run tasks only)
+    fused.load()  # the compiled passes loaded before the workers fork: they inherit them
     terms_folder = None
     try:
         try:

@@ -202,3 +202,33 @@ def test_a_zero_ulp_divides_as_numpy_does():
     with np.errstate(divide="ignore", invalid="ignore"):
         for got, want in zip(scorer.score(computed), scorer.score_reference(computed)):
             assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("dense_cells", [1 << 24, 0])
+def test_histogram_merge_equals_the_numpy_definition(seed, dense_cells, monkeypatch):
+    """Mergeable's histogram merge (rows re-keyed, counts summed per key and bin) against numpy's two ways."""
+    from precision.analysis import groups
+    rng = np.random.default_rng(seed)
+    n_rows, n_bins = int(rng.integers(1, 50)), (18244, 7)[seed % 2]
+    rows, bins = [], []
+    for r in rng.permutation(n_rows)[: int(rng.integers(0, n_rows + 1))]:  # each row one run, rows in any order
+        b = np.sort(rng.choice(n_bins, int(rng.integers(1, min(n_bins, 30) + 1)), replace=False))
+        rows += [r] * b.size
+        bins += b.tolist()
+    rows, bins = np.array(rows, dtype=np.int32), np.array(bins, dtype=np.int32)
+    counts = rng.integers(1, 2 ** 20, rows.size).astype(np.int32 if seed % 3 else np.int64)
+    key = rng.integers(0, max(1, n_rows // 3), n_rows)
+    monkeypatch.setattr(groups, "_DENSE_CELLS", dense_cells)  # numpy's dense count, or its sort
+    got = groups._merge_sparse(key, rows, bins, counts, n_bins)
+    want = groups._merge_sparse_reference(key, rows, bins, counts, n_bins)
+    assert got.dtype == want.dtype == np.int64 and got.tolist() == want.tolist()
+
+
+def test_a_row_in_two_runs_is_merged_by_numpy():
+    from precision.analysis import groups
+    from precision.analysis.fused import merge_histogram
+    rows, bins, counts = np.array([0, 1, 0]), np.array([2, 2, 3]), np.array([1, 1, 1])
+    assert merge_histogram(np.array([0, 0]), rows, bins, counts, 5) is None
+    assert groups._merge_sparse(np.array([0, 0]), rows, bins, counts, 5).tolist() == [[0, 0], [2, 3], [2, 1]]
+
