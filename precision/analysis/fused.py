@@ -41,6 +41,14 @@ from precision.analysis.histograms import HIST_BINS, HIST_MIN_EXP, HIST_SUBBINS
 __all__ = ["COUNTS", "SUMS", "MAXIMA", "PAIR_COUNTS", "score_points", "reduce_error_groups", "top_k_groups",
            "compare_groups", "merge_histogram", "load"]
 
+def _frozen(a, dtype=None) -> np.ndarray:
+    """``a`` as a C-contiguous read-only array (a view when it is one already): every pass takes its inputs in
+    this one form, so each is compiled once per dtype (numba tells read-only arrays from writable ones)."""
+    view = np.ascontiguousarray(a, dtype=dtype).view()
+    view.flags.writeable = False
+    return view
+
+
 _NAN_ORDINAL = np.iinfo(np.int64).min  # (precision.exact.formats.NAN_ORDINAL)
 # the special-class codes (precision.analysis.scoring.CLASS_NAMES)
 _OK, _NAN, _INF, _WRONG_SIGN, _LOST_INF = 0, 1, 2, 3, 4
@@ -106,6 +114,8 @@ def score_points(computed, raw, hi, lo, ulp_hi, rounded, rounded_ordinal, width:
     format's bits.  All one-dimensional, one entry per point.  Returns (err float64, distance float64,
     nan_pair bool, cls int8).
     """
+    computed, hi, lo, ulp_hi, rounded = (_frozen(a, np.float64) for a in (computed, hi, lo, ulp_hi, rounded))
+    raw, rounded_ordinal = _frozen(raw), _frozen(rounded_ordinal, np.int64)
     n = computed.size
     err, distance = np.empty(n), np.empty(n)
     nan_pair, cls = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int8)
@@ -125,12 +135,14 @@ def _fold_max(top, at, value, i):
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _bin(e, log2_e, min_exp, subbins, regular, n_bins):
-    """The histogram bin of ulp error e (precision.analysis.histograms.histogram_bins), from its log2."""
-    if not np.isfinite(e):
-        return n_bins - 1
-    if e == 0:
-        return 0
-    return int(2 + min(max(np.floor((log2_e - min_exp) * subbins), -1.0), regular))
+    """The histogram bin of ulp error e (precision.analysis.histograms.histogram_bins), from its log2; without a
+    branch (zero errors come and go from point to point)."""
+    v = np.floor((log2_e - min_exp) * subbins)
+    v = v if v >= -1.0 else -1.0  # (and NaN, whose bin is the last)
+    v = v if v <= regular else regular
+    b = np.int64(2.0 + v)
+    b = 0 if e == 0 else b
+    return b if np.isfinite(e) else n_bins - 1
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -249,31 +261,31 @@ def reduce_error_groups(order, starts, sizes, err_ulp, err_bits, classes, log2_e
     hist : (groups, bins, counts), int64 arrays
         The sparse histogram: every nonzero (group, bin) cell, sorted.
     """
-    order = np.ascontiguousarray(order, dtype=np.int64)
-    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
-    starts = np.ascontiguousarray(np.asarray(starts, dtype=np.int64)[:sizes.size])  # (no group: Grouping's [0])
+    order = _frozen(order, dtype=np.int64)
+    sizes = _frozen(sizes, dtype=np.int64)
+    starts = _frozen(np.asarray(starts, dtype=np.int64)[:sizes.size])  # (no group: Grouping's [0])
     n = np.asarray(err_ulp).size
     acceptance = computed is not None
-    classes = np.ascontiguousarray(classes, dtype=np.int8)
+    classes = _frozen(classes, dtype=np.int8)
     # (the pass indexes its tables by these, unchecked)
     if n and not (0 <= int(classes.min()) and int(classes.max()) <= 4):
         raise ValueError("reduce_error_groups: a class code outside 0 .. 4")
     if order.size != n or (n and not (0 <= int(order.min()) and int(order.max()) < n)) or \
             (starts.size and int((starts + sizes).max()) > n):
         raise ValueError("reduce_error_groups: the groups do not index the points")
-    decisions = (np.zeros((0, n), dtype=np.bool_) if decisions is None
-                 else np.ascontiguousarray(decisions, dtype=np.bool_).reshape(-1, n))
+    decisions = (_frozen(np.zeros((0, n), dtype=np.bool_)) if decisions is None
+                 else _frozen(decisions, dtype=np.bool_).reshape(-1, n))
     tolerances = np.asarray(tolerances, dtype=np.float64).reshape(-1, 2)
-    empty = np.zeros(0)
+    empty = _frozen(np.zeros(0))
     counts, sums, top, at, *hist = _reduce(
-        order, starts, sizes, np.ascontiguousarray(err_ulp, dtype=np.float64),
-        np.ascontiguousarray(err_bits, dtype=np.float64), classes,
-        np.ascontiguousarray(log2_err, dtype=np.float64), float(HIST_MIN_EXP), float(HIST_SUBBINS),
+        order, starts, sizes, _frozen(err_ulp, dtype=np.float64),
+        _frozen(err_bits, dtype=np.float64), classes,
+        _frozen(log2_err, dtype=np.float64), float(HIST_MIN_EXP), float(HIST_SUBBINS),
         float(HIST_BINS - 4), HIST_BINS, decisions,
-        np.ascontiguousarray(computed, dtype=np.float64) if acceptance else empty,
-        np.ascontiguousarray(golden, dtype=np.float64) if acceptance else empty,
-        float(limit), float(blind_ulp), float(floor), np.ascontiguousarray(tolerances[:, 0]),
-        np.ascontiguousarray(tolerances[:, 1]), acceptance)
+        _frozen(computed, dtype=np.float64) if acceptance else empty,
+        _frozen(golden, dtype=np.float64) if acceptance else empty,
+        float(limit), float(blind_ulp), float(floor), _frozen(tolerances[:, 0]),
+        _frozen(tolerances[:, 1]), acceptance)
     if not acceptance:
         counts, sums, top, at = counts[:, :7 + decisions.shape[0]], sums[:, :2], top[:, :2], at[:, :2]
     return counts, sums, top, at, tuple(hist)
@@ -315,10 +327,10 @@ def top_k_groups(order, starts, sizes, values, k: int) -> np.ndarray:
     order, all groups' together ascending; the groups as :func:`reduce_error_groups` takes them.  One pass,
     holding each group's k best so far (:meth:`precision.analysis.groups.Grouping.top_k_reference` defines it
     with numpy's partition)."""
-    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
-    starts = np.ascontiguousarray(np.asarray(starts, dtype=np.int64)[:sizes.size])
-    order = np.ascontiguousarray(order, dtype=np.int64)
-    values = np.ascontiguousarray(values, dtype=np.float64).ravel()
+    sizes = _frozen(sizes, dtype=np.int64)
+    starts = _frozen(np.asarray(starts, dtype=np.int64)[:sizes.size])
+    order = _frozen(order, dtype=np.int64)
+    values = _frozen(values, dtype=np.float64).ravel()
     if order.size != values.size or (order.size and not (0 <= int(order.min()) and int(order.max()) < values.size)):
         raise ValueError("top_k_groups: the groups do not index the values")
     if k < 1:
@@ -431,10 +443,10 @@ def compare_groups(order, starts, sizes, changed, err_with, cls_with, err_withou
     group's first changed point when none, -1 without a changed point, and the histogram's (rows, bins,
     counts)).
     """
-    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
-    starts = np.ascontiguousarray(np.asarray(starts, dtype=np.int64)[:sizes.size])
-    order = np.ascontiguousarray(order, dtype=np.int64)
-    arrays = [np.ascontiguousarray(a, dtype=t).ravel() for a, t in (
+    sizes = _frozen(sizes, dtype=np.int64)
+    starts = _frozen(np.asarray(starts, dtype=np.int64)[:sizes.size])
+    order = _frozen(order, dtype=np.int64)
+    arrays = [_frozen(a, dtype=t).ravel() for a, t in (
         (changed, np.bool_), (err_with, np.float64), (cls_with, np.int8), (err_without, np.float64),
         (cls_without, np.int8), (bits_with, np.float64), (bits_without, np.float64))]
     if any(a.size != order.size for a in arrays) or \
@@ -494,10 +506,10 @@ def merge_histogram(key, rows, bins, counts, n_bins: int):
     block of keys, bins and nonzero counts, or None when some row's entries are not one run (then
     :func:`precision.analysis.groups._merge_sparse`'s numpy path merges it).  Each merged key's rows are summed
     together in a dense table of the bins that stays in cache, instead of one table of every (key, bin) cell."""
-    key = np.ascontiguousarray(key, dtype=np.int64)
-    rows, bins, counts = (np.ascontiguousarray(a) for a in (rows, bins, counts))
-    if rows.dtype.kind != "i" or bins.dtype.kind != "i" or counts.dtype.kind not in "iu":
-        return None
+    key, rows = _frozen(key, dtype=np.int64), _frozen(rows, dtype=np.int64)
+    # two compiled forms: bins and counts as the tasks store them (int32), or as merges give them (int64)
+    narrow = np.asarray(bins).dtype == np.int32 and np.asarray(counts).dtype == np.int32
+    bins, counts = (_frozen(a, dtype=np.int32 if narrow else np.int64) for a in (bins, counts))
     if rows.size and not (0 <= int(rows.min()) and int(rows.max()) < key.size and 0 <= int(bins.min())
                           and int(bins.max()) < n_bins):
         raise ValueError("merge_histogram: an entry's row or bin is out of range")
@@ -520,4 +532,4 @@ def load() -> None:
     top_k_groups(order, starts, sizes, one, 1)
     compare_groups(order, starts, sizes, no, one, cls, one, cls, one, one, 1.0, 1, 1, 3)
     for dtype in (np.int32, np.int64):
-        merge_histogram(np.zeros(1, np.int64), np.zeros(1, dtype), np.zeros(1, dtype), np.ones(1, dtype), 1)
+        merge_histogram(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, dtype), np.ones(1, dtype), 1)

@@ -232,3 +232,36 @@ def test_a_row_in_two_runs_is_merged_by_numpy():
     assert merge_histogram(np.array([0, 0]), rows, bins, counts, 5) is None
     assert groups._merge_sparse(np.array([0, 0]), rows, bins, counts, 5).tolist() == [[0, 0], [2, 3], [2, 1]]
 
+
+
+def test_a_run_uses_only_the_forms_loaded_before_its_workers_fork(tmp_path):
+    """Every compiled pass a run calls takes arguments of a type `load` compiled (a new type would compile in
+    each worker, seconds each, on a fresh machine); a run with a weight, a mean reduction and both formats."""
+    from precision.analysis import fused
+    from precision.engine.study import parse_study
+    from precision.engine.sweep import run_study
+    fused.load()
+    kernels = [getattr(fused, name) for name in dir(fused) if name.startswith("_") and hasattr(
+        getattr(fused, name), "signatures")]
+    loaded = {k.py_func.__name__: len(k.signatures) for k in kernels}
+    assert {"_score", "_reduce", "_top_k", "_compare", "_merge_runs"} <= set(loaded)
+    study = parse_study("""
+name = "forms"
+[pred]
+kind = "list"
+format = "fp16"
+values = ["-0x1.8p+3", "0.0", "0x1.4p+0", "0x1.1p+4"]
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [-1.0, 2.0]
+weight = [0.5]
+reduction = "mean"
+profiles = ["fp16", "fp32"]
+[run]
+variants = ["naive", "naive+G2", "kernel", "kernel-G8", "golden"]
+machines = ["ieee", "npu"]
+per_point = "worst"
+""", str(tmp_path / "forms.toml"))
+    run_study(study, tmp_path / "out", cache_dir=tmp_path / "cache", workers=1)
+    assert {k.py_func.__name__: len(k.signatures) for k in kernels} == loaded
