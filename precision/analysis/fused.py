@@ -41,6 +41,7 @@ from precision.analysis.histograms import HIST_BINS, HIST_MIN_EXP, HIST_SUBBINS
 __all__ = ["COUNTS", "SUMS", "MAXIMA", "PAIR_COUNTS", "score_points", "reduce_error_groups", "top_k_groups",
            "compare_groups", "merge_histogram", "load"]
 
+
 def _frozen(a, dtype=None) -> np.ndarray:
     """``a`` as a C-contiguous read-only array (a view when it is one already): every pass takes its inputs in
     this one form, so each is compiled once per dtype (numba tells read-only arrays from writable ones)."""
@@ -56,10 +57,10 @@ _OK, _NAN, _INF, _WRONG_SIGN, _LOST_INF = 0, 1, 2, 3, 4
 #: The counted columns of :func:`reduce_error_groups`, in its output order (then one per decision mask, then the
 #: acceptance counts ``acc_blind``, ``acc_false_alarm`` and one per allclose tolerance).
 COUNTS = ("n_finite", "n_correct", "over_1ulp", "nan", "inf", "wrong_sign", "lost_inf")
-#: Its summed columns (the last two with the acceptance standards only).
+#: Its summed columns, in its output order (the last two with the acceptance standards only).
 SUMS = ("sum_ulp", "sum_bits", "acc_sum_r", "acc_sum_sq")
-#: Its maxima (the last three with the acceptance standards only): the ulp error (NaN as inf), the finite ulp
-#: error, the relative error r, the ulp error of blind outputs, r of false alarms.
+#: Its maxima, in its output order (the last three with the acceptance standards only): the ulp error (NaN as
+#: inf), the finite ulp error, the relative error r, the ulp error of blind outputs, r of false alarms.
 MAXIMA = ("max_ulp", "max_finite_ulp", "mare", "blind_ulp", "false_alarm_r")
 
 

@@ -434,7 +434,7 @@ class GroupStats(Mergeable):
         """The columns of :meth:`reduce` as a dict of arrays, and its sparse histogram (rows, bins, counts): one
         compiled pass over the points (:func:`precision.analysis.fused.reduce_error_groups`), equal bit for bit to
         :meth:`_reduce_columns_reference`."""
-        from precision.analysis.fused import COUNTS, reduce_error_groups  # (numba, imported when first needed)
+        from precision.analysis import fused  # (numba, imported when first needed)
         err = np.asarray(err_ulp, dtype=np.float64).ravel()
         counts = {name: np.asarray(m, dtype=bool).ravel() for name, m in (counts or {}).items()}
         acting = [name for name, m in counts.items() if m.any()]  # (most decision masks are all false)
@@ -444,41 +444,42 @@ class GroupStats(Mergeable):
             computed, golden, fmt = acceptance
             extra = dict(computed=np.asarray(computed, dtype=np.float64).ravel(),
                          golden=np.asarray(golden, dtype=np.float64).ravel(), **acceptance_parameters(fmt))
-        tally, sums, top, at, hist = reduce_error_groups(
+        tally, sums, top, at, hist = fused.reduce_error_groups(
             grouping.perm, grouping.starts, grouping.counts, err, np.asarray(err_bits).ravel(),
             np.asarray(classes).ravel(), _log2(err), decisions, **extra)
         ids = grouping.ids
-        column = dict(zip(COUNTS, tally.T))
-        frame = {"group": ids, "count": grouping.counts.astype(np.int64), "n_finite": column["n_finite"],
-                 "sum_ulp": sums[:, 0], "sum_bits": sums[:, 1], "n_correct": column["n_correct"],
-                 "over_1ulp": column["over_1ulp"], **{name: column[name] for name in SPECIAL_CLASSES}}
-        frame["max_ulp"] = top[:, 0]
-        no_finite = top[:, 1] == -np.inf
-        frame["max_finite_ulp"] = np.where(no_finite, np.nan, top[:, 1])
+        names = (*fused.COUNTS, *acting, *(("acc_blind", "acc_false_alarm", *extra["names"]) if extra else ()))
+        counted = dict(zip(names, tally.T))
+        total = {name: _canonical_nan(v) if name.startswith("acc_") else v for name, v in zip(fused.SUMS, sums.T)}
+        largest = {name: (v, np.where(v == -np.inf, np.nan, v), v == -np.inf, i)
+                   for name, v, i in zip(fused.MAXIMA, top.T, at.T)}  # value, reported, none, first point
+        frame = {"group": ids, "count": grouping.counts.astype(np.int64), "n_finite": counted["n_finite"],
+                 "sum_ulp": total["sum_ulp"], "sum_bits": total["sum_bits"], "n_correct": counted["n_correct"],
+                 "over_1ulp": counted["over_1ulp"], **{name: counted[name] for name in SPECIAL_CLASSES}}
+        frame["max_ulp"] = largest["max_ulp"][0]
+        frame["max_finite_ulp"] = largest["max_finite_ulp"][1]
         witness = {name: np.asarray(values).ravel() for name, values in (witness or {}).items()}
         for name, v in witness.items():
-            frame[f"witness_{name}"] = v[at[:, 0]]
-            frame[f"finite_witness_{name}"] = blank_missing(v[at[:, 1]], no_finite)
-        base = len(COUNTS)
-        acted = dict(zip(acting, tally[:, base:base + len(acting)].T))
-        frame.update({name: acted.get(name, np.zeros(ids.size, dtype=np.int64)) for name in counts})
+            frame[f"witness_{name}"] = v[largest["max_ulp"][3]]
+            frame[f"finite_witness_{name}"] = blank_missing(v[largest["max_finite_ulp"][3]],
+                                                            largest["max_finite_ulp"][2])
+        frame.update({name: counted.get(name, np.zeros(ids.size, dtype=np.int64)) for name in counts})
         if acceptance is not None:
-            base += len(acting)
-            frame["acc_sum_r"], frame["acc_sum_sq"] = _canonical_nan(sums[:, 2]), _canonical_nan(sums[:, 3])
-            for k, name in enumerate(("acc_blind", "acc_false_alarm", *extra["names"])):
-                frame[name] = tally[:, base + k]
-            for k, (col, prefix) in enumerate(ACCEPTANCE_MAXIMA.items(), start=2):
-                none = top[:, k] == -np.inf
-                frame[col] = np.where(none, np.nan, top[:, k])
+            frame["acc_sum_r"], frame["acc_sum_sq"] = total["acc_sum_r"], total["acc_sum_sq"]
+            frame.update({name: counted[name] for name in ("acc_blind", "acc_false_alarm", *extra["names"])})
+            for col, prefix in ACCEPTANCE_MAXIMA.items():
+                _, reported, none, first = largest[col]
+                frame[col] = reported
                 for name, v in witness.items():
-                    frame[f"{prefix}{name}"] = blank_missing(v[np.maximum(at[:, k], 0)], none)
+                    frame[f"{prefix}{name}"] = blank_missing(v[np.maximum(first, 0)], none)
         return frame, hist
 
     @staticmethod
     def _reduce_columns_reference(grouping: Grouping, err_ulp, err_bits, classes, witness, counts,
-                        acceptance=None) -> tuple[dict, tuple]:
-        """The columns of :meth:`reduce` as numpy defines them (the reference :func:`precision.analysis.fused.reduce_error_groups`
-        is tested against, bit for bit), and its sparse histogram (rows, bins, counts)."""
+                                  acceptance=None) -> tuple[dict, tuple]:
+        """The columns of :meth:`reduce` as numpy defines them (what
+        :func:`precision.analysis.fused.reduce_error_groups` is tested against, bit for bit), and its sparse
+        histogram (rows, bins, counts)."""
         err = np.asarray(err_ulp, dtype=np.float64).ravel()
         cls_ = np.asarray(classes).ravel()
         finite = np.isfinite(err)

@@ -66,8 +66,8 @@ _PACKAGE = Path(__file__).resolve().parents[1]  # precision/
 #: formats, this module; with the operator's own (its ``RESULT_SOURCES``: its exact values and the registry
 #: that binds its variants to the recipes).
 SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "analysis/histograms.py", "analysis/acceptance.py",
-                  "analysis/groups.py", "analysis/paired.py", "analysis/fused.py", "exact/formats.py", "recipes/steps.py", "errors.py",
-                  "exact/certify.py", "engine/cache.py")
+                  "analysis/groups.py", "analysis/paired.py", "analysis/fused.py", "exact/formats.py",
+                  "recipes/steps.py", "errors.py", "exact/certify.py", "engine/cache.py")
 
 
 # ---------------------------------------------------------------------------
