@@ -16,7 +16,7 @@ import pandas as pd
 
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, acceptance_columns, acceptance_parameters
 from precision.analysis.histograms import HIST_BINS, histogram_bins, histogram_quantiles
-from precision.analysis.scoring import CLASS_NAMES, CLASS_OK, SPECIAL_CLASSES, blank_missing
+from precision.analysis.scoring import CLASS_NAMES, CLASS_OK, COMPILED_MIN_POINTS, SPECIAL_CLASSES, blank_missing
 from precision.io.frames import frame_from_arrays, frame_to_arrays
 
 __all__ = [
@@ -113,7 +113,10 @@ class Grouping:
 
     def top_k(self, values, k: int) -> np.ndarray:
         """Indices of the ``k`` largest ``values`` (NaN largest) of each group, ties to the first, ascending: one
-        compiled pass (:func:`precision.analysis.fused.top_k_groups`), equal to :meth:`top_k_reference`."""
+        compiled pass (:func:`precision.analysis.fused.top_k_groups`; from :data:`COMPILED_MIN_POINTS` points),
+        equal to :meth:`top_k_reference`."""
+        if self.group.size < COMPILED_MIN_POINTS:
+            return self.top_k_reference(values, k)
         from precision.analysis.fused import top_k_groups  # (numba, imported when first needed)
         return top_k_groups(self.perm, self.starts, self.counts, values, k)
 
@@ -170,6 +173,8 @@ _DENSE_PER_ENTRY = 4
 def _merge_sparse(key, rows, bins, counts, n_bins: int):
     """:func:`_merge_sparse_reference` by :func:`precision.analysis.fused.merge_histogram` (one merged key at a
     time, in cache) when every row's entries are one run, as :class:`Mergeable` keeps them; the same block."""
+    if np.asarray(rows).size < COMPILED_MIN_POINTS:
+        return _merge_sparse_reference(key, rows, bins, counts, n_bins)
     from precision.analysis.fused import merge_histogram  # (numba, imported when first needed)
     block = merge_histogram(key, _integers(rows), _integers(bins), _integers(counts), n_bins)
     return _merge_sparse_reference(key, rows, bins, counts, n_bins) if block is None else block
@@ -433,9 +438,12 @@ class GroupStats(Mergeable):
                         acceptance=None) -> tuple[dict, tuple]:
         """The columns of :meth:`reduce` as a dict of arrays, and its sparse histogram (rows, bins, counts): one
         compiled pass over the points (:func:`precision.analysis.fused.reduce_error_groups`), equal bit for bit to
-        :meth:`_reduce_columns_reference`."""
-        from precision.analysis import fused  # (numba, imported when first needed)
+        :meth:`_reduce_columns_reference` (from :data:`COMPILED_MIN_POINTS` points)."""
         err = np.asarray(err_ulp, dtype=np.float64).ravel()
+        if err.size < COMPILED_MIN_POINTS:
+            return GroupStats._reduce_columns_reference(grouping, err_ulp, err_bits, classes, witness, counts,
+                                                        acceptance)
+        from precision.analysis import fused  # (numba, imported when first needed)
         counts = {name: np.asarray(m, dtype=bool).ravel() for name, m in (counts or {}).items()}
         acting = [name for name, m in counts.items() if m.any()]  # (most decision masks are all false)
         decisions = np.stack([counts[name] for name in acting]) if acting else None

@@ -13,7 +13,7 @@ import pandas as pd
 
 from precision.analysis.groups import Grouping, Mergeable, packed_histogram
 from precision.analysis.histograms import histogram_quantiles
-from precision.analysis.scoring import CLASS_OK, blank_missing, error_bits
+from precision.analysis.scoring import CLASS_OK, COMPILED_MIN_POINTS, blank_missing, error_bits
 from precision.io.frames import frame_to_arrays
 
 __all__ = [
@@ -230,9 +230,13 @@ class PairedStats(Mergeable):
     def _compare_columns(cls, grouping, err_with, cls_with, err_without, cls_without, changed, witness,
                          bits_with=None, bits_without=None):
         """The columns of :meth:`compare` and its sparse histogram: one compiled pass over the points
-        (:func:`precision.analysis.fused.compare_groups`), equal bit for bit to :meth:`_compare_columns_reference`."""
-        from precision.analysis.fused import PAIR_COUNTS, compare_groups  # (numba, imported when first needed)
+        (:func:`precision.analysis.fused.compare_groups`; from :data:`COMPILED_MIN_POINTS` points), equal bit for
+        bit to :meth:`_compare_columns_reference`."""
         err_with, err_without = (np.asarray(e, dtype=np.float64).ravel() for e in (err_with, err_without))
+        if err_with.size < COMPILED_MIN_POINTS:
+            return cls._compare_columns_reference(grouping, err_with, cls_with, err_without, cls_without, changed,
+                                                  witness)
+        from precision.analysis.fused import PAIR_COUNTS, compare_groups  # (numba, imported when first needed)
         with np.errstate(invalid="ignore"):
             bits_with = error_bits(err_with) if bits_with is None else bits_with
             bits_without = error_bits(err_without) if bits_without is None else bits_without

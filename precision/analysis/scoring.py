@@ -54,8 +54,13 @@ from precision.exact.formats import NAN_ORDINAL, get_format, round_to_format, to
 __all__ = [
     "CLASS_OK", "CLASS_NAN", "CLASS_INF", "CLASS_WRONG_SIGN", "CLASS_LOST_INF", "CLASS_NAMES",
     "SPECIAL_CLASSES", "ulp_error", "bits_error", "error_bits", "classify", "Scorer", "blank_missing",
-    "assert_max_ulp",
+    "assert_max_ulp", "COMPILED_MIN_POINTS",
 ]
+
+#: Scores and statistics of at least this many points (histogram merges: entries) are computed by the compiled
+#: passes (:mod:`precision.analysis.fused`), of fewer by the numpy definitions: the same bits, but the compiled
+#: passes' load (about half a second per process) costs more than they save on small arrays.
+COMPILED_MIN_POINTS = 1 << 14
 
 # ---------------------------------------------------------------------------
 # Per-point scores
@@ -188,10 +193,13 @@ class Scorer:
 
     def score(self, computed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ulp error, bits of error, class) of each computed value: :meth:`score_reference` in one compiled pass
-        (:func:`precision.analysis.fused.score_points`) and the bits' log2, equal to it bit for bit."""
-        from precision.analysis.fused import score_points  # (numba, imported when first needed)
+        (:func:`precision.analysis.fused.score_points`) and the bits' log2, equal to it bit for bit (from
+        :data:`COMPILED_MIN_POINTS` points)."""
         c = np.asarray(computed, dtype=self.fmt.dtype)
         shape = np.broadcast_shapes(c.shape, self.hi.shape)
+        if int(np.prod(shape)) < COMPILED_MIN_POINTS:
+            return self.score_reference(computed)
+        from precision.analysis.fused import score_points  # (numba, imported when first needed)
         flat = [np.ascontiguousarray(np.broadcast_to(a, shape)).ravel()
                 for a in (c, self.hi, self.lo, self.ulp, self.r64, self.r_ordinal)]
         c = flat[0]

@@ -10,6 +10,15 @@ from precision.analysis.scoring import CLASS_NAMES, SPECIAL_CLASSES, Scorer
 from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_to_arrays
 
+@pytest.fixture(autouse=True)
+def compiled_at_every_size(monkeypatch):
+    """The compiled passes for arrays of any size (the library keeps small ones to the numpy definitions)."""
+    from precision.analysis import groups, paired, scoring
+    from precision.engine import sweep
+    for module in (scoring, groups, paired, sweep):
+        monkeypatch.setattr(module, "COMPILED_MIN_POINTS", 0)
+
+
 # values that break careless reductions: signed zeros, NaN, both infinities, ties, subnormals, huge
 _NASTY = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, 1.0, 0.5, 2.0 ** -1074, 1e300, 3.0, 1024.0, 1025.0])
 
@@ -267,3 +276,35 @@ per_point = "worst"
 """, str(tmp_path / "forms.toml"))
     run_study(study, tmp_path / "out", cache_dir=tmp_path / "cache", workers=1)
     assert {k.py_func.__name__: len(k.signatures) for k in kernels} == loaded
+
+
+def test_a_small_run_keeps_to_numpy(tmp_path):
+    """A run whose tasks hold fewer than COMPILED_MIN_POINTS points never loads numba (its load would cost more
+    than the compiled passes save); the same study's tables are the same either way (the other tests)."""
+    import subprocess
+    import sys
+    script = f"""
+import sys
+from precision.engine.study import parse_study
+from precision.engine.sweep import run_study
+study = parse_study(open({str(tmp_path / "small.toml")!r}).read(), "small.toml")
+run_study(study, {str(tmp_path / "out")!r}, cache_dir={str(tmp_path / "cache")!r}, workers=1)
+print("numba" in sys.modules)
+"""
+    (tmp_path / "small.toml").write_text("""
+name = "small"
+[pred]
+kind = "list"
+format = "fp16"
+values = ["-1.0", "0.0", "0x1.4p+0"]
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [2.0]
+profiles = ["fp16"]
+[run]
+variants = ["naive", "kernel"]
+machines = ["ieee"]
+""")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "False"
