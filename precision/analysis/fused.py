@@ -1,19 +1,27 @@
-"""Scores and group statistics of one computed array in two compiled passes over its points.
+"""The sweep's scores and statistics in compiled passes over the points (numba, cached beside this file).
 
 :meth:`precision.analysis.groups.GroupStats.reduce` needs, per group, a dozen
 counts, four sums and five maxima with the first point attaining each, over
 every point of a tensor (a task of ``fp16_exhaustive`` holds 127,000).  Written
 as numpy reductions that is some sixty passes over the points, each a gather
-into group order; :func:`reduce_error_groups` makes one pass (numba, compiled
-once and cached beside this file).  :func:`score_points` does the same for the
-per-point scores of :class:`precision.analysis.scoring.Scorer` (the ulp error,
-the ordinal distance behind the bits of error, the special class).
+into group order; :func:`reduce_error_groups` makes one.  So do
+:func:`score_points` (the per-point scores of
+:class:`precision.analysis.scoring.Scorer`: the ulp error, the ordinal
+distance behind the bits of error, the special class), :func:`top_k_groups`
+(the worst points of each group), :func:`compare_groups` (the paired counts of
+:class:`precision.analysis.paired.PairedStats`) and :func:`merge_histogram`
+(the histogram merges of a run's tables).  Arrays of fewer than
+:data:`precision.analysis.scoring.COMPILED_MIN_POINTS` points keep to the numpy
+definitions; :func:`load` loads every pass before a run's workers fork.
 
 Each computes exactly what the numpy definitions compute (the scores of
 :mod:`precision.analysis.scoring`;
 :meth:`~precision.analysis.groups.GroupStats._reduce_columns_reference`, with
 :func:`precision.analysis.acceptance.acceptance_columns` and
-:func:`precision.analysis.histograms.histogram_bins`), bit for bit, and
+:func:`precision.analysis.histograms.histogram_bins`;
+:meth:`~precision.analysis.groups.Grouping.top_k_reference`;
+:meth:`~precision.analysis.paired.PairedStats._compare_columns_reference`;
+``precision.analysis.groups._merge_sparse_reference``), bit for bit, and
 the tests check it on adversarial points (NaN, infinities, signed zeros, ties):
 
 * **sums** add in element order from +0.0, as ``np.bincount`` does (float
