@@ -413,11 +413,9 @@ def _compare(order, starts, sizes, changed, err_w, cls_w, err_o, cls_o, bits_w, 
             counts[row, 13] += (not sw and ew <= 1.0) and not (not so and eo <= 1.0)
             counts[row, 14] += sw or ew > garbage_ulp
             gain = d if finite_d and d > 0 else -inf
-            if a_gain < 0 or gain > t_gain:
-                t_gain, a_gain = gain, i
+            t_gain, a_gain = _fold_max(t_gain, a_gain, gain, i)
             loss = -d if finite_d and d < 0 else -inf
-            if a_loss < 0 or loss > t_loss:
-                t_loss, a_loss = loss, i
+            t_loss, a_loss = _fold_max(t_loss, a_loss, loss, i)
             if not np.isnan(d):  # the change-in-bits histogram (precision.analysis.paired._delta_bins)
                 if d == inf:
                     b = n_bins - 1

@@ -250,10 +250,7 @@ class PairedStats(Mergeable):
         for name, values in (witness or {}).items():
             v = np.asarray(values).ravel()
             for k, prefix in enumerate(("gain_witness_", "loss_witness_")):
-                blank = np.full(at.shape[0], np.nan) if v.dtype.kind in "fiu" else np.full(at.shape[0], None, object)
-                found = ~none[:, k]
-                blank[found] = v[at[found, k]]
-                frame[f"{prefix}{name}"] = blank
+                frame[f"{prefix}{name}"] = blank_missing(v[np.maximum(at[:, k], 0)], none[:, k])
         return frame, tuple(hist)
 
     @classmethod
