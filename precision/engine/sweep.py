@@ -112,8 +112,8 @@ from precision.analysis.scoring import CLASS_NAMES, COMPILED_MIN_POINTS
 from precision.engine.study import Study, region_labels
 from precision.engine.points import study_preds_by_term
 from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
-from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, run_task, share_terms,
-                                   source_digest, task_digest, variant_digest)
+from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, machine_siblings, run_task,
+                                   run_tasks, share_terms, source_digest, task_digest, variant_digest)
 from precision.io.frames import write_csv
 
 __all__ = ["run_study", "RunResult", "TaskResult", "code_digest", "PRED_BIN_EDGES", "region_labels", "load_stats",
@@ -310,7 +310,9 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
     if max((p.size for p in preds_by_term.values()), default=0) * len(study.targets) >= COMPILED_MIN_POINTS:
         from precision.analysis import fused  # (numba: imported by the runs whose tasks use it only)
+        from precision.machine import npu_fused
         fused.load()  # the compiled passes, loaded before the workers fork (they inherit them)
+        npu_fused.load()
     terms_folder = None
     try:
         try:
@@ -335,14 +337,17 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.safetensors").exists()]
         work = [dataclasses.replace(tasks[i], chunk_file=str(chunk_dir / f"{tasks[i].key}.safetensors")) if local
                 else tasks[i] for i in todo]
+        # a task's machines run together in one worker: its operands, exact values and groups are built once
+        siblings = machine_siblings(work)
         results_reused = results_computed = 0
         with _progress(len(todo), study.name) as bar:
-            for j, res in executor.map_unordered(run_task, work):
-                if work[j].chunk_file is None:
-                    atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)
-                results_reused += int(res["reused"])
-                results_computed += int(res["computed_pieces"])
-                bar.update(1)
+            for g, results in executor.map_unordered(run_tasks, [[work[j] for j in group] for group in siblings]):
+                for j, res in zip(siblings[g], results):
+                    if work[j].chunk_file is None:
+                        atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)
+                    results_reused += int(res["reused"])
+                    results_computed += int(res["computed_pieces"])
+                bar.update(len(results))
         staged = [_run_stage(study, op.RUN_STAGES[name](variants), tasks, executor, cache_folder)
                   for name in study.stages]
         if study.attribution is None:  # the workers' last job is done: what their allocators hold (up to a GB

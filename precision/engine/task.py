@@ -55,7 +55,7 @@ from precision.analysis.scoring import Scorer, error_bits
 from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile
 
-__all__ = ["Task", "TaskResult", "run_task", "share_terms", "task_terms", "exact_input", "PRED_BIN_EDGES",
+__all__ = ["Task", "TaskResult", "run_task", "run_tasks", "machine_siblings", "share_terms", "task_terms", "exact_input", "PRED_BIN_EDGES",
            "variant_digest", "shared_digest", "task_digest", "source_digest", "module_closure"]
 
 #: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
@@ -487,12 +487,35 @@ def _pair_piece(tensor: _Tensor, with_scores, without_scores) -> dict:
 _UNSUPPORTED = {"unsupported": np.array(1)}
 
 
-def run_task(task: Task) -> dict:
+def run_tasks(tasks) -> list:
+    """:func:`run_task` on each of ``tasks``, which differ in their machine only (one point set, as
+    :func:`machine_siblings` groups them): the operands, exact values and groups are built once, by the first
+    task that computes a piece, and serve the others (none of it depends on the machine)."""
+    shared = {}
+
+    def tensor_of(task):
+        if "tensor" not in shared:
+            shared["tensor"] = _Tensor(task)
+        return shared["tensor"]
+    return [run_task(task, tensor_of) for task in tasks]
+
+
+def machine_siblings(tasks) -> list:
+    """Indices of ``tasks`` grouped by point set: the tasks of one (profile, attribute values, weight, dout)
+    on every machine, in their order; the groups in the order of their first task."""
+    groups = {}
+    for i, task in enumerate(tasks):
+        groups.setdefault((task.operator, task.profile, task.attributes, task.weight, task.dout), []).append(i)
+    return list(groups.values())
+
+
+def run_task(task: Task, tensor_of=None) -> dict:
     """Evaluate, score and aggregate one task, reusing stored pieces.
 
     Returns the npz-storable arrays of its :class:`TaskResult`, or, when the
     task names a ``chunk_file``, writes them there (atomically) and returns
-    only the counts ``reused`` and ``computed_pieces``.
+    only the counts ``reused`` and ``computed_pieces``.  ``tensor_of(task)``,
+    when given, supplies the task's :class:`_Tensor` (shared by :func:`run_tasks`).
     """
     op = get_operator(task.operator)
     op.ensure_loaded([p for p, _ in task.plugins], dict(task.plugins))
@@ -514,7 +537,7 @@ def run_task(task: Task) -> dict:
     fallback = 0
     computed_pieces = 0
     if need:
-        tensor = _Tensor(task)
+        tensor = _Tensor(task) if tensor_of is None else tensor_of(task)
         fallback = tensor.fallback
         names = [task.variants[i] for i in sorted(need)]
         kwargs = {"count": tensor.count} if task.reduction == "mean" else {}
