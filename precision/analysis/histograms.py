@@ -74,11 +74,12 @@ def histogram_quantiles(keys, bins, counts, qs, edge=bin_upper_edge) -> np.ndarr
     """
     keys = np.asarray(keys, dtype=np.int64)
     K = int(keys.max()) + 1 if keys.size else 0
-    totals = np.bincount(keys, counts, minlength=K)
     cum = np.cumsum(counts)
     starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]])) if keys.size else np.empty(0, np.int64)
-    before = np.zeros(K)  # the counts ahead of each key's block
+    before = np.zeros(K)  # the counts ahead of each key's block, and in it (exact integers)
     before[keys[starts]] = cum[starts] - np.asarray(counts)[starts]
+    totals = np.zeros(K)
+    totals[keys[starts]] = cum[np.append(starts[1:], keys.size) - 1] - before[keys[starts]] if keys.size else 0
     out = np.empty((K, len(qs)))
     for j, q in enumerate(qs):
         rank = np.maximum(1, np.ceil(q * totals))
