@@ -50,6 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from precision.exact.formats import NAN_ORDINAL, get_format, round_to_format, to_ordinal, ulp
+from precision.machine.compiled import COMPILED_MIN_POINTS  # (re-exported: the analysis' passes use it too)
 
 __all__ = [
     "CLASS_OK", "CLASS_NAN", "CLASS_INF", "CLASS_WRONG_SIGN", "CLASS_LOST_INF", "CLASS_NAMES",
@@ -57,10 +58,6 @@ __all__ = [
     "assert_max_ulp", "COMPILED_MIN_POINTS",
 ]
 
-#: Scores and statistics of at least this many points (histogram merges: entries) are computed by the compiled
-#: passes (:mod:`precision.analysis.fused`), of fewer by the numpy definitions: the same bits, but the compiled
-#: passes' load (about half a second per process) costs more than they save on small arrays.
-COMPILED_MIN_POINTS = 1 << 14
 
 # ---------------------------------------------------------------------------
 # Per-point scores

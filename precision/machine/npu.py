@@ -22,45 +22,16 @@ import numpy as np
 
 from precision.errors import ParameterError
 from precision.exact.formats import BF16, FP32, Format
+from precision.machine.compiled import COMPILED_MIN_POINTS
 from precision.machine.fma import fma32
+from precision.machine.npu_constants import (
+    POW_NAN_BITS, VDIV_NAN_BITS, MAX_SUBNORMAL_BITS, POW_FLT_MIN, POW_SUBNORMAL_SCALE, POW_SUBNORMAL_SHIFT,
+    POW_SQRT_HALF_BITS, POW_EXPONENT_MASK, POW_LOG_POLY, POW_LN2_HI, POW_LN2_LO, POW_EXP_OVERFLOW,
+    POW_EXP_UNDERFLOW, LN_SUBNORMAL_SCALE_LOG2, LN_SUBNORMAL_OFFSET_FP32)
 from precision.machine.library import MathLibrary
 from precision.machine.rounding import as_f64, flush, round_into, set_nan_bits
 
 __all__ = ["NpuLibrary", "power_c", "power_intrinsic", "power_log"]
-
-# ---------------------------------------------------------------------------
-# Constants (bit patterns as hex; npu_math.md section numbers)
-# ---------------------------------------------------------------------------
-
-#: Quiet NaN written by the pow special cases (§2.4), per compute format.
-POW_NAN_BITS = {"fp32": 0x7FC00000, "fp16": 0x7E00, "bf16": 0x7FC0}
-#: NaN returned by the default (vdiv) Div (§6 doc example), per format.
-VDIV_NAN_BITS = {"fp32": 0x7FFFFFFF, "fp16": 0x7FFF, "bf16": 0x7FFF}
-#: Largest subnormal bit pattern per format: Exp/Ln FTZ_FALSE compare against
-#: it (§6: 0x007FFFFF float, 0x03FF half).
-MAX_SUBNORMAL_BITS = {"fp32": 0x007FFFFF, "fp16": 0x03FF}
-
-# Algorithm C (§2), float32 bit patterns / exact values.
-POW_FLT_MIN = np.float32(2.0**-126)  # 0x00800000, R0 subnormal test literal 1.175494351e-38f
-POW_SUBNORMAL_SCALE = np.float32(2.0**23)  # 0x4B000000, R0 Muls scale (exact)
-POW_SUBNORMAL_SHIFT = np.float32(-23.0)  # R0 i0 for scaled inputs
-POW_SQRT_HALF_BITS = np.int32(0x3F3504F3)  # R1: 0.70710678f ~ sqrt(1/2)
-POW_EXPONENT_MASK = np.int32(-0x00800000)  # R1: 0xFF800000 as int32
-POW_LOG_POLY = (  # L10 Horner coefficients, highest order first
-    np.float32(0.129394531),  # 0x3E048000
-    np.float32(0.141957462),  # 0x3E115D4C
-    np.float32(0.200015724),  # 0x3E4CD0EC
-    np.float32(0.333333254),  # 0x3EAAAAA8
-)
-POW_LN2_HI = np.float32(0.693147182)  # 0x3F317218, 21 significant bits
-POW_LN2_LO = np.float32(-1.90465421e-9)  # 0xB102E308 = ln2 - LN2_HI (negative; the source's LOG2_LO)
-POW_EXP_OVERFLOW = np.float32(88.7228390)  # 0x42B17218 = 88.72283935546875 (source name EXP_MIN_F)
-POW_EXP_UNDERFLOW = np.float32(-104.0)  # 0xC2D00000 (source name EXP_OVFL_UNFL_F)
-
-# Ln FTZ_FALSE (§6): scale 2**23 (half: 2**10), offset -ln(2**23) rounded.
-LN_SUBNORMAL_SCALE_LOG2 = {"fp32": 23, "fp16": 10}
-LN_SUBNORMAL_OFFSET_FP32 = np.float32(-15.9423851528787421)  # 0xC17F1402 = -15.942384719848633
-
 
 # ---------------------------------------------------------------------------
 # The library
@@ -334,8 +305,20 @@ def _pow_special_cases(a, b, res, nan_bits: int, uint_dtype):
 
     Only lanes with a base that is not finite positive, a == 1, b == 0 or a
     NaN b can meet a case (steps 3-5 need a <= 0, inf or NaN); the steps run
-    on those lanes only.
+    on those lanes only.  On float32 arrays of :data:`COMPILED_MIN_POINTS`
+    lanes or more, one compiled pass does the same
+    (:func:`precision.machine.npu_fused.pow_special_cases`); the numpy
+    definition is :func:`_pow_special_cases_reference`.
     """
+    if res.dtype == np.float32 and res.size >= COMPILED_MIN_POINTS and nan_bits == POW_NAN_BITS["fp32"]:
+        from precision.machine.npu_fused import pow_special_cases  # (numba, imported when first needed)
+        out = np.array(res, order="C", copy=not (res.flags.writeable and res.flags.c_contiguous))
+        return pow_special_cases(a, b, out.reshape(-1)).reshape(res.shape)
+    return _pow_special_cases_reference(a, b, res, nan_bits, uint_dtype)
+
+
+def _pow_special_cases_reference(a, b, res, nan_bits: int, uint_dtype):
+    """:func:`_pow_special_cases` as numpy defines it."""
     zero = np.zeros((), dtype=res.dtype)
     with np.errstate(all="ignore"):
         plain = (a > zero) & (a < np.array(np.inf, dtype=res.dtype)) & (a != np.ones((), dtype=res.dtype))
@@ -398,6 +381,10 @@ def power_c(a, b, subnormal_fix: bool = True):
     shape = np.broadcast_shapes(a.shape, b.shape)
     a = np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
     b = b.reshape(()) if b.size == 1 else np.ascontiguousarray(np.broadcast_to(b, shape)).reshape(-1)
+    if a.size >= COMPILED_MIN_POINTS:  # the same steps in two compiled passes, the exp proxy between them
+        from precision.machine.npu_fused import power_c_finish, power_c_terms  # (numba, imported when needed)
+        phi, plo = power_c_terms(a, b, subnormal_fix)
+        return power_c_finish(a, b, phi, plo, _vexp_intrinsic_fp32(phi)).reshape(shape)
     out = np.empty(a.size, dtype=np.float32)
     for start in range(0, a.size, POW_BLOCK):
         block = slice(start, start + POW_BLOCK)
@@ -420,7 +407,7 @@ def _power_c_block(a, b, subnormal_fix: bool):
         # E5: clamps on phi (not on phi + plo).
         np.putmask(res, phi >= POW_EXP_OVERFLOW, f32(np.inf))
         np.putmask(res, phi < POW_EXP_UNDERFLOW, f32(0.0))
-    return _pow_special_cases(a, b, res, POW_NAN_BITS["fp32"], np.uint32)
+    return _pow_special_cases_reference(a, b, res, POW_NAN_BITS["fp32"], np.uint32)
 
 
 def _vln_fp32(x):

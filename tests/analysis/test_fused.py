@@ -15,7 +15,8 @@ def compiled_at_every_size(monkeypatch):
     """The compiled passes for arrays of any size (the library keeps small ones to the numpy definitions)."""
     from precision.analysis import groups, paired, scoring
     from precision.engine import sweep
-    for module in (scoring, groups, paired, sweep):
+    from precision.machine import npu
+    for module in (scoring, groups, paired, sweep, npu):
         monkeypatch.setattr(module, "COMPILED_MIN_POINTS", 0)
 
 
@@ -251,11 +252,14 @@ def test_a_run_uses_only_the_forms_loaded_before_its_workers_fork(tmp_path):
     from precision.analysis import fused
     from precision.engine.study import parse_study
     from precision.engine.sweep import run_study
+    from precision.machine import npu_fused
     fused.load()
-    kernels = [getattr(fused, name) for name in dir(fused) if name.startswith("_") and hasattr(
-        getattr(fused, name), "signatures")]
+    npu_fused.load()
+    kernels = [getattr(module, name) for module in (fused, npu_fused) for name in dir(module)
+               if name.startswith("_") and hasattr(getattr(module, name), "signatures")]
     loaded = {k.py_func.__name__: len(k.signatures) for k in kernels}
-    assert {"_score", "_reduce", "_top_k", "_compare", "_merge_runs"} <= set(loaded)
+    assert {"_score", "_reduce", "_top_k", "_compare", "_merge_runs", "_terms", "_finish", "_special_cases"} <= \
+        set(loaded)
     study = parse_study("""
 name = "forms"
 [pred]
