@@ -51,3 +51,16 @@ def test_implementations_benchmark_runs():
     out = _run("implementations.py", "--points", "2000", "--repeat", "1", "--variants", "kernel,naive",
                "--models", "ieee,npu")
     assert re.search(r"^(PASS|FAIL) ", out, re.M), out
+
+
+def test_fork_benchmark_times_each_pass_three_ways():
+    out = _run("fork.py", "--points", "20000", "--repeat", "3")
+    for name in ("top_k_groups", "reduce_error_groups", "npu power_c_terms"):
+        assert re.search(rf"^{name} +[0-9.]+ +[0-9.]+ +[0-9.]+$", out, re.M), out
+    assert re.search(r"^(PASS|FAIL) self-loading child [0-9.]+x the parent at worst, target <= 1.25x", out, re.M), out
+
+
+def test_fork_benchmark_refuses_bad_sizes():
+    proc = subprocess.run([sys.executable, str(BENCH / "fork.py"), "--repeat", "0"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "--repeat=0" in proc.stderr

@@ -108,7 +108,7 @@ from precision.analysis.standards import settings_from_options, standards_table
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA
 from precision.analysis.groups import GroupStats, witness_fields
 from precision.analysis.paired import PairedStats
-from precision.analysis.scoring import CLASS_NAMES, COMPILED_MIN_POINTS
+from precision.analysis.scoring import CLASS_NAMES
 from precision.engine.study import Study, region_labels
 from precision.engine.points import study_preds_by_term
 from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
@@ -308,11 +308,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     op = get_operator(study.operator)
     comparisons = op.find_comparisons(variants, study.compare)
     executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
-    if max((p.size for p in preds_by_term.values()), default=0) * len(study.targets) >= COMPILED_MIN_POINTS:
-        from precision.analysis import fused  # (numba: imported by the runs whose tasks use it only)
-        from precision.machine import npu_fused
-        fused.load()  # the compiled passes, loaded before the workers fork (they inherit them)
-        npu_fused.load()
+    # (the compiled passes are loaded by each process that runs them, never here before the workers fork: a
+    # worker running a pass its parent loaded can run it ten times slower, benchmarks/fork.py)
     terms_folder = None
     try:
         try:

@@ -9,14 +9,14 @@ from precision.analysis.histograms import HIST_BINS, histogram_bins
 from precision.analysis.scoring import CLASS_NAMES, SPECIAL_CLASSES, Scorer
 from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_to_arrays
+from precision.machine.compiled import COMPILED_MIN_POINTS
 
 @pytest.fixture(autouse=True)
 def compiled_at_every_size(monkeypatch):
     """The compiled passes for arrays of any size (the library keeps small ones to the numpy definitions)."""
     from precision.analysis import groups, paired, scoring
-    from precision.engine import sweep
     from precision.machine import npu
-    for module in (scoring, groups, paired, sweep, npu):
+    for module in (scoring, groups, paired, npu):
         monkeypatch.setattr(module, "COMPILED_MIN_POINTS", 0)
 
 
@@ -246,9 +246,10 @@ def test_a_row_in_two_runs_is_merged_by_numpy():
 
 
 
-def test_a_run_uses_only_the_forms_loaded_before_its_workers_fork(tmp_path):
-    """Every compiled pass a run calls takes arguments of a type `load` compiled (a new type would compile in
-    each worker, seconds each, on a fresh machine); a run with a weight, a mean reduction and both formats."""
+def test_a_run_uses_only_the_forms_load_compiles(tmp_path):
+    """Every compiled pass a run calls takes arguments of a type `load` compiles and caches (a new type would
+    compile in each worker, seconds each, on a fresh machine); a run with a weight, a mean reduction and both
+    formats."""
     from precision.analysis import fused
     from precision.engine.study import parse_study
     from precision.engine.sweep import run_study
@@ -280,6 +281,53 @@ per_point = "worst"
 """, str(tmp_path / "forms.toml"))
     run_study(study, tmp_path / "out", cache_dir=tmp_path / "cache", workers=1)
     assert {k.py_func.__name__: len(k.signatures) for k in kernels} == loaded
+
+
+def test_a_run_loads_no_compiled_pass_before_its_workers_fork(tmp_path):
+    """The workers load the compiled passes themselves: the run's process has loaded none when it hands out
+    the first work (a worker that inherits a loaded pass can run it ten times slower, benchmarks/fork.py), and
+    the run's tasks, of COMPILED_MIN_POINTS points, do run them (in the workers)."""
+    import subprocess
+    import sys
+    script = f"""
+import numpy as np
+from precision.analysis import fused
+from precision.machine import npu_fused
+from precision.engine import executor, sweep
+from precision.engine.study import parse_study
+kernels = [getattr(m, n) for m in (fused, npu_fused) for n in dir(m) if hasattr(getattr(m, n), "signatures")]
+handed = []
+original = executor.LocalExecutor.map_unordered
+def map_unordered(self, function, tasks):
+    handed.append(sum(len(k.signatures) for k in kernels))
+    return original(self, function, tasks)
+executor.LocalExecutor.map_unordered = map_unordered
+magnitudes = np.arange(0x2000, 0x4400, dtype=np.uint16).view(np.float16).astype(float)  # 2**-7 .. 4
+values = ", ".join('"' + float(v).hex() + '"' for v in np.concatenate([-magnitudes[::-1], magnitudes]))
+study = parse_study(open({str(tmp_path / "big.toml")!r}).read().replace("VALUES", values), "big.toml")
+result = sweep.run_study(study, {str(tmp_path / "out")!r}, cache_dir={str(tmp_path / "cache")!r}, workers=2)
+print(handed, result.points)
+"""
+    (tmp_path / "big.toml").write_text("""
+name = "big"
+[pred]
+kind = "list"
+format = "fp16"
+values = [VALUES]
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [2.0]
+profiles = ["fp32"]
+[run]
+variants = ["naive", "kernel"]
+machines = ["npu"]
+""")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    handed, points = done.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+    assert int(points) >= COMPILED_MIN_POINTS  # (the tasks take the compiled passes)
+    assert handed.strip("[]").split(", ") and all(int(n) == 0 for n in handed.strip("[]").split(", ")), handed
 
 
 def test_a_small_run_keeps_to_numpy(tmp_path):
