@@ -214,6 +214,23 @@ def test_g8_count_reuses_a_truncated_store_only_for_the_same_grad_and_machine():
     assert kernel._truncated_store(grad, "npu") is not first  # another machine: its own store
 
 
+def test_decision_masks_compare_values_and_are_reused_only_for_the_same_steps():
+    """G2/G8's "differs" compares values (NaN equals NaN, -0 equals +0; float16 by its bits), and a decision
+    mask is reused only for the very step objects it came from."""
+    import importlib
+    kernel = importlib.import_module("precision.sigmoid_focal_loss_grad.implementations.kernel")
+    bits = np.array([0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0x3C00, 0xBC00, 0x0001], dtype=np.uint16)
+    a, b = np.repeat(bits, bits.size).view(np.float16), np.tile(bits, bits.size).view(np.float16)
+    with np.errstate(invalid="ignore"):
+        by_value = ~((a.astype(np.float32) == b.astype(np.float32)) | (np.isnan(a) & np.isnan(b)))
+    assert (kernel._differs(a, b) == by_value).all() and int(kernel._differs(a, b).sum()) == 100 - 10 - 2 - 6  # (equal: same bits, two zeros, two NaNs)
+    x, y = np.float32([1.0, 2.0]), np.float32([1.0, 3.0])
+    first = kernel._decision("t", (x, y), lambda: x != y)
+    assert kernel._decision("t", (x, y), lambda: None) is first  # the same objects: the same mask
+    assert kernel._decision("t", (x.copy(), y), lambda: x == y).tolist() == [True, False]  # equal values, other object
+    assert not first.flags.writeable
+
+
 def test_every_fired_count_reaches_the_group_table(tmp_path):
     """groups_raw.parquet carries fired_g1..fired_g8; naive fires nothing, naive+G1 fires on the x < 0 points."""
     _, out = _run(tmp_path, "f", use_cache=False)
@@ -283,3 +300,35 @@ class TestSharedTerms:
 
 def _piece_arrays(arrays: dict) -> dict:
     return {k: np.asarray(v).tobytes() for k, v in arrays.items() if k not in ("reused", "computed_pieces")}
+
+
+def test_reducing_only_the_changed_groups_gives_the_tables_of_reducing_all(tmp_path, monkeypatch):
+    """A variant's outputs that differ from outputs already scored in a few groups have only those groups
+    reduced, the others' rows taken from those outputs: the same tables, bit for bit, as reducing every group
+    (the compiled passes at every size; every variant, both machines and formats, bands of preds)."""
+    from precision.analysis import groups, paired, scoring
+    from precision.machine import npu
+    for module in (scoring, groups, paired, npu, task):
+        monkeypatch.setattr(module, "COMPILED_MIN_POINTS", 0)
+    values = np.concatenate([-np.geomspace(40, 2.0 ** -10, 150), [0.0], np.geomspace(2.0 ** -10, 40, 150)])
+    text = STUDY.replace('values = ["-0x1.8p+3", "-1.0", "-0x1.cp-1", "0.0", "0x1.4p+0", "3.5", "0x1.1p+4", "0x1.4p+5"]',
+                         "values = [" + ", ".join(f'"{float(v).hex()}"' for v in np.unique(values.astype(np.float16)))
+                         + "]").replace('variants = ["naive", "naive+G2", "kernel-G2", "kernel", "candidate", "golden"]',
+                                        'variants = ["all"]')
+    study = parse_study(text, str(tmp_path / "patch.toml"))
+    patched = {"n": 0}
+    original = task._patched_stats
+
+    def counted(*args):
+        patched["n"] += 1
+        return original(*args)
+    monkeypatch.setattr(task, "_patched_stats", counted)
+    outs = {}
+    for share in (0.0, 1.0):
+        monkeypatch.setattr(task, "PATCH_MAX_SHARE", share)
+        outs[share] = tmp_path / f"share{share}"
+        run_study(study, outs[share], use_cache=False, workers=1)
+    assert patched["n"] > 50  # (share 1.0 patched that many outputs; share 0.0 none)
+    for name in ("summary.csv", "groups.csv", "comparisons.csv", "by_region.csv", "standards.csv",
+                 "groups_raw.parquet", "points.parquet", "hist.npz"):
+        assert (outs[0.0] / name).read_bytes() == (outs[1.0] / name).read_bytes(), name

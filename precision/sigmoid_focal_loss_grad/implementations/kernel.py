@@ -644,8 +644,18 @@ FIRED_MEANING = {
 
 
 def _differs(a, b) -> np.ndarray:
-    """Elementwise: a and b are different values (NaN equals NaN)."""
+    """Elementwise: a and b are different values (NaN equals NaN, -0 equals +0).
+
+    Two float16 arrays are compared by their bits (numpy computes float16 compares in software): equal bits
+    are equal values, and of the others only two zeros or two NaNs are equal values."""
     a, b = np.asarray(a), np.asarray(b)
+    if a.dtype == b.dtype == np.float16 and a.shape == b.shape:
+        ua, ub = a.view(np.uint16), b.view(np.uint16)
+        out = ua != ub
+        idx = np.flatnonzero(out)
+        ma, mb = ua.reshape(-1)[idx] & np.uint16(0x7FFF), ub.reshape(-1)[idx] & np.uint16(0x7FFF)
+        out.reshape(-1)[idx[((ma | mb) == 0) | ((ma > 0x7C00) & (mb > 0x7C00))]] = False
+        return out
     return ~((a == b) | (np.isnan(a) & np.isnan(b)))
 
 
@@ -666,6 +676,23 @@ def _truncated_store(grad: np.ndarray, machine) -> np.ndarray:
     return truncated
 
 
+#: The last decision masks computed, with the kept step objects each came from (held, so compared by
+#: identity): the variants of one evaluation share most steps (on a task of fp16_exhaustive, 5 distinct
+#: (pF, p, qF, q) among 19 kernel-family variants), and so their masks.
+_DECISIONS: list = []
+
+
+def _decision(name: str, steps: tuple, compute) -> np.ndarray:
+    """The mask ``name`` computed from these very ``steps`` objects by an earlier call, else ``compute()``."""
+    for held_name, held, mask in _DECISIONS:
+        if held_name == name and len(held) == len(steps) and all(a is b for a, b in zip(held, steps)):
+            return mask
+    mask = compute()
+    mask.flags.writeable = False  # (shared by every variant with those steps)
+    _DECISIONS[:] = [(name, steps, mask), *_DECISIONS[:15]]
+    return mask
+
+
 def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
     """Per guard, the elements where it acted: ``{fired_gi: bool [size]}``.
 
@@ -681,19 +708,25 @@ def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
     if guards is None:
         return out
     v = {k: np.asarray(full_value(val)).ravel() for k, val in steps.items() if val is not None}
+
+    def decided(name, needs, compute):  # (a mask from the very step objects of an earlier call is reused)
+        return _decision(name, tuple(steps[k] for k in needs), compute)
     with np.errstate(invalid="ignore"):
         if "G1" in guards and "x_nonneg" in v:
-            out["fired_g1"] = v["x_nonneg"] == 0
+            out["fired_g1"] = decided("g1", ("x_nonneg",), lambda: v["x_nonneg"] == 0)
         if "G2" in guards and {"p", "q", "pF", "qF"} <= set(v):
-            out["fired_g2"] = _differs(v["pF"], v["p"]) | _differs(v["qF"], v["q"])
+            out["fired_g2"] = decided("g2", ("pF", "p", "qF", "q"),
+                                      lambda: _differs(v["pF"], v["p"]) | _differs(v["qF"], v["q"]))
         if "G3" in guards and {"pF", "qF"} <= set(v):
-            out["fired_g3"] = ((v["pF"] > 0) & (v["pF"] < 1)) | ((v["qF"] > 0) & (v["qF"] < 1))
+            out["fired_g3"] = decided("g3", ("pF", "qF"), lambda: ((v["pF"] > 0) & (v["pF"] < 1))
+                                      | ((v["qF"] > 0) & (v["qF"] < 1)))
         for g, step in (("G4", "g4_tile"), ("G5", "g5_use"), ("G7", "g7_use")):
             if g in guards and step in v:
-                out[FIRED_COLUMNS[g]] = v[step] == 1
+                out[FIRED_COLUMNS[g]] = decided(g, (step,), lambda: v[step] == 1)
         if "G6" in guards and prepare_host_scalars(alpha, 2.0, "none", 1).oma == 1:
             out["fired_g6"] = np.ones(size, dtype=bool)
         if "G8" in guards and {"grad", "out"} <= set(v) and v["out"].dtype == np.float16 \
                 and v["grad"].dtype != np.float16:
-            out["fired_g8"] = _differs(v["out"], _truncated_store(v["grad"], machine))
+            out["fired_g8"] = decided(f"g8 {machine}", ("out", "grad"),
+                                      lambda: _differs(v["out"], _truncated_store(v["grad"], machine)))
     return {k: np.broadcast_to(m, (size,)) for k, m in out.items()}
