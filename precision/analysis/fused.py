@@ -12,7 +12,8 @@ distance behind the bits of error, the special class), :func:`top_k_groups`
 :class:`precision.analysis.paired.PairedStats`) and :func:`merge_histogram`
 (the histogram merges of a run's tables).  Arrays of fewer than
 :data:`precision.analysis.scoring.COMPILED_MIN_POINTS` points keep to the numpy
-definitions; :func:`load` loads every pass before a run's workers fork.
+definitions; :func:`load` loads every pass (each process that runs them loads them itself: a worker
+forked after its parent loaded a pass can run it ten times slower, ``benchmarks/fork.py``).
 
 Each computes exactly what the numpy definitions compute (the scores of
 :mod:`precision.analysis.scoring`;
@@ -158,13 +159,14 @@ def _bin(e, log2_e, min_exp, subbins, regular, n_bins):
 def _reduce(order, starts, sizes, err, bits, cls, log2_err, min_exp, subbins, regular, n_bins, decisions, computed,
             golden, limit, blind_ulp, floor, atol, rtol, acceptance):
     n_rows, n_decisions, n_close = sizes.size, decisions.shape[0], atol.size
-    bins = np.empty(err.size, dtype=np.int64)
-    for i in range(err.size):
+    bins = np.empty(err.size, dtype=np.int64)  # (of the grouped points: every point, or those of a few groups)
+    for j in range(order.size):
+        i = order[j]
         bins[i] = _bin(err[i], log2_err[i], min_exp, subbins, regular, n_bins)
     # the histogram counted densely over the bins that occur (numbered in bin order: a few hundred of them)
     rank = np.zeros(n_bins, dtype=np.int64)
-    for i in range(bins.size):
-        rank[bins[i]] = 1
+    for j in range(order.size):
+        rank[bins[order[j]]] = 1
     used = np.flatnonzero(rank)
     rank[used] = np.arange(used.size)
     hist = np.zeros((n_rows, used.size), dtype=np.int64)
@@ -242,7 +244,8 @@ def reduce_error_groups(order, starts, sizes, err_ulp, err_bits, classes, log2_e
     ----------
     order, starts, sizes : int64 arrays
         The groups: group j holds the points ``order[starts[j]:starts[j] + sizes[j]]``, in element order
-        (:class:`precision.analysis.groups.Grouping`'s ``perm``, ``starts`` and ``counts``).
+        (:class:`precision.analysis.groups.Grouping`'s ``perm``, ``starts`` and ``counts``, or those of
+        :meth:`~precision.analysis.groups.Grouping.restricted`: points in no group are not read).
     err_ulp, err_bits : float64 arrays
         Ulp error and bits of error per point (:mod:`precision.analysis.scoring`).
     classes : int8 array
@@ -279,8 +282,8 @@ def reduce_error_groups(order, starts, sizes, err_ulp, err_bits, classes, log2_e
     # (the pass indexes its tables by these, unchecked)
     if n and not (0 <= int(classes.min()) and int(classes.max()) <= 4):
         raise ValueError("reduce_error_groups: a class code outside 0 .. 4")
-    if order.size != n or (n and not (0 <= int(order.min()) and int(order.max()) < n)) or \
-            (starts.size and int((starts + sizes).max()) > n):
+    if order.size > n or (order.size and not (0 <= int(order.min()) and int(order.max()) < n)) or \
+            (starts.size and int((starts + sizes).max()) > order.size):
         raise ValueError("reduce_error_groups: the groups do not index the points")
     decisions = (_frozen(np.zeros((0, n), dtype=np.bool_)) if decisions is None
                  else _frozen(decisions, dtype=np.bool_).reshape(-1, n))
@@ -340,7 +343,8 @@ def top_k_groups(order, starts, sizes, values, k: int) -> np.ndarray:
     starts = _frozen(np.asarray(starts, dtype=np.int64)[:sizes.size])
     order = _frozen(order, dtype=np.int64)
     values = _frozen(values, dtype=np.float64).ravel()
-    if order.size != values.size or (order.size and not (0 <= int(order.min()) and int(order.max()) < values.size)):
+    if order.size > values.size or (order.size and not (0 <= int(order.min()) and int(order.max()) < values.size)) \
+            or (starts.size and int((starts + sizes).max()) > order.size):
         raise ValueError("top_k_groups: the groups do not index the values")
     if k < 1:
         return np.empty(0, dtype=np.int64)
@@ -526,8 +530,8 @@ def merge_histogram(key, rows, bins, counts, n_bins: int):
 
 def load() -> None:
     """Load every pass now (from the cache beside this file, or compiled the first time), for each argument
-    type a sweep gives it: a run calls this before its workers fork, so they start with the code loaded
-    instead of each loading it (about half a second per process)."""
+    type a sweep gives it (a run's process loads them while its workers work, for the tables' merges; never
+    before the workers fork, which would leave them running inherited code, ``benchmarks/fork.py``)."""
     one = np.zeros(1)
     order, starts, sizes = np.zeros(1, np.int64), np.zeros(1, np.int64), np.ones(1, np.int64)
     cls, no = np.zeros(1, np.int8), np.zeros(1, np.bool_)

@@ -81,6 +81,20 @@ class Grouping:
         self.perm = np.argsort(self.group, kind="stable")
         self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
 
+    def restricted(self, rows) -> "Grouping":
+        """The groups at positions ``rows`` (ascending) of :attr:`ids` alone, their points as here: what the
+        compiled passes read (:attr:`ids`, :attr:`counts`, :attr:`perm`, :attr:`starts`) restricted.  ``group``
+        still names every point's group, so only the compiled passes see the restriction: a caller restricts
+        arrays of :data:`COMPILED_MIN_POINTS` points or more."""
+        rows = np.asarray(rows, dtype=np.int64)
+        sub = object.__new__(Grouping)
+        sub.group, sub.n_groups = self.group, self.n_groups
+        sub.ids, sub.counts = self.ids[rows], self.counts[rows]
+        sub.perm = (np.concatenate([self.perm[s:s + c] for s, c in zip(self.starts[rows], sub.counts)])
+                    if rows.size else np.empty(0, dtype=self.perm.dtype))
+        sub.starts = np.concatenate([[0], np.cumsum(sub.counts)[:-1]]).astype(np.int64)
+        return sub
+
     def sum(self, values) -> np.ndarray:
         """Per nonempty group: the sum of ``values`` (float64)."""
         return np.bincount(self.group, np.asarray(values, dtype=np.float64).ravel(), self.n_groups)[self.ids]

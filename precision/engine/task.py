@@ -49,9 +49,9 @@ from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_np
 from precision.errors import PluginError, PrecisionError
 from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
-from precision.analysis.groups import GroupStats, Grouping
+from precision.analysis.groups import GroupStats, Grouping, packed_histogram
 from precision.analysis.paired import PairedStats
-from precision.analysis.scoring import Scorer, error_bits
+from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer, error_bits
 from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile
 
@@ -439,10 +439,19 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
         return {**piece, "stats.values": values}, scores
     err, bits, cls = tensor.scorer.score(computed)
     c64 = computed.astype(np.float64)
-    stats = GroupStats.reduce_to_arrays(grouping, err, bits, cls, "stats", counts=fired,
+    # only the groups where these outputs differ from the nearest ones already scored are reduced; the others'
+    # rows are those outputs' (a group's figures depend on its points only, its decision counts aside): most
+    # variants of a task differ from another in a few regions
+    near = _nearest_scored(seen, raw, grouping) if err.size >= COMPILED_MIN_POINTS else None
+    if near is not None and near[0] > PATCH_MAX_SHARE * err.size:
+        near = None
+    reduced = grouping if near is None else grouping.restricted(near[2])
+    stats = GroupStats.reduce_to_arrays(reduced, err, bits, cls, "stats", counts=fired,
                                         witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]},
                                         acceptance=(c64, tensor.exact[0] if task.golden == "exact"
                                                     else tensor.rounded.astype(np.float64), fmt))
+    if near is not None:
+        stats = _patched_stats(near[1], stats, near[2], grouping.tally(fired))
     per_point = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T)
     per_pred = per_point[:, 0].copy()
     for j in range(1, tensor.T):  # (a max over the short axis 1 costs ten times more)
@@ -450,7 +459,11 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     pred_max = np.full(PRED_BIN_EDGES.size - 1, np.nan, dtype=np.float32)
     with np.errstate(over="ignore"):
         pred_max[tensor.bin_ids] = np.maximum.reduceat(per_pred[tensor.bin_order], tensor.bin_starts)
-    idx = _kept_points(task.per_point, err, bits, grouping)
+    if near is not None and task.per_point == "worst":  # the nearest outputs' worst points where nothing changed
+        held = _points_index(near[1])
+        idx = np.union1d(held[~near[3][grouping.group[held]]], reduced.top_k(err, WORST_PER_GROUP))
+    else:
+        idx = _kept_points(task.per_point, err, bits, grouping)
     points = {"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
               "class": cls[idx], "exact_hi": tensor.exact[0][idx], "exact_lo": tensor.exact[1][idx],
               "rounded": tensor.rounded[idx].astype(np.float64)}
@@ -460,6 +473,55 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
         scored = piece, (number, raw, np.isnan(computed), err, cls, error_bits(err))
     seen.setdefault(checksum, []).append(scored)
     return scored
+
+
+#: A task's outputs whose differences from outputs it has already scored fall in groups holding at most this
+#: share of its points are reduced in those groups only (:func:`_variant_piece`).
+PATCH_MAX_SHARE = 0.6
+
+
+def _nearest_scored(seen: dict, raw: np.ndarray, grouping: Grouping):
+    """Of the outputs in ``seen`` (:func:`_variant_piece`), the one differing from ``raw`` (bits) in the fewest
+    elements (counted on every 16th) and where it differs: (the points of the groups holding a difference,
+    its piece, those groups' positions in ``grouping.ids``, a mask over every group id marking them); None
+    when ``seen`` is empty."""
+    nearest, fewest = None, None
+    for held in seen.values():
+        for piece, scores in held:
+            n = int(np.count_nonzero(scores[1][::16] != raw[::16]))
+            if fewest is None or n < fewest:
+                nearest, fewest = (piece, scores[1]), n
+    if nearest is None:
+        return None
+    changed = np.zeros(grouping.n_groups, dtype=bool)
+    changed[grouping.group[np.flatnonzero(nearest[1] != raw)]] = True
+    rows = np.flatnonzero(changed[grouping.ids])
+    return int(grouping.counts[rows].sum()), nearest[0], rows, changed
+
+
+def _patched_stats(piece: dict, part: dict, rows: np.ndarray, decisions: dict) -> dict:
+    """The ``stats.*`` arrays of ``piece`` with the groups at ``rows`` replaced by ``part``'s (those groups'
+    reduction, rows in the same order) and the decision counts ``decisions`` (every group's) written in."""
+    stats = {k: v for k, v in piece.items() if k.startswith("stats.")}
+    if any(not np.array_equal(stats[f"stats.{k}"], part[f"stats.{k}"]) for k in ("columns", "dtypes", "order")) \
+            or any(k.startswith("stats.text.") for k in part):  # (one reduction's columns: not met)
+        raise ValueError("_patched_stats: the two reductions' columns differ")
+    values = stats["stats.values"].copy()
+    values[rows] = part["stats.values"]
+    names = list(stats["stats.columns"])
+    for column, counts in decisions.items():
+        values[:, names.index(column)] = counts
+    held, new = stats["stats.hist"].astype(np.int64), part["stats.hist"].astype(np.int64)
+    held = held[:, ~np.isin(held[0], rows)]
+    new = np.stack([rows[new[0]], new[1], new[2]]) if new.shape[1] else new.reshape(3, 0)
+    both = np.concatenate([held, new], axis=1)
+    both = both[:, np.argsort(both[0], kind="stable")]  # (row, bin) order: each row's entries from one side
+    return {**stats, "stats.values": values, "stats.hist": packed_histogram(both)}
+
+
+def _points_index(piece: dict) -> np.ndarray:
+    """The flat indices of a piece's kept points."""
+    return piece["points.values"][:, list(piece["points.columns"]).index("index")].astype(np.int64)
 
 
 def _pair_piece(tensor: _Tensor, with_scores, without_scores) -> dict:

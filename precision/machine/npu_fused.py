@@ -27,8 +27,8 @@ values:
   match.
 
 Arrays of fewer than :data:`precision.machine.compiled.COMPILED_MIN_POINTS`
-elements keep to the numpy blocks; :func:`load` loads both passes (a run
-calls it before its workers fork).
+elements keep to the numpy blocks; :func:`load` loads the three passes (the tests
+check that a sweep calls them with the argument types it loads).
 """
 
 from __future__ import annotations
