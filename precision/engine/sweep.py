@@ -108,7 +108,7 @@ from precision.analysis.standards import settings_from_options, standards_table
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA
 from precision.analysis.groups import GroupStats, witness_fields
 from precision.analysis.paired import PairedStats
-from precision.analysis.scoring import CLASS_NAMES
+from precision.analysis.scoring import CLASS_NAMES, COMPILED_MIN_POINTS
 from precision.engine.study import Study, region_labels
 from precision.engine.points import study_preds_by_term
 from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
@@ -337,8 +337,14 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         # a task's machines run together in one worker: its operands, exact values and groups are built once
         siblings = machine_siblings(work)
         results_reused = results_computed = 0
+        loading = None  # this process's compiled passes (the tables' merges), loaded while the workers work
+        compiled = max((p.size for p in preds_by_term.values()), default=0) * len(study.targets) >= COMPILED_MIN_POINTS
         with _progress(len(todo), study.name) as bar:
             for g, results in executor.map_unordered(run_tasks, [[work[j] for j in group] for group in siblings]):
+                if loading is None and compiled:  # (every worker forked by now: none inherits them)
+                    loading = ThreadPoolExecutor(1)
+                    loading.submit(_load_compiled)
+                    loading.shutdown(wait=False)
                 for j, res in zip(siblings[g], results):
                     if work[j].chunk_file is None:
                         atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)
@@ -634,6 +640,12 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         writer.close()
     os.replace(points_tmp, out / "points.parquet")
     return sorted(unsupported), fallback
+
+
+def _load_compiled() -> None:
+    """Load the compiled passes into this process (numba: about half a second)."""
+    from precision.analysis import fused
+    fused.load()
 
 
 def _write_raw(out: Path, stats: GroupStats) -> None:
