@@ -283,6 +283,26 @@ per_point = "worst"
     assert {k.py_func.__name__: len(k.signatures) for k in kernels} == loaded
 
 
+def _two_variant_study(name: str, values: str, profile: str, machine: str) -> str:
+    """A study of naive and kernel on listed fp16 preds (``values``: the TOML list's items), one selector pair,
+    one alpha and gamma, one profile and machine."""
+    return f"""
+name = "{name}"
+[pred]
+kind = "list"
+format = "fp16"
+values = [{values}]
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [2.0]
+profiles = ["{profile}"]
+[run]
+variants = ["naive", "kernel"]
+machines = ["{machine}"]
+"""
+
+
 def test_a_run_loads_no_compiled_pass_before_its_workers_fork(tmp_path):
     """The workers load the compiled passes themselves: the run's process has loaded none when it hands out
     the first work (a worker that inherits a loaded pass can run it ten times slower, benchmarks/fork.py), and
@@ -308,21 +328,7 @@ study = parse_study(open({str(tmp_path / "big.toml")!r}).read().replace("VALUES"
 result = sweep.run_study(study, {str(tmp_path / "out")!r}, cache_dir={str(tmp_path / "cache")!r}, workers=2)
 print(handed, result.points)
 """
-    (tmp_path / "big.toml").write_text("""
-name = "big"
-[pred]
-kind = "list"
-format = "fp16"
-values = [VALUES]
-[points]
-target = [0, 1]
-alpha = [0.25]
-gamma = [2.0]
-profiles = ["fp32"]
-[run]
-variants = ["naive", "kernel"]
-machines = ["npu"]
-""")
+    (tmp_path / "big.toml").write_text(_two_variant_study("big", "VALUES", "fp32", "npu"))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     handed, points = done.stdout.strip().splitlines()[-1].rsplit(" ", 1)
@@ -343,20 +349,6 @@ study = parse_study(open({str(tmp_path / "small.toml")!r}).read(), "small.toml")
 run_study(study, {str(tmp_path / "out")!r}, cache_dir={str(tmp_path / "cache")!r}, workers=1)
 print("numba" in sys.modules)
 """
-    (tmp_path / "small.toml").write_text("""
-name = "small"
-[pred]
-kind = "list"
-format = "fp16"
-values = ["-1.0", "0.0", "0x1.4p+0"]
-[points]
-target = [0, 1]
-alpha = [0.25]
-gamma = [2.0]
-profiles = ["fp16"]
-[run]
-variants = ["naive", "kernel"]
-machines = ["ieee"]
-""")
+    (tmp_path / "small.toml").write_text(_two_variant_study("small", '"-1.0", "0.0", "0x1.4p+0"', "fp16", "ieee"))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "False"
