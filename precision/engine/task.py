@@ -55,8 +55,9 @@ from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer, error_bits
 from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile
 
-__all__ = ["Task", "TaskResult", "run_task", "run_tasks", "machine_siblings", "share_terms", "task_terms", "exact_input", "PRED_BIN_EDGES",
-           "variant_digest", "shared_digest", "task_digest", "source_digest", "module_closure"]
+__all__ = ["Task", "TaskResult", "run_task", "run_tasks", "machine_siblings", "share_terms", "task_terms",
+           "exact_input", "PRED_BIN_EDGES", "variant_digest", "shared_digest", "task_digest", "source_digest",
+           "module_closure"]
 
 #: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
 PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])

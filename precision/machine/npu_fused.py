@@ -13,9 +13,9 @@ exp proxy:
   applies to the INTRINSIC Power's results.
 
 Each pass computes exactly what :func:`precision.machine.npu._power_c_block`
-and :func:`precision.machine.npu._pow_special_cases` compute, bit for bit, and the tests check it on every kind of fp32 operand
-(subnormal, zero, inf, NaN, negative, near 1) with both ``subnormal_fix``
-values:
+and :func:`precision.machine.npu._pow_special_cases` compute, bit for bit,
+and the tests check it on every kind of fp32 operand (subnormal, zero, inf,
+NaN, negative, near 1) with both ``subnormal_fix`` values:
 
 * float32 operations stay float32 (every constant is a float32; numba would
   widen a Python float), each one IEEE-rounded, none contracted into an fma;
@@ -39,9 +39,9 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from precision.machine.npu_constants import (POW_EXP_OVERFLOW, POW_EXP_UNDERFLOW, POW_EXPONENT_MASK, POW_FLT_MIN,
-                                   POW_LN2_HI, POW_LN2_LO, POW_LOG_POLY, POW_NAN_BITS, POW_SQRT_HALF_BITS, POW_SUBNORMAL_SCALE,
-                                   POW_SUBNORMAL_SHIFT)
+from precision.machine.npu_constants import (
+    POW_EXP_OVERFLOW, POW_EXP_UNDERFLOW, POW_EXPONENT_MASK, POW_FLT_MIN, POW_LN2_HI, POW_LN2_LO, POW_LOG_POLY,
+    POW_NAN_BITS, POW_SQRT_HALF_BITS, POW_SUBNORMAL_SCALE, POW_SUBNORMAL_SHIFT)
 
 __all__ = ["power_c_terms", "power_c_finish", "pow_special_cases", "load"]
 
