@@ -46,17 +46,17 @@ import numba
 import numpy as np
 
 from precision.analysis.histograms import HIST_BINS, HIST_MIN_EXP, HIST_SUBBINS
+from precision.machine.compiled import frozen as _frozen
 
 __all__ = ["COUNTS", "SUMS", "MAXIMA", "PAIR_COUNTS", "score_points", "reduce_error_groups", "top_k_groups",
            "compare_groups", "merge_histogram", "load"]
 
 
-def _frozen(a, dtype=None) -> np.ndarray:
-    """``a`` as a C-contiguous read-only array (a view when it is one already): every pass takes its inputs in
-    this one form, so each is compiled once per dtype (numba tells read-only arrays from writable ones)."""
-    view = np.ascontiguousarray(a, dtype=dtype).view()
-    view.flags.writeable = False
-    return view
+def _index_points(order, starts, sizes, n: int) -> bool:
+    """The groups (``order``, ``starts``, ``sizes``) index points 0 .. n-1 (some or all of them) and fit in
+    ``order``: what the passes, which index unchecked, need."""
+    return order.size <= n and (not order.size or (0 <= int(order.min()) and int(order.max()) < n)) and \
+        (not starts.size or int((starts + sizes).max()) <= order.size)
 
 
 _NAN_ORDINAL = np.iinfo(np.int64).min  # (precision.exact.formats.NAN_ORDINAL)
@@ -282,8 +282,7 @@ def reduce_error_groups(order, starts, sizes, err_ulp, err_bits, classes, log2_e
     # (the pass indexes its tables by these, unchecked)
     if n and not (0 <= int(classes.min()) and int(classes.max()) <= 4):
         raise ValueError("reduce_error_groups: a class code outside 0 .. 4")
-    if order.size > n or (order.size and not (0 <= int(order.min()) and int(order.max()) < n)) or \
-            (starts.size and int((starts + sizes).max()) > order.size):
+    if not _index_points(order, starts, sizes, n):
         raise ValueError("reduce_error_groups: the groups do not index the points")
     decisions = (_frozen(np.zeros((0, n), dtype=np.bool_)) if decisions is None
                  else _frozen(decisions, dtype=np.bool_).reshape(-1, n))
@@ -343,8 +342,7 @@ def top_k_groups(order, starts, sizes, values, k: int) -> np.ndarray:
     starts = _frozen(np.asarray(starts, dtype=np.int64)[:sizes.size])
     order = _frozen(order, dtype=np.int64)
     values = _frozen(values, dtype=np.float64).ravel()
-    if order.size > values.size or (order.size and not (0 <= int(order.min()) and int(order.max()) < values.size)) \
-            or (starts.size and int((starts + sizes).max()) > order.size):
+    if not _index_points(order, starts, sizes, values.size):
         raise ValueError("top_k_groups: the groups do not index the values")
     if k < 1:
         return np.empty(0, dtype=np.int64)
@@ -460,8 +458,7 @@ def compare_groups(order, starts, sizes, changed, err_with, cls_with, err_withou
     arrays = [_frozen(a, dtype=t).ravel() for a, t in (
         (changed, np.bool_), (err_with, np.float64), (cls_with, np.int8), (err_without, np.float64),
         (cls_without, np.int8), (bits_with, np.float64), (bits_without, np.float64))]
-    if any(a.size != order.size for a in arrays) or \
-            (order.size and not (0 <= int(order.min()) and int(order.max()) < order.size)):
+    if any(a.size != order.size for a in arrays) or not _index_points(order, starts, sizes, order.size):
         raise ValueError("compare_groups: the groups do not index the points")
     return _compare(order, starts, sizes, *arrays, float(garbage_ulp), int(res), int(half_range), int(n_bins))
 

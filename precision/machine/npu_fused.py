@@ -39,6 +39,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from precision.machine.compiled import frozen
 from precision.machine.npu_constants import (
     POW_EXP_OVERFLOW, POW_EXP_UNDERFLOW, POW_EXPONENT_MASK, POW_FLT_MIN, POW_LN2_HI, POW_LN2_LO, POW_LOG_POLY,
     POW_NAN_BITS, POW_SQRT_HALF_BITS, POW_SUBNORMAL_SCALE, POW_SUBNORMAL_SHIFT)
@@ -166,9 +167,7 @@ def _special_cases(a, b, res):
 
 def _flat(a) -> np.ndarray:
     """``a`` as a 1-D C-contiguous read-only float32 array (the one form each pass is compiled for)."""
-    view = np.ascontiguousarray(a, dtype=np.float32).reshape(-1).view()
-    view.flags.writeable = False
-    return view
+    return frozen(a, np.float32).reshape(-1)
 
 
 def power_c_terms(a, b, subnormal_fix: bool) -> tuple[np.ndarray, np.ndarray]:
