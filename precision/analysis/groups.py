@@ -51,6 +51,11 @@ def witness_fields(columns, prefix: str, inputs_only: bool = False) -> list:
 # Groups of points
 # ---------------------------------------------------------------------------
 
+def _offsets(counts) -> np.ndarray:
+    """The offset of each of consecutive runs of ``counts`` elements (int64; [0] for no run)."""
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
 class Grouping:
     """Points sorted by group id once, shared by every reduction over the same points.
 
@@ -79,7 +84,7 @@ class Grouping:
         self.ids = np.flatnonzero(counts)
         self.counts = counts[self.ids]
         self.perm = np.argsort(self.group, kind="stable")
-        self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
+        self.starts = _offsets(self.counts)
 
     def restricted(self, rows) -> "Grouping":
         """The groups at positions ``rows`` (ascending) of :attr:`ids` alone, their points as here: what the
@@ -92,7 +97,7 @@ class Grouping:
         sub.ids, sub.counts = self.ids[rows], self.counts[rows]
         sub.perm = (np.concatenate([self.perm[s:s + c] for s, c in zip(self.starts[rows], sub.counts)])
                     if rows.size else np.empty(0, dtype=self.perm.dtype))
-        sub.starts = np.concatenate([[0], np.cumsum(sub.counts)[:-1]]).astype(np.int64)
+        sub.starts = _offsets(sub.counts)
         return sub
 
     def sum(self, values) -> np.ndarray:

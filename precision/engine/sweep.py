@@ -86,6 +86,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -337,14 +338,13 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         # a task's machines run together in one worker: its operands, exact values and groups are built once
         siblings = machine_siblings(work)
         results_reused = results_computed = 0
-        loading = None  # this process's compiled passes (the tables' merges), loaded while the workers work
-        compiled = max((p.size for p in preds_by_term.values()), default=0) * len(study.targets) >= COMPILED_MIN_POINTS
+        # this process's compiled passes (the tables' merges) load while the workers work
+        load = max((p.size for p in preds_by_term.values()), default=0) * len(study.targets) >= COMPILED_MIN_POINTS
         with _progress(len(todo), study.name) as bar:
             for g, results in executor.map_unordered(run_tasks, [[work[j] for j in group] for group in siblings]):
-                if loading is None and compiled:  # (every worker forked by now: none inherits them)
-                    loading = ThreadPoolExecutor(1)
-                    loading.submit(_load_compiled)
-                    loading.shutdown(wait=False)
+                if load:  # (at the first result every worker has forked: none inherits them)
+                    threading.Thread(target=_load_compiled, name="load compiled passes").start()
+                    load = False
                 for j, res in zip(siblings[g], results):
                     if work[j].chunk_file is None:
                         atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)

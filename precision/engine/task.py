@@ -40,6 +40,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -432,11 +433,7 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     same = next((s for s in seen.get(checksum, ()) if np.array_equal(s[1][1], raw)), None)
     if same is not None:  # the same outputs: the same statistics, but this variant's own decision counts
         piece, scores = same
-        counts = grouping.tally(fired)
-        values = piece["stats.values"].copy()
-        names = list(piece["stats.columns"])
-        for column in fired:
-            values[:, names.index(column)] = counts[column]
+        values = _with_decisions(piece, piece["stats.values"].copy(), grouping.tally(fired))
         return {**piece, "stats.values": values}, scores
     err, bits, cls = tensor.scorer.score(computed)
     c64 = computed.astype(np.float64)
@@ -444,15 +441,15 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     # rows are those outputs' (a group's figures depend on its points only, its decision counts aside): most
     # variants of a task differ from another in a few regions
     near = _nearest_scored(seen, raw, grouping) if err.size >= COMPILED_MIN_POINTS else None
-    if near is not None and near[0] > PATCH_MAX_SHARE * err.size:
+    if near is not None and near.points > PATCH_MAX_SHARE * err.size:
         near = None
-    reduced = grouping if near is None else grouping.restricted(near[2])
+    reduced = grouping if near is None else grouping.restricted(near.rows)
     stats = GroupStats.reduce_to_arrays(reduced, err, bits, cls, "stats", counts=fired,
                                         witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]},
                                         acceptance=(c64, tensor.exact[0] if task.golden == "exact"
                                                     else tensor.rounded.astype(np.float64), fmt))
     if near is not None:
-        stats = _patched_stats(near[1], stats, near[2], grouping.tally(fired))
+        stats = _patched_stats(near.piece, stats, near.rows, grouping.tally(fired))
     per_point = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T)
     per_pred = per_point[:, 0].copy()
     for j in range(1, tensor.T):  # (a max over the short axis 1 costs ten times more)
@@ -461,8 +458,8 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     with np.errstate(over="ignore"):
         pred_max[tensor.bin_ids] = np.maximum.reduceat(per_pred[tensor.bin_order], tensor.bin_starts)
     if near is not None and task.per_point == "worst":  # the nearest outputs' worst points where nothing changed
-        held = _points_index(near[1])
-        idx = np.union1d(held[~near[3][grouping.group[held]]], reduced.top_k(err, WORST_PER_GROUP))
+        held = _points_index(near.piece)
+        idx = np.union1d(held[~near.changed[grouping.group[held]]], reduced.top_k(err, WORST_PER_GROUP))
     else:
         idx = _kept_points(task.per_point, err, bits, grouping)
     points = {"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
@@ -481,11 +478,18 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
 PATCH_MAX_SHARE = 0.6
 
 
-def _nearest_scored(seen: dict, raw: np.ndarray, grouping: Grouping):
+class _Nearest(NamedTuple):
+    """An output already scored and where another differs from it."""
+
+    points: int  # the points of the groups holding a difference
+    piece: dict  # its piece
+    rows: np.ndarray  # those groups' positions in the grouping's ids
+    changed: np.ndarray  # bool over every group id: those groups
+
+
+def _nearest_scored(seen: dict, raw: np.ndarray, grouping: Grouping) -> "_Nearest | None":
     """Of the outputs in ``seen`` (:func:`_variant_piece`), the one differing from ``raw`` (bits) in the fewest
-    elements (counted on every 16th) and where it differs: (the points of the groups holding a difference,
-    its piece, those groups' positions in ``grouping.ids``, a mask over every group id marking them); None
-    when ``seen`` is empty."""
+    elements (counted on every 16th), and where it differs; None when ``seen`` is empty."""
     nearest, fewest = None, None
     for held in seen.values():
         for piece, scores in held:
@@ -497,7 +501,7 @@ def _nearest_scored(seen: dict, raw: np.ndarray, grouping: Grouping):
     changed = np.zeros(grouping.n_groups, dtype=bool)
     changed[grouping.group[np.flatnonzero(nearest[1] != raw)]] = True
     rows = np.flatnonzero(changed[grouping.ids])
-    return int(grouping.counts[rows].sum()), nearest[0], rows, changed
+    return _Nearest(int(grouping.counts[rows].sum()), nearest[0], rows, changed)
 
 
 def _patched_stats(piece: dict, part: dict, rows: np.ndarray, decisions: dict) -> dict:
@@ -509,15 +513,22 @@ def _patched_stats(piece: dict, part: dict, rows: np.ndarray, decisions: dict) -
         raise ValueError("_patched_stats: the two reductions' columns differ")
     values = stats["stats.values"].copy()
     values[rows] = part["stats.values"]
-    names = list(stats["stats.columns"])
-    for column, counts in decisions.items():
-        values[:, names.index(column)] = counts
+    values = _with_decisions(stats, values, decisions)
     held, new = stats["stats.hist"].astype(np.int64), part["stats.hist"].astype(np.int64)
     held = held[:, ~np.isin(held[0], rows)]
     new = np.stack([rows[new[0]], new[1], new[2]]) if new.shape[1] else new.reshape(3, 0)
     both = np.concatenate([held, new], axis=1)
     both = both[:, np.argsort(both[0], kind="stable")]  # (row, bin) order: each row's entries from one side
     return {**stats, "stats.values": values, "stats.hist": packed_histogram(both)}
+
+
+def _with_decisions(piece: dict, values: np.ndarray, decisions: dict) -> np.ndarray:
+    """``values`` (rows of ``piece``'s ``stats.*`` columns; written in place) with the decision counts
+    ``decisions`` (name -> one count per group) written in."""
+    names = list(piece["stats.columns"])
+    for column, counts in decisions.items():
+        values[:, names.index(column)] = counts
+    return values
 
 
 def _points_index(piece: dict) -> np.ndarray:

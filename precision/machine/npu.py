@@ -312,9 +312,13 @@ def _pow_special_cases(a, b, res, nan_bits: int, uint_dtype):
     """
     if res.dtype == np.float32 and res.size >= COMPILED_MIN_POINTS and nan_bits == POW_NAN_BITS["fp32"]:
         from precision.machine.npu_fused import pow_special_cases  # (numba, imported when first needed)
-        out = np.array(res, order="C", copy=not (res.flags.writeable and res.flags.c_contiguous))
-        return pow_special_cases(a, b, out.reshape(-1)).reshape(res.shape)
+        return pow_special_cases(a, b, _writable(res).reshape(-1)).reshape(res.shape)
     return _pow_special_cases_reference(a, b, res, nan_bits, uint_dtype)
+
+
+def _writable(res) -> np.ndarray:
+    """``res`` itself when it is writeable and C-contiguous, else a C-contiguous copy (to update in place)."""
+    return np.array(res, order="C", copy=not (res.flags.writeable and res.flags.c_contiguous))
 
 
 def _pow_special_cases_reference(a, b, res, nan_bits: int, uint_dtype):
@@ -325,7 +329,7 @@ def _pow_special_cases_reference(a, b, res, nan_bits: int, uint_dtype):
         plain &= (b != zero) & (b == b)
     if plain.all():
         return res
-    res = np.array(res, order="C", copy=not (res.flags.writeable and res.flags.c_contiguous))
+    res = _writable(res)
     idx = np.flatnonzero(~plain)
     a_sub = np.reshape(a, -1)[idx]
     b_sub = np.broadcast_to(b, res.shape).reshape(-1)[idx] if np.size(b) != 1 else np.reshape(b, ())

@@ -659,7 +659,18 @@ def _differs(a, b) -> np.ndarray:
     return ~((a == b) | (np.isnan(a) & np.isnan(b)))
 
 
-#: The last few truncated re-stores of G8's count: (machine, the grad's bits, the re-store).
+def _recall(memo: list, matches, compute, keep: int, key):
+    """A recent result: the value of the first entry of ``memo`` (``(key, value)`` pairs, newest first) whose key
+    ``matches``, else ``compute()``, entered under ``key`` (at most ``keep`` entries are kept)."""
+    for held, value in memo:
+        if matches(held):
+            return value
+    value = compute()
+    memo[:] = [(key, value), *memo[:keep - 1]]
+    return value
+
+
+#: The last few truncated re-stores of G8's count, by (machine, the grad's bits).
 _TRUNCATED: list = []
 
 
@@ -668,29 +679,25 @@ def _truncated_store(grad: np.ndarray, machine) -> np.ndarray:
     next variant with the same grad bit for bit: the variants of one evaluation that differ only downstream
     of grad (most of the kernel family, on most tasks) each ask for it."""
     bits = grad.view(f"u{grad.dtype.itemsize}")
-    for on, held, truncated in _TRUNCATED:
-        if on == machine and held.dtype == bits.dtype and np.array_equal(held, bits):
-            return truncated
-    truncated = store_output(resolve_machine(machine), grad, np.float16, RTZ)
-    _TRUNCATED[:] = [(machine, bits.copy(), truncated), *_TRUNCATED[:3]]
-    return truncated
+    return _recall(_TRUNCATED, lambda held: held[0] == machine and held[1].dtype == bits.dtype
+                   and np.array_equal(held[1], bits),
+                   lambda: store_output(resolve_machine(machine), grad, np.float16, RTZ), 4, (machine, bits.copy()))
 
 
-#: The last decision masks computed, with the kept step objects each came from (held, so compared by
-#: identity): the variants of one evaluation share most steps (on a task of fp16_exhaustive, 5 distinct
+#: The last decision masks computed, by their name and the kept step objects each came from (held, so compared
+#: by identity): the variants of one evaluation share most steps (on a task of fp16_exhaustive, 5 distinct
 #: (pF, p, qF, q) among 19 kernel-family variants), and so their masks.
 _DECISIONS: list = []
 
 
 def _decision(name: str, steps: tuple, compute) -> np.ndarray:
     """The mask ``name`` computed from these very ``steps`` objects by an earlier call, else ``compute()``."""
-    for held_name, held, mask in _DECISIONS:
-        if held_name == name and len(held) == len(steps) and all(a is b for a, b in zip(held, steps)):
-            return mask
-    mask = compute()
-    mask.flags.writeable = False  # (shared by every variant with those steps)
-    _DECISIONS[:] = [(name, steps, mask), *_DECISIONS[:15]]
-    return mask
+    def computed():
+        mask = compute()
+        mask.flags.writeable = False  # (shared by every variant with those steps)
+        return mask
+    return _recall(_DECISIONS, lambda held: held[0] == name and len(held[1]) == len(steps)
+                   and all(a is b for a, b in zip(held[1], steps)), computed, 16, (name, steps))
 
 
 def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
