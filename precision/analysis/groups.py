@@ -56,6 +56,10 @@ def _offsets(counts) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
+#: Masks whose counts a :class:`Grouping` keeps (:meth:`Grouping.count`).
+_COUNTS_KEPT = 64
+
+
 class Grouping:
     """Points sorted by group id once, shared by every reduction over the same points.
 
@@ -85,6 +89,7 @@ class Grouping:
         self.counts = counts[self.ids]
         self.perm = np.argsort(self.group, kind="stable")
         self.starts = _offsets(self.counts)
+        self._counted = {}  # recent counts of read-only masks (count)
 
     def restricted(self, rows) -> "Grouping":
         """The groups at positions ``rows`` (ascending) of :attr:`ids` alone, their points as here: what the
@@ -98,6 +103,7 @@ class Grouping:
         sub.perm = (np.concatenate([self.perm[s:s + c] for s, c in zip(self.starts[rows], sub.counts)])
                     if rows.size else np.empty(0, dtype=self.perm.dtype))
         sub.starts = _offsets(sub.counts)
+        sub._counted = {}
         return sub
 
     def sum(self, values) -> np.ndarray:
@@ -105,11 +111,30 @@ class Grouping:
         return np.bincount(self.group, np.asarray(values, dtype=np.float64).ravel(), self.n_groups)[self.ids]
 
     def count(self, mask) -> np.ndarray:
-        """Per nonempty group: how many points have ``mask`` true (int64)."""
+        """Per nonempty group: how many points have ``mask`` true (int64).
+
+        The counts of a read-only mask (a view of an array that is not
+        writeable, held meanwhile) are kept for its next count: the variants
+        of a task share most of their decision masks."""
         mask = np.asarray(mask, dtype=bool).ravel()
+        root = mask
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        key = None
+        if not root.flags.writeable:
+            key = (id(root), mask.__array_interface__["data"][0], mask.shape, mask.strides)
+            held = self._counted.get(key)
+            if held is not None:
+                return held[1].copy()
         if not mask.any():  # (most decision masks): no gather
-            return np.zeros(self.ids.size, dtype=np.int64)
-        return self.count_grouped(mask[self.perm])
+            counts = np.zeros(self.ids.size, dtype=np.int64)
+        else:
+            counts = self.count_grouped(mask[self.perm])
+        if key is not None:
+            self._counted[key] = (root, counts.copy())  # (held: its id names it while kept)
+            if len(self._counted) > _COUNTS_KEPT:
+                del self._counted[next(iter(self._counted))]
+        return counts
 
     def tally(self, masks: dict, codes: dict | None = None) -> dict:
         """Several counts per nonempty group: :meth:`count` of each mask.

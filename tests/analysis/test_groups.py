@@ -145,6 +145,28 @@ def test_tally_counts_each_mask_and_code_per_group(n, n_groups):
         np.testing.assert_array_equal(out[name], count(codes == value))
 
 
+def test_counts_of_a_read_only_mask_are_kept_and_of_a_writable_one_recounted():
+    """A read-only mask's counts are kept for its next count (the same array, the same view); a writable mask,
+    another view of the same array and another read-only array are counted afresh."""
+    group = np.array([0, 1, 1, 2, 2, 2, 0, 1])
+    grouping = Grouping(group, 3)
+    whole = np.array([True, False, True, True, False, True, False, False,
+                      False, True, True, False, False, False, True, True])
+    whole.flags.writeable = False
+    first, second = whole[:8], whole[8:]
+    assert grouping.count(first).tolist() == [1, 1, 2]
+    assert grouping.count(second).tolist() == [1, 3, 0]  # another view of the same array: its own counts
+    kept = grouping.count(first)
+    assert kept.tolist() == [1, 1, 2]
+    kept[:] = 99  # (a caller's copy: the kept counts are not handed out)
+    assert grouping.count(first).tolist() == [1, 1, 2]
+    writable = first.copy()
+    assert grouping.count(writable).tolist() == [1, 1, 2]
+    writable[:] = True  # a writable mask may change between counts: counted afresh
+    assert grouping.count(writable).tolist() == [2, 3, 3]
+    assert grouping.count(np.broadcast_to(whole[8:], (8,))).tolist() == [1, 3, 0]  # a view of a view
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_argmax_is_each_groups_max_at_its_first_point(seed):
     """NaN counts as -inf; ties go to the first point in element order; a group of NaN gives -inf at its first."""

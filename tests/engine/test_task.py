@@ -233,6 +233,18 @@ def test_decision_masks_compare_values_and_are_reused_only_for_the_same_steps():
     assert not first.flags.writeable
 
 
+def test_g6_fires_everywhere_through_one_read_only_mask_per_size():
+    """G6's mask (it acts at every element) is one read-only array for the variants of a size, so its counts
+    are kept (Grouping.count); another size has its own."""
+    import importlib
+    kernel = importlib.import_module("precision.sigmoid_focal_loss_grad.implementations.kernel")
+    a = kernel._everywhere(5)
+    assert a.tolist() == [True] * 5 and not a.flags.writeable
+    assert kernel._everywhere(5) is a
+    b = kernel._everywhere(7)
+    assert b.size == 7 and b is not a and kernel._everywhere(7) is b
+
+
 def test_every_fired_count_reaches_the_group_table(tmp_path):
     """groups_raw.parquet carries fired_g1..fired_g8; naive fires nothing, naive+G1 fires on the x < 0 points."""
     _, out = _run(tmp_path, "f", use_cache=False)

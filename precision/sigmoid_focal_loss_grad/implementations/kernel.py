@@ -700,6 +700,20 @@ def _decision(name: str, steps: tuple, compute) -> np.ndarray:
                    and all(a is b for a, b in zip(held[1], steps)), computed, 16, (name, steps))
 
 
+#: The last all-true masks, by size.
+_EVERYWHERE: list = []
+
+
+def _everywhere(size: int) -> np.ndarray:
+    """A read-only mask true at all ``size`` elements, the same array for the next variant (whose counts are
+    then kept, :meth:`precision.analysis.groups.Grouping.count`)."""
+    def made():
+        mask = np.ones(size, dtype=bool)
+        mask.flags.writeable = False
+        return mask
+    return _recall(_EVERYWHERE, lambda held: held == size, made, 2, size)
+
+
 def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
     """Per guard, the elements where it acted: ``{fired_gi: bool [size]}``.
 
@@ -731,7 +745,7 @@ def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
             if g in guards and step in v:
                 out[FIRED_COLUMNS[g]] = decided(g, (step,), lambda: v[step] == 1)
         if "G6" in guards and prepare_host_scalars(alpha, 2.0, "none", 1).oma == 1:
-            out["fired_g6"] = np.ones(size, dtype=bool)
+            out["fired_g6"] = _everywhere(size)
         if "G8" in guards and {"grad", "out"} <= set(v) and v["out"].dtype == np.float16 \
                 and v["grad"].dtype != np.float16:
             out["fired_g8"] = decided(f"g8 {machine}", ("out", "grad"),
