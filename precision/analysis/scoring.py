@@ -54,7 +54,7 @@ from precision.machine.compiled import COMPILED_MIN_POINTS  # (re-exported: the 
 
 __all__ = [
     "CLASS_OK", "CLASS_NAN", "CLASS_INF", "CLASS_WRONG_SIGN", "CLASS_LOST_INF", "CLASS_NAMES",
-    "SPECIAL_CLASSES", "ulp_error", "bits_error", "error_bits", "classify", "Scorer", "blank_missing",
+    "SPECIAL_CLASSES", "ulp_error", "bits_error", "error_bits", "error_bits_of_worst", "classify", "Scorer", "blank_missing",
     "assert_max_ulp", "COMPILED_MIN_POINTS",
 ]
 
@@ -147,9 +147,15 @@ def _bits_error(ordinal_computed, ordinal_rounded, fmt) -> np.ndarray:
 
 
 def error_bits(err_ulp) -> np.ndarray:
-    """``log2(1 + ulp error)``: the error as bits, the unit of paired comparisons (inf stays inf)."""
+    """``log2(1 + ulp error)``: the error as bits, the unit of paired comparisons (inf stays inf, NaN counts as
+    inf)."""
     err = np.asarray(err_ulp, dtype=np.float64)
-    return np.log2(1.0 + np.where(np.isnan(err), np.inf, err))
+    return error_bits_of_worst(np.where(np.isnan(err), np.inf, err))
+
+
+def error_bits_of_worst(worst) -> np.ndarray:
+    """:func:`error_bits` of ulp errors whose NaN are already inf (a caller that holds them so)."""
+    return np.log2(1.0 + np.asarray(worst, dtype=np.float64))
 
 
 class Scorer:
@@ -188,10 +194,11 @@ class Scorer:
     def classify(self, computed) -> np.ndarray:
         return classify(computed, self.r64)
 
-    def score(self, computed) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def score(self, computed, computed_f64=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ulp error, bits of error, class) of each computed value: :meth:`score_reference` in one compiled pass
         (:func:`precision.analysis.fused.score_points`) and the bits' log2, equal to it bit for bit (from
-        :data:`COMPILED_MIN_POINTS` points)."""
+        :data:`COMPILED_MIN_POINTS` points); ``computed_f64``: the computed values as float64, when the caller
+        holds them."""
         c = np.asarray(computed, dtype=self.fmt.dtype)
         shape = np.broadcast_shapes(c.shape, self.hi.shape)
         if int(np.prod(shape)) < COMPILED_MIN_POINTS:
@@ -200,7 +207,8 @@ class Scorer:
         flat = [np.ascontiguousarray(np.broadcast_to(a, shape)).ravel()
                 for a in (c, self.hi, self.lo, self.ulp, self.r64, self.r_ordinal)]
         c = flat[0]
-        err, distance, nan_pair, cls = score_points(c.astype(np.float64), c.view(self.fmt.uint_dtype), *flat[1:],
+        c64 = c.astype(np.float64) if computed_f64 is None else np.asarray(computed_f64, dtype=np.float64).ravel()
+        err, distance, nan_pair, cls = score_points(c64, c.view(self.fmt.uint_dtype), *flat[1:],
                                                     self.fmt.width)
         bits = np.log2(distance, out=distance)
         np.minimum(bits, float(self.fmt.width), out=bits)

@@ -14,12 +14,12 @@ import multiprocessing
 import os
 import signal
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 
 from precision.errors import ParameterError
 from precision.io.files import remove_pending
 
-__all__ = ["InlineExecutor", "LocalExecutor", "DaskExecutor", "make_executor"]
+__all__ = ["InlineExecutor", "LocalExecutor", "DaskExecutor", "make_executor", "fork_aside"]
 
 
 class InlineExecutor:
@@ -130,6 +130,17 @@ class DaskExecutor:
         if self._cluster is not None:
             with contextlib.suppress(OSError, RuntimeError):
                 self._cluster.close()
+
+
+def fork_aside(function, *args) -> Future:
+    """Run ``function(*args)`` in a process of its own, forked from this one now (the workers' signal handling);
+    its future.  For a job that overlaps this process's own work on a machine with a core to spare."""
+    pool = ProcessPoolExecutor(max_workers=1, initializer=_worker_signals,
+                               mp_context=multiprocessing.get_context("fork"))
+    try:
+        return pool.submit(function, *args)
+    finally:
+        pool.shutdown(wait=False)  # (the process ends once its one job is done)
 
 
 def make_executor(scheduler: str | None = None, workers: int | None = None):

@@ -88,7 +88,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +100,7 @@ from tqdm import tqdm
 
 from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
 from precision.errors import PrecisionError
-from precision.engine.executor import InlineExecutor, make_executor
+from precision.engine.executor import InlineExecutor, LocalExecutor, fork_aside, make_executor
 from precision.engine.operators import get_operator, input_keys, term_chunk
 from precision.io.files import atomic_open
 from precision.exact.formats import get_format, round_to_format
@@ -112,7 +112,7 @@ from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import CLASS_NAMES, COMPILED_MIN_POINTS
 from precision.engine.study import Study, region_labels
 from precision.engine.points import study_preds_by_term
-from precision.io.frames import frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
+from precision.io.frames import columns_from_arrays, frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, machine_siblings, run_task,
                                    run_tasks, share_terms, source_digest, task_digest, variant_digest)
 from precision.io.frames import write_csv
@@ -359,7 +359,9 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         # so a failed write (full disk, read-only folder) leaves no partial set of tables behind
         staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
         try:
-            unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons)
+            # with a local pool's cores, the comparisons and kept points are written by a process of their own
+            aside = fork_aside if local and isinstance(executor, LocalExecutor) and executor.workers > 1 else None
+            unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons, aside)
             if study.attribution is not None:  # reads staging/points.parquet
                 write_attribution(staging, study, preds_by_term=preds_by_term, executor=executor)
             for tables in staged:
@@ -568,78 +570,149 @@ def load_paired(run_dir) -> PairedStats:
 POINTS_BATCH_ROWS = 1 << 20
 
 
-def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> tuple[list, int]:
-    """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks)."""
+def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
+                   aside=None) -> tuple[list, int]:
+    """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks).
+
+    The comparisons' tables and the kept points (:func:`_write_paired_and_points`) are written by ``aside``
+    (a function that runs a call and returns its future: :func:`precision.engine.executor.fork_aside`, in a
+    process of its own) while this process writes the groups' tables; by this process after them without it.
+    """
     region_names = study.regions
     band_names = get_operator(study.operator).band_labels(study.bracket_edges)  # ["all"] without bands
     bands = len(band_names) > 1
-    stats_parts, paired_parts = [], []
+    stats_parts = []
     unsupported = set()
     predbins = {}
     fallback = 0
-    points_tmp = out / "points.parquet.tmp"
-    writer, batch = None, []  # the kept points, written in batches of POINTS_BATCH_ROWS rows
     names = np.asarray(variants, dtype=object)
     for ti, task in enumerate(tasks):
         arrays = _read_task(task, chunk_dir)
         fallback += int(arrays["fallback"])
-        fmt = task.profile.pred
         # numbers only here (the task's index, its group ids): the key columns are decoded once, below
         stats_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("stats.")}))
-        if arrays["paired.values"].shape[0]:
-            paired_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("paired.")}))
         for vi in arrays["unsupported"].tolist():
             unsupported.add((variants[vi], task.profile.name))
-        pts = frame_from_arrays(arrays, "points")
-        if len(pts):
-            idx = pts["index"].to_numpy(np.int64)
-            T = len(task.targets)
-            frame = pd.DataFrame({
-                "pred": task.preds[idx // T], "target": np.asarray(task.targets)[idx % T],
-                **task.attribute_values,
-                "weight": np.nan if task.weight is None else exact_input(task.weight, task.profile.weight),
-                "dout": exact_input(task.dout, task.profile.dout),
-                "count": task.count if task.reduction == "mean" else 1,
-                "variant": pd.Categorical(names[pts["variant"].to_numpy(np.int64)], categories=variants),
-                "machine": task.machine, "format": fmt, "profile": task.profile.name,
-                "computed": pts["computed"].to_numpy(), "exact": pts["exact_hi"].to_numpy(),
-                "exact_lo": pts["exact_lo"].to_numpy(), "rounded": pts["rounded"].to_numpy(),
-                "err_ulp": pts["err_ulp"].to_numpy(), "err_bits": pts["err_bits"].to_numpy(),
-                "class": pd.Categorical(np.asarray(list(CLASS_NAMES.values()), dtype=object)[
-                    pts["class"].to_numpy(np.int64)], categories=list(CLASS_NAMES.values()))})
-            batch.append(frame)
-            if sum(map(len, batch)) >= POINTS_BATCH_ROWS:
-                writer = _append_parquet(writer, points_tmp, pd.concat(batch, ignore_index=True))
-                batch = []
         for vi, v in enumerate(variants):
             key = (v, task.machine, task.profile.name, task.term)
             cur = arrays["pred_max"][vi]
             predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
-    fine_keys = list(group_keys(get_operator(study.operator))) + (["bracket"] if bands else [])
-    context = _TaskColumns(tasks, region_names, band_names)
-    stats = _stack_tasks(stats_parts, "stats", GroupStats)
-    f = stats.frame
-    cols = {"variant": names[f["variant"].to_numpy(np.int64)], **context.keys(f)}
-    for prefix in ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()):
-        cols.update(context.witness_inputs(f, prefix, cols["target"]))
-    stats = GroupStats(f.drop(columns=["group", "task"]).assign(**cols), stats.hist)
-    order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
-    stats = GroupStats(stats.frame[order], stats.hist)
-    # the fine groups' raw sums and histograms, for re-merging by reports and the gate, are written while the
-    # tables are merged (hashing and writing them, 110 MB for fp16_exhaustive, release the interpreter's lock)
-    with ThreadPoolExecutor(1) as background:
-        raw_written = background.submit(_write_raw, out, stats)
-        _write_tables(study, out, stats, paired_parts, context, variants, comparisons, fine_keys, bands,
-                      region_names, band_names, predbins)
-        raw_written.result()
-    if batch:
-        writer = _append_parquet(writer, points_tmp, pd.concat(batch, ignore_index=True))
-    if writer is None:
-        pd.DataFrame().to_parquet(points_tmp, index=False)
+    # (every chunk read, a damaged one recomputed, before another process reads them)
+    side = None if aside is None else aside(_write_paired_and_points, study, out, tasks, chunk_dir, variants,
+                                            comparisons)
+    try:
+        fine_keys = list(group_keys(get_operator(study.operator))) + (["bracket"] if bands else [])
+        context = _TaskColumns(tasks, region_names, band_names)
+        stats = _stack_tasks(stats_parts, "stats", GroupStats)
+        f = stats.frame
+        cols = {"variant": names[f["variant"].to_numpy(np.int64)], **context.keys(f)}
+        for prefix in ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()):
+            cols.update(context.witness_inputs(f, prefix, cols["target"]))
+        stats = GroupStats(f.drop(columns=["group", "task"]).assign(**cols), stats.hist)
+        order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
+        stats = GroupStats(stats.frame[order], stats.hist)
+        # the fine groups' raw sums and histograms, for re-merging by reports and the gate, are written while the
+        # tables are merged (hashing and writing them, 110 MB for fp16_exhaustive, release the interpreter's lock)
+        with ThreadPoolExecutor(1) as background:
+            raw_written = background.submit(_write_raw, out, stats)
+            _write_tables(study, out, stats, variants, fine_keys, region_names, band_names, predbins)
+            raw_written.result()
+    finally:
+        if side is not None:  # (its files are in place before the caller removes the folder on a failure)
+            wait([side])
+    if side is None:
+        _write_paired_and_points(study, out, tasks, chunk_dir, variants, comparisons)
     else:
-        writer.close()
-    os.replace(points_tmp, out / "points.parquet")
+        side.result()
     return sorted(unsupported), fallback
+
+
+def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> None:
+    """``comparisons.csv``, ``paired_raw.parquet``, ``paired_hist.npz`` and ``points.parquet`` from the task
+    chunks (read here: this may run in a process of its own, :func:`_write_outputs`)."""
+    op = get_operator(study.operator)
+    region_names = study.regions
+    band_names = op.band_labels(study.bracket_edges)
+    bands = len(band_names) > 1
+    paired_parts = []
+    points_tmp = out / "points.parquet.tmp"
+    points = _PointsWriter(points_tmp, variants)
+    for ti, task in enumerate(tasks):
+        arrays = _read_task(task, chunk_dir)
+        if arrays["paired.values"].shape[0]:
+            paired_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("paired.")}))
+        if arrays["points.values"].shape[0]:
+            points.add(task, columns_from_arrays(arrays, "points"))
+    points.close()
+    os.replace(points_tmp, out / "points.parquet")
+    context = _TaskColumns(tasks, region_names, band_names)
+    paired_keys = list(pair_keys(op)) + (["bracket"] if bands else [])
+    paired = _stack_tasks(paired_parts, "paired", PairedStats)
+    if len(paired):
+        p = paired.frame
+        which = p["comparison"].to_numpy(np.int64)
+        cols = {name: np.asarray([getattr(c, attr) for c in comparisons], dtype=object)[which]
+                for name, attr in (("kind", "kind"), ("subject", "subject"), ("comparison", "name"),
+                                   ("with_variant", "with_variant"), ("without_variant", "without_variant"))}
+        cols.update(context.keys(p))
+        for prefix in ("gain_witness_", "loss_witness_"):
+            cols.update(context.witness_inputs(p, prefix, cols["target"]))
+        paired = PairedStats(p.drop(columns=["group", "task", "comparison"]).assign(**cols), paired.hist)
+        order = paired_keys + [c for c in paired.frame.columns if c not in paired_keys]
+        paired = PairedStats(paired.frame[order], paired.hist)
+    table = comparison_table(paired, variants, study.machines, region_names, separate=study.separate)
+    _atomic_csv(out / "comparisons.csv", hex_witnesses(table))
+    atomic_write_npz(out / "paired_hist.npz", {c: paired.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")})
+    _atomic_parquet(out / "paired_raw.parquet", paired.frame if len(paired) else pd.DataFrame(columns=paired_keys))
+
+
+class _PointsWriter:
+    """``points.parquet``: the tasks' kept points with their inputs, appended in batches of
+    :data:`POINTS_BATCH_ROWS` rows (memory stays bounded), each batch one frame built from its tasks' columns."""
+
+    def __init__(self, path: Path, variants):
+        self.path, self.variants = path, list(variants)
+        self.writer, self.parts, self.rows = None, [], 0
+
+    def add(self, task, pts: dict) -> None:
+        """A task's kept points (the columns of its ``points`` frame, :class:`~precision.engine.task.TaskResult`)."""
+        idx = pts["index"].astype(np.int64)
+        n, T = idx.size, len(task.targets)
+
+        def repeated(value, dtype=None):
+            return np.full(n, value, dtype=dtype)
+        self.parts.append({
+            "pred": task.preds[idx // T], "target": np.asarray(task.targets)[idx % T],
+            **{name: repeated(value) for name, value in task.attribute_values.items()},
+            "weight": repeated(np.nan if task.weight is None else exact_input(task.weight, task.profile.weight)),
+            "dout": repeated(exact_input(task.dout, task.profile.dout)),
+            "count": repeated(task.count if task.reduction == "mean" else 1),
+            "variant": pts["variant"].astype(np.int64),
+            "machine": repeated(task.machine, object), "format": repeated(task.profile.pred, object),
+            "profile": repeated(task.profile.name, object),
+            "computed": pts["computed"], "exact": pts["exact_hi"], "exact_lo": pts["exact_lo"],
+            "rounded": pts["rounded"], "err_ulp": pts["err_ulp"], "err_bits": pts["err_bits"],
+            "class": pts["class"].astype(np.int64)})
+        self.rows += n
+        if self.rows >= POINTS_BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.parts:
+            return
+        columns = {name: np.concatenate([part[name] for part in self.parts]) for name in self.parts[0]}
+        columns["variant"] = pd.Categorical.from_codes(columns["variant"], categories=self.variants)
+        columns["class"] = pd.Categorical.from_codes(columns["class"], categories=list(CLASS_NAMES.values()))
+        self.writer = _append_parquet(self.writer, self.path, pd.DataFrame(columns))
+        self.parts, self.rows = [], 0
+
+    def close(self) -> None:
+        """Write what is held; an empty table when no task kept a point."""
+        self._flush()
+        if self.writer is None:
+            pd.DataFrame().to_parquet(self.path, index=False)
+        else:
+            self.writer.close()
 
 
 def _load_compiled() -> None:
@@ -653,9 +726,8 @@ def _write_raw(out: Path, stats: GroupStats) -> None:
     _atomic_parquet(out / "groups_raw.parquet", stats.frame)
 
 
-def _write_tables(study, out, stats, paired_parts, context, variants, comparisons, fine_keys, bands, region_names,
-                  band_names, predbins) -> None:
-    """The run's CSV tables, paired tables and pred-bin maxima from the stacked statistics."""
+def _write_tables(study, out, stats, variants, fine_keys, region_names, band_names, predbins) -> None:
+    """The run's group tables and pred-bin maxima from the stacked statistics."""
 
     op = get_operator(study.operator)
     term = op.TERMS_ATTRIBUTE  # by_<term>.csv (by_gamma.csv); none when the operator has no terms attribute
@@ -674,31 +746,13 @@ def _write_tables(study, out, stats, paired_parts, context, variants, comparison
     if terms:
         tables[f"by_{term}.csv"] = table(stats.merge(run_keys + terms, within=by_term_region), run_keys + terms)
     tables["groups.csv"] = table(stats.merge(fine_keys), fine_keys)
-    if bands:
+    if len(band_names) > 1:
         by = run_keys + terms + ["bracket"]
         tables["by_bracket.csv"] = table(stats.merge(by), by)
-    paired_keys = list(pair_keys(op)) + (["bracket"] if bands else [])
-    paired = _stack_tasks(paired_parts, "paired", PairedStats)
-    if len(paired):
-        p = paired.frame
-        which = p["comparison"].to_numpy(np.int64)
-        cols = {name: np.asarray([getattr(c, attr) for c in comparisons], dtype=object)[which]
-                for name, attr in (("kind", "kind"), ("subject", "subject"), ("comparison", "name"),
-                                   ("with_variant", "with_variant"), ("without_variant", "without_variant"))}
-        cols.update(context.keys(p))
-        for prefix in ("gain_witness_", "loss_witness_"):
-            cols.update(context.witness_inputs(p, prefix, cols["target"]))
-        paired = PairedStats(p.drop(columns=["group", "task", "comparison"]).assign(**cols), paired.hist)
-        order = paired_keys + [c for c in paired.frame.columns if c not in paired_keys]
-        paired = PairedStats(paired.frame[order], paired.hist)
-    tables["comparisons.csv"] = comparison_table(paired, variants, study.machines, region_names,
-                                                 separate=study.separate)
     for name, t in tables.items():
         _atomic_csv(out / name, hex_witnesses(t))
     options = study.report.options_of("standards") if study.report is not None else {}
     _atomic_csv(out / "standards.csv", standards_table(stats, settings_from_options(options), variants, region_names))
-    atomic_write_npz(out / "paired_hist.npz", {c: paired.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")})
-    _atomic_parquet(out / "paired_raw.parquet", paired.frame if len(paired) else pd.DataFrame(columns=paired_keys))
     vorder = {v: i for i, v in enumerate(variants)}
     keys = sorted(predbins, key=lambda k: (vorder[k[0]], k[1], k[2], k[3]))
     atomic_write_npz(out / "predbins.npz", {

@@ -52,7 +52,7 @@ from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.analysis.groups import GroupStats, Grouping, packed_histogram
 from precision.analysis.paired import PairedStats
-from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer, error_bits
+from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer, error_bits_of_worst
 from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile
 
@@ -420,7 +420,7 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     """(the stored arrays of one variant's piece, its per-point scores for comparisons).
 
     ``seen`` holds the outputs already scored in this task, with their
-    (piece, scores), by a checksum of their bits: a variant whose outputs
+    (piece, scores), by a key of their bits: a variant whose outputs
     equal another's bit for bit (``naive+G1`` and ``naive``, most guards
     where they do not engage) reuses them, only its decision counts computed
     afresh.  The scores start with the outputs' number among the distinct
@@ -429,14 +429,14 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     fmt, grouping = tensor.fmt, tensor.grouping
     computed = np.asarray(computed, dtype=fmt.dtype).ravel()
     raw = computed.view(fmt.uint_dtype)
-    checksum = int(np.add.reduce(raw, dtype=np.uint64))  # (equal outputs, equal sums; then compared in full)
+    checksum = hash(raw[::_CHECKSUM_STRIDE].tobytes())  # (equal outputs, equal samples; then compared in full)
     same = next((s for s in seen.get(checksum, ()) if np.array_equal(s[1][1], raw)), None)
     if same is not None:  # the same outputs: the same statistics, but this variant's own decision counts
         piece, scores = same
         values = _with_decisions(piece, piece["stats.values"].copy(), grouping.tally(fired))
         return {**piece, "stats.values": values}, scores
-    err, bits, cls = tensor.scorer.score(computed)
     c64 = computed.astype(np.float64)
+    err, bits, cls = tensor.scorer.score(computed, c64)
     # only the groups where these outputs differ from the nearest ones already scored are reduced; the others'
     # rows are those outputs' (a group's figures depend on its points only, its decision counts aside): most
     # variants of a task differ from another in a few regions
@@ -450,7 +450,8 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
                                                     else tensor.rounded.astype(np.float64), fmt))
     if near is not None:
         stats = _patched_stats(near.piece, stats, near.rows, grouping.tally(fired))
-    per_point = np.where(np.isnan(err), np.inf, err).reshape(tensor.P, tensor.T)
+    worst = np.where(np.isnan(err), np.inf, err)  # (NaN as inf: what the maxima and the error bits read)
+    per_point = worst.reshape(tensor.P, tensor.T)
     per_pred = per_point[:, 0].copy()
     for j in range(1, tensor.T):  # (a max over the short axis 1 costs ten times more)
         np.maximum(per_pred, per_point[:, j], out=per_pred)
@@ -468,9 +469,14 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     piece = {**stats, **frame_to_arrays(points, "points"), "pred_max": pred_max, "unsupported": np.array(0)}
     number = sum(len(held) for held in seen.values())
     with np.errstate(invalid="ignore"):
-        scored = piece, (number, raw, np.isnan(computed), err, cls, error_bits(err))
+        scored = piece, (number, raw, np.isnan(computed), err, cls, error_bits_of_worst(worst))
     seen.setdefault(checksum, []).append(scored)
     return scored
+
+
+#: Every how many elements a task's outputs are sampled for the key that finds equal outputs (a key, not a proof:
+#: outputs with equal keys are compared in full).
+_CHECKSUM_STRIDE = 61
 
 
 #: A task's outputs whose differences from outputs it has already scored fall in groups holding at most this

@@ -17,7 +17,7 @@ import pyarrow.csv as pa_csv
 
 from precision.io.files import atomic_open
 
-__all__ = ["frame_to_arrays", "frame_from_arrays", "stack_arrays", "write_csv", "hex_floats"]
+__all__ = ["frame_to_arrays", "frame_from_arrays", "columns_from_arrays", "stack_arrays", "write_csv", "hex_floats"]
 
 
 def hex_floats(values) -> np.ndarray:
@@ -56,6 +56,11 @@ def frame_to_arrays(frame, prefix: str) -> dict:
 
 def frame_from_arrays(arrays: dict, prefix: str) -> pd.DataFrame:
     """The inverse of :func:`frame_to_arrays` (text columns come back as Python strings)."""
+    return pd.DataFrame(columns_from_arrays(arrays, prefix), index=range(arrays[f"{prefix}.values"].shape[0]))
+
+
+def columns_from_arrays(arrays: dict, prefix: str) -> dict:
+    """The columns of :func:`frame_from_arrays`'s frame as arrays, in its order (no frame built)."""
     values = arrays[f"{prefix}.values"]
     cols = {str(c): values[:, j].astype(np.dtype(str(t)))
             for j, (c, t) in enumerate(zip(arrays[f"{prefix}.columns"], arrays[f"{prefix}.dtypes"]))}
@@ -63,7 +68,7 @@ def frame_from_arrays(arrays: dict, prefix: str) -> pd.DataFrame:
         c = str(c)
         if c not in cols:
             cols[c] = np.array(arrays[f"{prefix}.text.{c}"], dtype=object)
-    return pd.DataFrame({str(c): cols[str(c)] for c in arrays[f"{prefix}.order"]}, index=range(values.shape[0]))
+    return {str(c): cols[str(c)] for c in arrays[f"{prefix}.order"]}
 
 
 def stack_arrays(parts, prefix: str, label: str, labels, hist: bool = False) -> dict:

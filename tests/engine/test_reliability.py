@@ -35,6 +35,40 @@ per_point = "all"
 """
 
 
+def test_a_full_disk_in_the_process_writing_the_comparisons_is_the_same_one_line(tmp_path, monkeypatch, capsys):
+    """With a pool of workers, the comparisons and kept points are written by a process of their own while the
+    run's process writes the group tables: a full disk there (and only there) is the run's one-line error, and
+    no table is left behind."""
+    import os
+    from precision.engine import sweep
+    study = tmp_path / "tiny.toml"
+    study.write_text(TINY)
+    run = os.getpid()
+    real = sweep._atomic_parquet
+
+    def full_elsewhere(path, frame):
+        if os.getpid() != run and Path(path).name == "paired_raw.parquet":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, frame)
+    monkeypatch.setattr(sweep, "_atomic_parquet", full_elsewhere)
+    out = tmp_path / "out"
+    assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err
+    assert not any(p.suffix in (".csv", ".parquet") for p in out.iterdir())
+    assert not any(p.name.startswith(".staging") for p in out.iterdir())
+    assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "1"]) == 0  # (here: one process)
+
+
+def test_fork_aside_runs_a_call_in_another_process_and_hands_back_its_result_or_error():
+    import os
+    from precision.engine.executor import fork_aside
+    assert fork_aside(os.getpid).result() != os.getpid()
+    assert fork_aside(divmod, 7, 2).result() == (3, 1)
+    with pytest.raises(ZeroDivisionError):
+        fork_aside(divmod, 1, 0).result()
+
+
 def test_full_disk_leaves_no_partial_tables(tmp_path, monkeypatch, capsys):
     from precision.engine import sweep
     study = tmp_path / "tiny.toml"
