@@ -407,6 +407,11 @@ class _Tensor:
         self.bin_order = order
         self.bin_ids, self.bin_starts = np.unique(pred_bin[order], return_index=True)
         self.unchanged_pair = None  # the pair piece of two variants with the same outputs (_pair_piece)
+        # the outputs scored on these points, on any machine (_variant_piece's ``seen``): a piece depends on the
+        # outputs, the exact values and the groups only, so a machine's outputs equal to another's reuse its
+        # piece (their decision counts their own), and a machine's outputs near another's are reduced where they
+        # differ only
+        self.scored = {}
 
 
 def _fired(task: Task, tensor: _Tensor, variant: str, steps: dict) -> dict:
@@ -419,7 +424,7 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
                    seen: dict) -> tuple[dict, tuple]:
     """(the stored arrays of one variant's piece, its per-point scores for comparisons).
 
-    ``seen`` holds the outputs already scored in this task, with their
+    ``seen`` holds the outputs already scored on this task's points (any machine), with their
     (piece, scores), by a key of their bits: a variant whose outputs
     equal another's bit for bit (``naive+G1`` and ``naive``, most guards
     where they do not engage) reuses them, only its decision counts computed
@@ -624,7 +629,7 @@ def run_task(task: Task, tensor_of=None) -> dict:
         outputs, decided = op.evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
                                                 **task.attribute_values, reduction=task.reduction,
                                                 machine=task.machine, keep_steps=op.FIRED_STEPS, **kwargs)
-        scores, seen = {}, {}
+        scores, seen = {}, tensor.scored
         for i in sorted(need):
             out = outputs[task.variants[i]]
             if isinstance(out, PluginError):  # a plugin that breaks mid-run stops the run: never a silent gap
