@@ -318,8 +318,10 @@ def _piece_arrays(arrays: dict) -> dict:
 
 def test_reducing_only_the_changed_groups_gives_the_tables_of_reducing_all(tmp_path, monkeypatch):
     """A variant's outputs that differ from outputs already scored in a few groups have only those groups
-    reduced, the others' rows taken from those outputs: the same tables, bit for bit, as reducing every group
-    (the compiled passes at every size; every variant, both machines and formats, bands of preds)."""
+    reduced, the others' rows taken from those outputs, and a machine's outputs equal to another machine's on
+    the same points reuse their piece: the same tables, bit for bit, as reducing every group of every task on
+    its own (the compiled passes at every size; every variant, both machines and formats, bands of preds)."""
+    from precision.engine import sweep
     from precision.analysis import groups, paired, scoring
     from precision.machine import npu
     for module in (scoring, groups, paired, npu, task):
@@ -336,12 +338,25 @@ def test_reducing_only_the_changed_groups_gives_the_tables_of_reducing_all(tmp_p
         patched["n"] += 1
         return original(*args)
     monkeypatch.setattr(task, "_patched_stats", counted)
-    outs = {}
-    for share in (0.0, 1.0):
+    scored = {"n": 0}
+    score = task.Scorer.score
+
+    def scoring(self, *args):
+        scored["n"] += 1
+        return score(self, *args)
+    monkeypatch.setattr(task.Scorer, "score", scoring)
+    siblings = sweep.machine_siblings
+    outs, scorings = {}, {}
+    for share, alone in ((0.0, True), (1.0, False)):
         monkeypatch.setattr(task, "PATCH_MAX_SHARE", share)
-        outs[share] = tmp_path / f"share{share}"
+        # alone: each machine's task with points of its own (nothing shared between machines)
+        monkeypatch.setattr(sweep, "machine_siblings", (lambda work: [[i] for i in range(len(work))]) if alone
+                            else siblings)
+        outs[share], scored["n"] = tmp_path / f"share{share}", 0
         run_study(study, outs[share], use_cache=False, workers=1)
-    assert patched["n"] > 50  # (share 1.0 patched that many outputs; share 0.0 none)
+        scorings[share] = scored["n"]
+    assert patched["n"] > 20  # (share 1.0 patched that many outputs; share 0.0 none)
+    assert scorings[1.0] <= scorings[0.0] - 10  # (outputs of one machine equal to another's: not scored again)
     for name in ("summary.csv", "groups.csv", "comparisons.csv", "by_region.csv", "standards.csv",
                  "groups_raw.parquet", "points.parquet", "hist.npz"):
         assert (outs[0.0] / name).read_bytes() == (outs[1.0] / name).read_bytes(), name
