@@ -407,6 +407,7 @@ class _Tensor:
         self.bin_order = order
         self.bin_ids, self.bin_starts = np.unique(pred_bin[order], return_index=True)
         self.unchanged_pair = None  # the pair piece of two variants with the same outputs (_pair_piece)
+        self.paired = {}  # the pair pieces of two distinct outputs, by their numbers (_pair_piece)
         # the outputs scored on these points, on any machine (_variant_piece's ``seen``): a piece depends on the
         # outputs, the exact values and the groups only, so a machine's outputs equal to another's reuse its
         # piece (their decision counts their own), and a machine's outputs near another's are reduced where they
@@ -553,15 +554,21 @@ def _pair_piece(tensor: _Tensor, with_scores, without_scores) -> dict:
     Outputs equal bit for bit (the same number among the task's distinct
     outputs, or no element that differs other than in a NaN payload) give
     the piece of no change, computed once per task: most guard pairs change
-    nothing on most tasks.
+    nothing on most tasks.  Two distinct outputs compared once on these
+    points (by another comparison, or on another machine) give that piece
+    again: it depends on the two outputs' scores only.
     """
     same_w, raw_w, nan_w, err_w, cls_w, error_bits_w = with_scores
     same_o, raw_o, nan_o, err_o, cls_o, error_bits_o = without_scores
+    if (same_w, same_o) in tensor.paired:
+        return dict(tensor.paired[same_w, same_o])
     changed = None if same_w == same_o else (raw_w != raw_o) & ~(nan_w & nan_o)
     if changed is not None and changed.any():
-        return PairedStats.compare_to_arrays(tensor.grouping, err_w, cls_w, err_o, cls_o, changed, "paired",
-                                             witness={"pred": tensor.flat_preds}, bits_with=error_bits_w,
-                                             bits_without=error_bits_o)
+        piece = PairedStats.compare_to_arrays(tensor.grouping, err_w, cls_w, err_o, cls_o, changed, "paired",
+                                              witness={"pred": tensor.flat_preds}, bits_with=error_bits_w,
+                                              bits_without=error_bits_o)
+        tensor.paired[same_w, same_o] = piece
+        return dict(piece)
     if tensor.unchanged_pair is None:
         tensor.unchanged_pair = PairedStats.compare_to_arrays(
             tensor.grouping, err_w, cls_w, err_o, cls_o, np.zeros(err_w.size, dtype=bool), "paired",

@@ -318,9 +318,10 @@ def _piece_arrays(arrays: dict) -> dict:
 
 def test_reducing_only_the_changed_groups_gives_the_tables_of_reducing_all(tmp_path, monkeypatch):
     """A variant's outputs that differ from outputs already scored in a few groups have only those groups
-    reduced, the others' rows taken from those outputs, and a machine's outputs equal to another machine's on
-    the same points reuse their piece: the same tables, bit for bit, as reducing every group of every task on
-    its own (the compiled passes at every size; every variant, both machines and formats, bands of preds)."""
+    reduced, the others' rows taken from those outputs, a machine's outputs equal to another machine's on the
+    same points reuse their piece, and two outputs compared once are not compared again: the same tables, bit
+    for bit, as reducing every group and comparing every pair of every task on its own (the compiled passes at
+    every size; every variant, both machines and formats, bands of preds)."""
     from precision.engine import sweep
     from precision.analysis import groups, paired, scoring
     from precision.machine import npu
@@ -345,17 +346,29 @@ def test_reducing_only_the_changed_groups_gives_the_tables_of_reducing_all(tmp_p
         scored["n"] += 1
         return score(self, *args)
     monkeypatch.setattr(task.Scorer, "score", scoring)
-    siblings = sweep.machine_siblings
+    siblings, pair_piece = sweep.machine_siblings, task._pair_piece
+    recalled = {"n": 0}
+
+    def forgetting(tensor, with_scores, without_scores):  # (no pair piece recalled)
+        tensor.paired.clear()
+        return pair_piece(tensor, with_scores, without_scores)
+
+    def recalling(tensor, with_scores, without_scores):
+        recalled["n"] += (with_scores[0], without_scores[0]) in tensor.paired
+        return pair_piece(tensor, with_scores, without_scores)
     outs, scorings = {}, {}
     for share, alone in ((0.0, True), (1.0, False)):
         monkeypatch.setattr(task, "PATCH_MAX_SHARE", share)
-        # alone: each machine's task with points of its own (nothing shared between machines)
+        # alone: each machine's task with points of its own (nothing shared between machines), every pair piece
+        # computed afresh
         monkeypatch.setattr(sweep, "machine_siblings", (lambda work: [[i] for i in range(len(work))]) if alone
                             else siblings)
+        monkeypatch.setattr(task, "_pair_piece", forgetting if alone else recalling)
         outs[share], scored["n"] = tmp_path / f"share{share}", 0
         run_study(study, outs[share], use_cache=False, workers=1)
         scorings[share] = scored["n"]
     assert patched["n"] > 20  # (share 1.0 patched that many outputs; share 0.0 none)
+    assert recalled["n"] > 10  # (pair pieces of the same two outputs recalled)
     assert scorings[1.0] <= scorings[0.0] - 10  # (outputs of one machine equal to another's: not scored again)
     for name in ("summary.csv", "groups.csv", "comparisons.csv", "by_region.csv", "standards.csv",
                  "groups_raw.parquet", "points.parquet", "hist.npz"):

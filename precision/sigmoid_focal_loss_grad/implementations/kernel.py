@@ -64,6 +64,7 @@ ordinary ``div(mode="default")``; ``ln(ftz=ln_ftz)`` (default False, see
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -725,6 +726,7 @@ def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
     a guard that is off fires nowhere.
     """
     none = np.zeros(size, dtype=bool)
+    none.flags.writeable = False  # (every mask handed out is read-only: shared by columns and variants)
     out = {column: none for column in FIRED_COLUMNS.values()}
     if guards is None:
         return out
@@ -744,10 +746,17 @@ def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
         for g, step in (("G4", "g4_tile"), ("G5", "g5_use"), ("G7", "g7_use")):
             if g in guards and step in v:
                 out[FIRED_COLUMNS[g]] = decided(g, (step,), lambda: v[step] == 1)
-        if "G6" in guards and prepare_host_scalars(alpha, 2.0, "none", 1).oma == 1:
+        if "G6" in guards and _g6_acts(alpha):
             out["fired_g6"] = _everywhere(size)
         if "G8" in guards and {"grad", "out"} <= set(v) and v["out"].dtype == np.float16 \
                 and v["grad"].dtype != np.float16:
             out["fired_g8"] = decided(f"g8 {machine}", ("out", "grad"),
                                       lambda: _differs(v["out"], _truncated_store(v["grad"], machine)))
-    return {k: np.broadcast_to(m, (size,)) for k, m in out.items()}
+    return {k: m if m.shape == (size,) and not m.flags.writeable else np.broadcast_to(m, (size,))
+            for k, m in out.items()}
+
+
+@functools.lru_cache(maxsize=64)
+def _g6_acts(alpha: float) -> bool:
+    """G6 acts at every element for this host alpha (its prepared 1 - alpha is exactly 1)."""
+    return prepare_host_scalars(alpha, 2.0, "none", 1).oma == 1
