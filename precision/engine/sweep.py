@@ -338,19 +338,25 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         # a task's machines run together in one worker: its operands, exact values and groups are built once
         siblings = machine_siblings(work)
         results_reused = results_computed = 0
+        read = {}  # what the group tables need of each finished task's chunk, read while the others run
         # this process's compiled passes (the tables' merges) load while the workers work
         load = max((p.size for p in preds_by_term.values()), default=0) * len(study.targets) >= COMPILED_MIN_POINTS
+        loader = None
         with _progress(len(todo), study.name) as bar:
             for g, results in executor.map_unordered(run_tasks, [[work[j] for j in group] for group in siblings]):
                 if load:  # (at the first result every worker has forked: none inherits them)
-                    threading.Thread(target=_load_compiled, name="load compiled passes").start()
+                    loader = threading.Thread(target=_load_compiled, name="load compiled passes")
+                    loader.start()
                     load = False
                 for j, res in zip(siblings[g], results):
                     if work[j].chunk_file is None:
                         atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)
+                    read[todo[j]] = _group_part(_read_task(tasks[todo[j]], chunk_dir))
                     results_reused += int(res["reused"])
                     results_computed += int(res["computed_pieces"])
                 bar.update(len(results))
+        if loader is not None:  # (no thread of this process holds an import's lock when a process is forked)
+            loader.join()
         staged = [_run_stage(study, op.RUN_STAGES[name](variants), tasks, executor, cache_folder)
                   for name in study.stages]
         if study.attribution is None:  # the workers' last job is done: what their allocators hold (up to a GB
@@ -361,7 +367,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         try:
             # with a local pool's cores, the comparisons and kept points are written by a process of their own
             aside = fork_aside if local and isinstance(executor, LocalExecutor) and executor.workers > 1 else None
-            unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons, aside)
+            unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons, aside,
+                                                   read)
             if study.attribution is not None:  # reads staging/points.parquet
                 write_attribution(staging, study, preds_by_term=preds_by_term, executor=executor)
             for tables in staged:
@@ -570,9 +577,17 @@ def load_paired(run_dir) -> PairedStats:
 POINTS_BATCH_ROWS = 1 << 20
 
 
+def _group_part(arrays: dict) -> dict:
+    """What the group tables read of a task's chunk (its ``stats.*`` arrays, fallbacks, unsupported variants and
+    pred-bin maxima)."""
+    return {k: v for k, v in arrays.items() if k.startswith("stats.") or k in ("fallback", "unsupported", "pred_max")}
+
+
 def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
-                   aside=None) -> tuple[list, int]:
+                   aside=None, read=None) -> tuple[list, int]:
     """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks).
+
+    ``read``: the :func:`_group_part` of tasks already read, by task index (the others are read here).
 
     The comparisons' tables and the kept points (:func:`_write_paired_and_points`) are written by ``aside``
     (a function that runs a call and returns its future: :func:`precision.engine.executor.fork_aside`, in a
@@ -586,8 +601,9 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     predbins = {}
     fallback = 0
     names = np.asarray(variants, dtype=object)
+    read = read or {}
     for ti, task in enumerate(tasks):
-        arrays = _read_task(task, chunk_dir)
+        arrays = read[ti] if ti in read else _group_part(_read_task(task, chunk_dir))
         fallback += int(arrays["fallback"])
         # numbers only here (the task's index, its group ids): the key columns are decoded once, below
         stats_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("stats.")}))

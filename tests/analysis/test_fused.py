@@ -306,7 +306,9 @@ machines = ["{machine}"]
 def test_a_run_loads_no_compiled_pass_before_its_workers_fork(tmp_path):
     """The workers load the compiled passes themselves: the run's process has loaded none when it hands out
     the first work (a worker that inherits a loaded pass can run it ten times slower, benchmarks/fork.py), and
-    the run's tasks, of COMPILED_MIN_POINTS points, do run them (in the workers)."""
+    the run's tasks, of COMPILED_MIN_POINTS points, do run them (in the workers).  Its own load, in a thread,
+    is over before it forks the process that writes the comparisons (a fork while another thread imports
+    leaves that import's lock held in the child for ever: the child hangs)."""
     import subprocess
     import sys
     script = f"""
@@ -322,15 +324,27 @@ def map_unordered(self, function, tasks):
     handed.append(sum(len(k.signatures) for k in kernels))
     return original(self, function, tasks)
 executor.LocalExecutor.map_unordered = map_unordered
+import threading, time
+loading_at_fork = []
+fork_aside, load_compiled = sweep.fork_aside, sweep._load_compiled
+def aside(*args):
+    loading_at_fork.append(any(t.name == "load compiled passes" for t in threading.enumerate()))
+    return fork_aside(*args)
+def slow_load():
+    time.sleep(2.0)
+    load_compiled()
+sweep.fork_aside, sweep._load_compiled = aside, slow_load
 magnitudes = np.arange(0x2000, 0x4400, dtype=np.uint16).view(np.float16).astype(float)  # 2**-7 .. 4
 values = ", ".join('"' + float(v).hex() + '"' for v in np.concatenate([-magnitudes[::-1], magnitudes]))
 study = parse_study(open({str(tmp_path / "big.toml")!r}).read().replace("VALUES", values), "big.toml")
 result = sweep.run_study(study, {str(tmp_path / "out")!r}, cache_dir={str(tmp_path / "cache")!r}, workers=2)
+print(loading_at_fork)
 print(handed, result.points)
 """
     (tmp_path / "big.toml").write_text(_two_variant_study("big", "VALUES", "fp32", "npu"))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-2] == "[False]"  # (forked once, the load over)
     handed, points = done.stdout.strip().splitlines()[-1].rsplit(" ", 1)
     assert int(points) >= COMPILED_MIN_POINTS  # (the tasks take the compiled passes)
     assert handed.strip("[]").split(", ") and all(int(n) == 0 for n in handed.strip("[]").split(", ")), handed
