@@ -134,7 +134,9 @@ class DaskExecutor:
 
 def fork_aside(function, *args) -> Future:
     """Run ``function(*args)`` in a process of its own, forked from this one now (the workers' signal handling);
-    its future.  For a job that overlaps this process's own work on a machine with a core to spare."""
+    its future.  For a job that overlaps this process's own work on a machine with a core to spare.  The
+    caller forks while no other thread of its own imports or holds a lock (the child would wait on it for
+    ever)."""
     pool = ProcessPoolExecutor(max_workers=1, initializer=_worker_signals,
                                mp_context=multiprocessing.get_context("fork"))
     try:

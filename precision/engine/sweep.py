@@ -330,8 +330,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         if local and not isinstance(executor, InlineExecutor):  # each term value's terms travel once, as a file
             terms_folder = Path(tempfile.mkdtemp(dir=out, prefix=".terms-"))
             tasks = share_terms(tasks, terms_folder)
-        # finished tasks live on disk only (memory stays bounded by one task's results);
-        # their integrity is checked when the tables are assembled
+        # finished tasks live on disk (of each, memory holds what the group tables read); their integrity is
+        # checked as they are read, a damaged one recomputed
         todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.safetensors").exists()]
         work = [dataclasses.replace(tasks[i], chunk_file=str(chunk_dir / f"{tasks[i].key}.safetensors")) if local
                 else tasks[i] for i in todo]
@@ -351,7 +351,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                 for j, res in zip(siblings[g], results):
                     if work[j].chunk_file is None:
                         atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)
-                    read[todo[j]] = _group_part(_read_task(tasks[todo[j]], chunk_dir))
+                    read[todo[j]] = _group_part(res if work[j].chunk_file is None
+                                                else _read_task(tasks[todo[j]], chunk_dir))
                     results_reused += int(res["reused"])
                     results_computed += int(res["computed_pieces"])
                 bar.update(len(results))
@@ -585,7 +586,8 @@ def _group_part(arrays: dict) -> dict:
 
 def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
                    aside=None, read=None) -> tuple[list, int]:
-    """Assemble the tables from the task chunks, one chunk in memory at a time; (unsupported, fallbacks).
+    """Assemble the tables from the task chunks, one whole chunk in memory at a time (and every task's
+    :func:`_group_part`); (unsupported, fallbacks).
 
     ``read``: the :func:`_group_part` of tasks already read, by task index (the others are read here).
 
