@@ -520,6 +520,17 @@ class _TaskColumns:
             out["bracket"] = self.bands[gid % B]
         return out
 
+    def decoded(self, merged, columns: dict, prefixes, drop: list, keys: list):
+        """``merged`` (a :class:`~precision.analysis.groups.Mergeable` of rows carrying a task index and a group
+        id) with ``columns`` and its key columns (:meth:`keys`) and the inputs of its witness families
+        ``prefixes`` (:meth:`witness_inputs`) written in, the columns ``drop`` dropped, ``keys`` first."""
+        f = merged.frame
+        cols = {**columns, **self.keys(f)}
+        for prefix in prefixes:
+            cols.update(self.witness_inputs(f, prefix, cols["target"]))
+        frame = f.drop(columns=drop).assign(**cols)
+        return type(merged)(frame[list(keys) + [c for c in frame.columns if c not in keys]], merged.hist)
+
     def witness_inputs(self, frame: pd.DataFrame, prefix: str, targets) -> dict:
         """The inputs of one witness family as numbers: the frame's pred, the row's task constants and
         selector; NaN where a group has no witness (:func:`hex_witnesses` spells them for the tables)."""
@@ -622,13 +633,9 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
         fine_keys = list(group_keys(get_operator(study.operator))) + (["bracket"] if bands else [])
         context = _TaskColumns(tasks, region_names, band_names)
         stats = _stack_tasks(stats_parts, "stats", GroupStats)
-        f = stats.frame
-        cols = {"variant": names[f["variant"].to_numpy(np.int64)], **context.keys(f)}
-        for prefix in ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()):
-            cols.update(context.witness_inputs(f, prefix, cols["target"]))
-        stats = GroupStats(f.drop(columns=["group", "task"]).assign(**cols), stats.hist)
-        order = [c for c in fine_keys] + [c for c in stats.frame.columns if c not in fine_keys]
-        stats = GroupStats(stats.frame[order], stats.hist)
+        stats = context.decoded(stats, {"variant": names[stats.frame["variant"].to_numpy(np.int64)]},
+                                ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()), ["group", "task"],
+                                fine_keys)
         # the fine groups' raw sums and histograms, for re-merging by reports and the gate, are written while the
         # tables are merged (hashing and writing them, 110 MB for fp16_exhaustive, release the interpreter's lock)
         with ThreadPoolExecutor(1) as background:
@@ -667,17 +674,12 @@ def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, va
     paired_keys = list(pair_keys(op)) + (["bracket"] if bands else [])
     paired = _stack_tasks(paired_parts, "paired", PairedStats)
     if len(paired):
-        p = paired.frame
-        which = p["comparison"].to_numpy(np.int64)
+        which = paired.frame["comparison"].to_numpy(np.int64)
         cols = {name: np.asarray([getattr(c, attr) for c in comparisons], dtype=object)[which]
                 for name, attr in (("kind", "kind"), ("subject", "subject"), ("comparison", "name"),
                                    ("with_variant", "with_variant"), ("without_variant", "without_variant"))}
-        cols.update(context.keys(p))
-        for prefix in ("gain_witness_", "loss_witness_"):
-            cols.update(context.witness_inputs(p, prefix, cols["target"]))
-        paired = PairedStats(p.drop(columns=["group", "task", "comparison"]).assign(**cols), paired.hist)
-        order = paired_keys + [c for c in paired.frame.columns if c not in paired_keys]
-        paired = PairedStats(paired.frame[order], paired.hist)
+        paired = context.decoded(paired, cols, ("gain_witness_", "loss_witness_"), ["group", "task", "comparison"],
+                                 paired_keys)
     table = comparison_table(paired, variants, study.machines, region_names, separate=study.separate)
     _atomic_csv(out / "comparisons.csv", hex_witnesses(table))
     atomic_write_npz(out / "paired_hist.npz", {c: paired.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")})

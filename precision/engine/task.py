@@ -435,8 +435,8 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     fmt, grouping = tensor.fmt, tensor.grouping
     computed = np.asarray(computed, dtype=fmt.dtype).ravel()
     raw = computed.view(fmt.uint_dtype)
-    checksum = hash(raw[::_CHECKSUM_STRIDE].tobytes())  # (equal outputs, equal samples; then compared in full)
-    same = next((s for s in seen.get(checksum, ()) if np.array_equal(s[1][1], raw)), None)
+    key = hash(raw[::_KEY_STRIDE].tobytes())  # (equal outputs, equal samples; then compared in full)
+    same = next((s for s in seen.get(key, ()) if np.array_equal(s[1][1], raw)), None)
     if same is not None:  # the same outputs: the same statistics, but this variant's own decision counts
         piece, scores = same
         values = _with_decisions(piece, piece["stats.values"].copy(), grouping.tally(fired))
@@ -453,7 +453,7 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     stats = GroupStats.reduce_to_arrays(reduced, err, bits, cls, "stats", counts=fired,
                                         witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]},
                                         acceptance=(c64, tensor.exact[0] if task.golden == "exact"
-                                                    else tensor.rounded.astype(np.float64), fmt))
+                                                    else tensor.scorer.r64, fmt))
     if near is not None:
         stats = _patched_stats(near.piece, stats, near.rows, grouping.tally(fired))
     worst = np.where(np.isnan(err), np.inf, err)  # (NaN as inf: what the maxima and the error bits read)
@@ -476,13 +476,13 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     number = sum(len(held) for held in seen.values())
     with np.errstate(invalid="ignore"):
         scored = piece, (number, raw, np.isnan(computed), err, cls, error_bits_of_worst(worst))
-    seen.setdefault(checksum, []).append(scored)
+    seen.setdefault(key, []).append(scored)
     return scored
 
 
 #: Every how many elements a task's outputs are sampled for the key that finds equal outputs (a key, not a proof:
 #: outputs with equal keys are compared in full).
-_CHECKSUM_STRIDE = 61
+_KEY_STRIDE = 61
 
 
 #: A task's outputs whose differences from outputs it has already scored fall in groups holding at most this

@@ -235,14 +235,16 @@ def test_decision_masks_compare_values_and_are_reused_only_for_the_same_steps():
 
 def test_g6_fires_everywhere_through_one_read_only_mask_per_size():
     """G6's mask (it acts at every element) is one read-only array for the variants of a size, so its counts
-    are kept (Grouping.count); another size has its own."""
+    are kept (Grouping.count); another size has its own, and so has the mask of a guard acting nowhere."""
     import importlib
     kernel = importlib.import_module("precision.sigmoid_focal_loss_grad.implementations.kernel")
-    a = kernel._everywhere(5)
+    a = kernel._filled(5, True)
     assert a.tolist() == [True] * 5 and not a.flags.writeable
-    assert kernel._everywhere(5) is a
-    b = kernel._everywhere(7)
-    assert b.size == 7 and b is not a and kernel._everywhere(7) is b
+    assert kernel._filled(5, True) is a
+    b = kernel._filled(7, True)
+    assert b.size == 7 and b is not a and kernel._filled(7, True) is b
+    none = kernel._filled(5, False)  # (the masks of guards that act nowhere: one array too)
+    assert none.tolist() == [False] * 5 and not none.flags.writeable and kernel._filled(5, False) is none
 
 
 def test_every_fired_count_reaches_the_group_table(tmp_path):

@@ -701,18 +701,18 @@ def _decision(name: str, steps: tuple, compute) -> np.ndarray:
                    and all(a is b for a, b in zip(held[1], steps)), computed, 16, (name, steps))
 
 
-#: The last all-true masks, by size.
-_EVERYWHERE: list = []
+#: The last constant masks, by (size, value).
+_FILLED: list = []
 
 
-def _everywhere(size: int) -> np.ndarray:
-    """A read-only mask true at all ``size`` elements, the same array for the next variant (whose counts are
-    then kept, :meth:`precision.analysis.groups.Grouping.count`)."""
+def _filled(size: int, value: bool) -> np.ndarray:
+    """A read-only mask of ``size`` elements all ``value``, the same array for the next variant (whose counts
+    are then kept, :meth:`precision.analysis.groups.Grouping.count`, instead of a new array each time)."""
     def made():
-        mask = np.ones(size, dtype=bool)
+        mask = np.full(size, value, dtype=bool)
         mask.flags.writeable = False
         return mask
-    return _recall(_EVERYWHERE, lambda held: held == size, made, 2, size)
+    return _recall(_FILLED, lambda held: held == (size, value), made, 4, (size, value))
 
 
 def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
@@ -725,8 +725,7 @@ def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
     ``alpha`` the host alpha.  The meaning of each count is :data:`FIRED_MEANING`;
     a guard that is off fires nowhere.
     """
-    none = np.zeros(size, dtype=bool)
-    none.flags.writeable = False  # (every mask handed out is read-only: shared by columns and variants)
+    none = _filled(size, False)  # (every mask handed out is read-only: shared by columns and variants)
     out = {column: none for column in FIRED_COLUMNS.values()}
     if guards is None:
         return out
@@ -747,7 +746,7 @@ def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
             if g in guards and step in v:
                 out[FIRED_COLUMNS[g]] = decided(g, (step,), lambda: v[step] == 1)
         if "G6" in guards and _g6_acts(alpha):
-            out["fired_g6"] = _everywhere(size)
+            out["fired_g6"] = _filled(size, True)
         if "G8" in guards and {"grad", "out"} <= set(v) and v["out"].dtype == np.float16 \
                 and v["grad"].dtype != np.float16:
             out["fired_g8"] = decided(f"g8 {machine}", ("out", "grad"),
