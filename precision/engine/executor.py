@@ -3,7 +3,8 @@
 Every executor offers ``map_unordered(function, tasks)``, yielding
 ``(index, result)`` as tasks finish; callers order results themselves, so
 the output never depends on the executor, the worker count or finishing
-order.  Functions and tasks must be picklable (module-level functions, plain
+order.  ``warm(function, *args)`` queues a load that later work needs behind
+the work handed out, for workers that fall idle (a local pool only).  Functions and tasks must be picklable (module-level functions, plain
 data): they cross a process or network boundary, never a file.
 """
 
@@ -30,6 +31,9 @@ class InlineExecutor:
     def map_unordered(self, function, tasks):
         for i, task in enumerate(tasks):
             yield i, function(task)
+
+    def warm(self, function, *args) -> None:
+        """Nothing: this process loads what its work needs when the work runs."""
 
     def close(self):
         pass
@@ -69,6 +73,14 @@ class LocalExecutor:
         finally:
             for fut in futures:
                 fut.cancel()
+
+    def warm(self, function, *args) -> None:
+        """Queue ``function(*args)`` once per worker behind the work already handed out (first in, first out):
+        a worker that falls idle before the next work loads what that work needs (which the work would
+        otherwise load at its start).  Best effort: a worker may take two and another none.  Nothing waits for
+        it, and a failure is left to the next work, which meets it again."""
+        for _ in range(self.workers):
+            self._pool.submit(function, *args)  # (closing cancels those not begun)
 
     def close(self):
         if isinstance(sys.exc_info()[1], KeyboardInterrupt):  # called while Ctrl-C unwinds
@@ -122,6 +134,9 @@ class DaskExecutor:
         finally:
             for fut in futures:
                 fut.cancel()
+
+    def warm(self, function, *args) -> None:
+        """Nothing: a cluster's workers load what their work needs when it runs."""
 
     def close(self):
         # a scheduler or cluster already gone (closed connection, timeout) needs no closing

@@ -180,7 +180,8 @@ def _progress(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="chunk", disable=not sys.stderr.isatty(), leave=False)
 
 
-def _compute_terms(study: Study, preds_by_term: dict, cache: TermCache, executor) -> tuple[dict, int, int]:
+def _compute_terms(study: Study, preds_by_term: dict, cache: TermCache, executor,
+                   on_idle=None) -> tuple[dict, int, int]:
     """{term value: (pos TermTable, neg TermTable)}, the operator's terms at x and at -x, each aligned with
     that value's preds; pairs total and from cache.
 
@@ -189,6 +190,8 @@ def _compute_terms(study: Study, preds_by_term: dict, cache: TermCache, executor
     computes all of them: SigmoidFocalLossGrad's focal terms share exp and
     log1p across values, and x and -x in one chunk share their parts).
     Which of x and -x a study needs is the operator's ``term_sides``.
+    ``on_idle()`` is called once, when fewer chunks are left than the
+    executor has workers (one of them idles from then on).
     """
     op = get_operator(study.operator)
     need_pos, need_neg = op.term_sides(dict(study.attributes), study.targets)
@@ -223,7 +226,12 @@ def _compute_terms(study: Study, preds_by_term: dict, cache: TermCache, executor
         unstored: dict = {}  # term value -> [(x, TermTable)] computed since the last store
         stored_at = time.perf_counter()
         with _progress(len(chunks), "oracle") as bar:
+            left = len(chunks)
             for i, tables in executor.map_unordered(term_chunk, [(*c, study.operator) for c in chunks]):
+                left -= 1
+                if on_idle is not None and left < executor.workers:
+                    on_idle()
+                    on_idle = None
                 x = chunks[i][0]
                 for v, table in tables.items():
                     unstored.setdefault(v, []).append((x, table))
@@ -322,7 +330,13 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         cache_folder = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
         cache = TermCache(cache_folder, operator=study.operator)
         ResultCache(cache_folder)  # created here, once, before the workers use it
-        terms, pairs, pairs_cached = _compute_terms(study, preds_by_term, cache, executor)
+        # the compiled passes the tasks run (on arrays of COMPILED_MIN_POINTS or more) load where a core would
+        # idle: the workers' behind the oracle's last chunks (else in their first task), this process's (the
+        # tables' merges) in a thread from the first finished task (a thread loading them sooner slows the
+        # building of the tasks, which the idle workers wait for)
+        load = max((p.size for p in preds_by_term.values()), default=0) * len(study.targets) >= COMPILED_MIN_POINTS
+        warm = functools.partial(executor.warm, _load_compiled_idly, "npu" in study.machines) if load else None
+        terms, pairs, pairs_cached = _compute_terms(study, preds_by_term, cache, executor, on_idle=warm)
         tasks = _build_tasks(study, preds_by_term, terms, variants, comparisons,
                              None if cache_folder is None else str(cache_folder))
         # workers on this machine write their chunk themselves; a remote Dask cluster returns it
@@ -339,8 +353,6 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         siblings = machine_siblings(work)
         results_reused = results_computed = 0
         read = {}  # what the group tables need of each finished task's chunk, read while the others run
-        # this process's compiled passes (the tables' merges) load while the workers work
-        load = max((p.size for p in preds_by_term.values()), default=0) * len(study.targets) >= COMPILED_MIN_POINTS
         loader = None
         with _progress(len(todo), study.name) as bar:
             for g, results in executor.map_unordered(run_tasks, [[work[j] for j in group] for group in siblings]):
@@ -735,10 +747,27 @@ class _PointsWriter:
             self.writer.close()
 
 
-def _load_compiled() -> None:
-    """Load the compiled passes into this process (numba: about half a second)."""
+def _load_compiled(machines: bool = False) -> None:
+    """Load the compiled passes into this process (numba: about half a second): the analysis's, and with
+    ``machines`` the npu machine's."""
     from precision.analysis import fused
     fused.load()
+    if machines:
+        from precision.machine import npu_fused
+        npu_fused.load()
+
+
+def _load_compiled_idly(machines: bool) -> None:
+    """:func:`_load_compiled` in a thread of the lowest priority (on Linux, where a thread has its own
+    niceness), so that it takes only what the other processes leave of the cores: a worker that falls idle
+    while this process builds the tasks loads there without slowing it."""
+    def load():
+        if sys.platform == "linux":
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        _load_compiled(machines)
+    loader = threading.Thread(target=load, name="load compiled passes")
+    loader.start()
+    loader.join()
 
 
 def _write_raw(out: Path, stats: GroupStats) -> None:

@@ -306,7 +306,8 @@ machines = ["{machine}"]
 def test_a_run_loads_no_compiled_pass_before_its_workers_fork(tmp_path):
     """The workers load the compiled passes themselves: the run's process has loaded none when it hands out
     the first work (a worker that inherits a loaded pass can run it ten times slower, benchmarks/fork.py), and
-    the run's tasks, of COMPILED_MIN_POINTS points, do run them (in the workers).  Its own load, in a thread,
+    the run's tasks, of COMPILED_MIN_POINTS points, do run them (in the workers), which loaded them behind the
+    oracle's last chunk, before their first task (:meth:`LocalExecutor.warm`).  Its own load, in a thread,
     is over before it forks the process that writes the comparisons (a fork while another thread imports
     leaves that import's lock held in the child for ever: the child hangs)."""
     import subprocess
@@ -330,10 +331,17 @@ fork_aside, load_compiled = sweep.fork_aside, sweep._load_compiled
 def aside(*args):
     loading_at_fork.append(any(t.name == "load compiled passes" for t in threading.enumerate()))
     return fork_aside(*args)
-def slow_load():
+def slow_load(*args):
     time.sleep(2.0)
-    load_compiled()
+    load_compiled(*args)
 sweep.fork_aside, sweep._load_compiled = aside, slow_load
+import os
+run_tasks = sweep.run_tasks
+def recording_run_tasks(tasks):  # (in a worker: the passes it holds when a task begins)
+    with open({str(tmp_path)!r} + f"/began-{{os.getpid()}}-{{time.monotonic_ns()}}", "w") as f:
+        f.write(str(sum(len(k.signatures) for k in kernels)))
+    return run_tasks(tasks)
+sweep.run_tasks = recording_run_tasks
 magnitudes = np.arange(0x2000, 0x4400, dtype=np.uint16).view(np.float16).astype(float)  # 2**-7 .. 4
 values = ", ".join('"' + float(v).hex() + '"' for v in np.concatenate([-magnitudes[::-1], magnitudes]))
 study = parse_study(open({str(tmp_path / "big.toml")!r}).read().replace("VALUES", values), "big.toml")
@@ -348,6 +356,8 @@ print(handed, result.points)
     handed, points = done.stdout.strip().splitlines()[-1].rsplit(" ", 1)
     assert int(points) >= COMPILED_MIN_POINTS  # (the tasks take the compiled passes)
     assert handed.strip("[]").split(", ") and all(int(n) == 0 for n in handed.strip("[]").split(", ")), handed
+    began = sorted(tmp_path.glob("began-*"))
+    assert len(began) == 1 and int(began[0].read_text()) > 0  # (its one task, in a worker that had loaded them)
 
 
 def test_a_small_run_keeps_to_numpy(tmp_path):

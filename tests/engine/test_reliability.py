@@ -69,6 +69,58 @@ def test_fork_aside_runs_a_call_in_another_process_and_hands_back_its_result_or_
         fork_aside(divmod, 1, 0).result()
 
 
+def _mark_warm(folder):
+    import os
+    Path(folder, f"warm-{os.getpid()}").write_text("")
+
+
+def _worker_and_warm(args):
+    import os
+    import time
+    folder, seconds = args
+    time.sleep(seconds)
+    return os.getpid(), Path(folder, f"warm-{os.getpid()}").exists()
+
+
+def test_warm_runs_once_per_worker_behind_the_work_handed_out(tmp_path):
+    """A local pool's ``warm`` call runs in the workers after the work already queued (first in, first out),
+    yields nothing to the caller, and a worker's next work finds it done; an inline executor runs nothing."""
+    from precision.engine.executor import InlineExecutor, LocalExecutor
+    pool = LocalExecutor(2)
+    try:
+        first = []
+        for _, (pid, warm) in pool.map_unordered(_worker_and_warm, [(tmp_path, 0.3), (tmp_path, 0.3)]):
+            first.append(warm)
+            if len(first) == 1:
+                pool.warm(_mark_warm, tmp_path)
+        assert first == [False, False]  # (queued behind the work: none ran before it)
+        after = [warm for _, (pid, warm) in pool.map_unordered(_worker_and_warm, [(tmp_path, 0.1)] * 4)]
+        assert len(after) == 4 and any(after)
+        assert 1 <= len(list(tmp_path.glob("warm-*"))) <= 2
+    finally:
+        pool.close()
+    InlineExecutor().warm(_mark_warm, tmp_path / "none")  # (no folder: it would fail if it ran)
+
+
+def test_the_idle_load_lowers_its_own_thread_only(tmp_path):
+    """The workers' load behind the oracle's chunks runs at the lowest priority in a thread of its own: the
+    process's own priority is unchanged after it, and the passes are loaded."""
+    import subprocess
+    import sys
+    script = """
+import os
+from precision.analysis import fused
+from precision.engine import sweep
+before = os.getpriority(os.PRIO_PROCESS, 0)
+sweep._load_compiled_idly(True)
+print(before, os.getpriority(os.PRIO_PROCESS, 0), len(fused._reduce.signatures) > 0)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after, loaded = done.stdout.split()
+    assert before == after and loaded == "True"
+
+
 def test_full_disk_leaves_no_partial_tables(tmp_path, monkeypatch, capsys):
     from precision.engine import sweep
     study = tmp_path / "tiny.toml"
