@@ -49,7 +49,7 @@ from precision.analysis.histograms import HIST_BINS, HIST_MIN_EXP, HIST_SUBBINS
 from precision.machine.compiled import frozen as _frozen
 
 __all__ = ["COUNTS", "SUMS", "MAXIMA", "PAIR_COUNTS", "score_points", "reduce_error_groups", "top_k_groups",
-           "compare_groups", "merge_histogram", "load"]
+           "compare_groups", "merge_histogram", "quantile_entries", "load"]
 
 
 def _index_points(order, starts, sizes, n: int) -> bool:
@@ -525,6 +525,47 @@ def merge_histogram(key, rows, bins, counts, n_bins: int):
     return block if merged else None
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _quantile_entries(keys, counts, qs, n_keys):
+    n = keys.size
+    at = np.full((n_keys, qs.size), -1, dtype=np.int64)
+    ahead = 0  # the counts of the entries before this block
+    j = 0
+    while j < n:
+        k, first, total = keys[j], j, 0
+        while j < n and keys[j] == k:
+            total += counts[j]
+            j += 1
+        for q in range(qs.size):  # (a key met again later: its last block's, as numpy's assignment keeps)
+            if total == 0:
+                at[k, q] = -1
+                continue
+            # the first entry whose running count reaches ahead + max(1, ceil(q * total)), all in float64 as
+            # numpy compares them
+            goal = float(ahead) + max(1.0, np.ceil(qs[q] * float(total)))
+            i, running = first, ahead + counts[first]
+            while i < n - 1 and float(running) < goal:
+                i += 1
+                running += counts[i]
+            at[k, q] = i
+        ahead += total
+    return at
+
+
+def quantile_entries(keys, counts, qs) -> np.ndarray:
+    """Per key and quantile of a sparse histogram (each key's entries contiguous, in ascending bin order), the
+    entry holding the quantile's order statistic (rank ``max(1, ceil(q * n))`` of the key's n counts), -1 for
+    a key without counts: (keys.max() + 1, len(qs)) int64.  One pass, no running sum over every entry kept;
+    equal to :func:`precision.analysis.histograms.histogram_quantiles_reference`'s entries."""
+    keys = _frozen(keys, dtype=np.int64)
+    narrow = np.asarray(counts).dtype == np.int32  # (two compiled forms, as merge_histogram's)
+    counts = _frozen(counts, dtype=np.int32 if narrow else np.int64)
+    if keys.size != counts.size or (keys.size and int(keys.min()) < 0):
+        raise ValueError("quantile_entries: keys and counts differ in size, or a key is negative")
+    n_keys = int(keys.max()) + 1 if keys.size else 0
+    return _quantile_entries(keys, counts, _frozen(np.asarray(qs, dtype=np.float64).ravel()), n_keys)
+
+
 def load() -> None:
     """Load every pass now (from the cache beside this file, or compiled the first time), for each argument
     type a sweep gives it (a run's process loads them while its workers work, for the tables' merges; never
@@ -541,3 +582,4 @@ def load() -> None:
     compare_groups(order, starts, sizes, no, one, cls, one, cls, one, one, 1.0, 1, 1, 3)
     for dtype in (np.int32, np.int64):
         merge_histogram(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, dtype), np.ones(1, dtype), 1)
+        quantile_entries(np.zeros(1, np.int64), np.ones(1, dtype), (0.5,))

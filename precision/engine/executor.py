@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 
 from precision.errors import ParameterError
@@ -149,15 +150,41 @@ class DaskExecutor:
 
 def fork_aside(function, *args) -> Future:
     """Run ``function(*args)`` in a process of its own, forked from this one now (the workers' signal handling);
-    its future.  For a job that overlaps this process's own work on a machine with a core to spare.  The
-    caller forks while no other thread of its own imports or holds a lock (the child would wait on it for
-    ever)."""
-    pool = ProcessPoolExecutor(max_workers=1, initializer=_worker_signals,
-                               mp_context=multiprocessing.get_context("fork"))
+    its future.  For a job that overlaps this process's own work on a machine with a core to spare: the
+    function and its arguments are the child's by the fork (never pickled: it may read what this process
+    holds), only its result or error comes back.  The caller forks while no other thread of its own imports
+    or holds a lock (the child would wait on it for ever)."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_run_aside, args=(send, function, args), name="aside", daemon=True)
+    child.start()
+    send.close()
+    future: Future = Future()
+
+    def collect():
+        try:
+            ok, value = receive.recv()
+        except EOFError:  # (ended without a word: killed)
+            ok, value = False, None
+        child.join()
+        if value is None and not ok:
+            value = ChildProcessError(f"the process aside ended with status {child.exitcode}")
+        future.set_result(value) if ok else future.set_exception(value)
+    threading.Thread(target=collect, name="aside", daemon=True).start()
+    return future
+
+
+def _run_aside(send, function, args) -> None:
+    """In the process aside: the call, and its result or error sent back."""
+    _worker_signals()
     try:
-        return pool.submit(function, *args)
-    finally:
-        pool.shutdown(wait=False)  # (the process ends once its one job is done)
+        outcome = (True, function(*args))
+    except BaseException as exc:  # (handed to the caller, who raises it)
+        outcome = (False, exc)
+    try:
+        send.send(outcome)
+    except Exception as exc:  # (an error that cannot be pickled: its text)
+        send.send((False, RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}" if not outcome[0] else str(exc))))
 
 
 def make_executor(scheduler: str | None = None, workers: int | None = None):

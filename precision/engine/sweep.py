@@ -614,9 +614,10 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
 
     ``read``: the :func:`_group_part` of tasks already read, by task index (the others are read here).
 
-    The comparisons' tables and the kept points (:func:`_write_paired_and_points`) are written by ``aside``
-    (a function that runs a call and returns its future: :func:`precision.engine.executor.fork_aside`, in a
-    process of its own) while this process writes the groups' tables; by this process after them without it.
+    The fine groups' raw statistics, the comparisons' tables and the kept points (:func:`_write_aside`) are
+    written by ``aside`` (a function that runs a call and returns its future:
+    :func:`precision.engine.executor.fork_aside`, in a process of its own, which holds the stacked statistics
+    by the fork) while this process writes the groups' tables; by this process without it.
     """
     region_names = study.regions
     band_names = get_operator(study.operator).band_labels(study.bracket_edges)  # ["all"] without bands
@@ -638,30 +639,34 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
             key = (v, task.machine, task.profile.name, task.term)
             cur = arrays["pred_max"][vi]
             predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
-    # (every chunk read, a damaged one recomputed, before another process reads them)
-    side = None if aside is None else aside(_write_paired_and_points, study, out, tasks, chunk_dir, variants,
-                                            comparisons)
-    try:
-        fine_keys = list(group_keys(get_operator(study.operator))) + (["bracket"] if bands else [])
-        context = _TaskColumns(tasks, region_names, band_names)
-        stats = _stack_tasks(stats_parts, "stats", GroupStats)
-        stats = context.decoded(stats, {"variant": names[stats.frame["variant"].to_numpy(np.int64)]},
-                                ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()), ["group", "task"],
-                                fine_keys)
+    fine_keys = list(group_keys(get_operator(study.operator))) + (["bracket"] if bands else [])
+    stats = _stack_tasks(stats_parts, "stats", GroupStats)
+    stats = _TaskColumns(tasks, region_names, band_names).decoded(
+        stats, {"variant": names[stats.frame["variant"].to_numpy(np.int64)]},
+        ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()), ["group", "task"], fine_keys)
+    if aside is not None:  # (every chunk read, a damaged one recomputed, before another process reads them)
+        side = aside(_write_aside, study, out, tasks, chunk_dir, variants, comparisons, stats)
+        try:
+            _write_tables(study, out, stats, variants, fine_keys, region_names, band_names, predbins)
+        finally:  # (its files are in place before the caller removes the folder on a failure)
+            wait([side])
+        side.result()
+    else:
         # the fine groups' raw sums and histograms, for re-merging by reports and the gate, are written while the
         # tables are merged (hashing and writing them, 110 MB for fp16_exhaustive, release the interpreter's lock)
         with ThreadPoolExecutor(1) as background:
             raw_written = background.submit(_write_raw, out, stats)
             _write_tables(study, out, stats, variants, fine_keys, region_names, band_names, predbins)
             raw_written.result()
-    finally:
-        if side is not None:  # (its files are in place before the caller removes the folder on a failure)
-            wait([side])
-    if side is None:
         _write_paired_and_points(study, out, tasks, chunk_dir, variants, comparisons)
-    else:
-        side.result()
     return sorted(unsupported), fallback
+
+
+def _write_aside(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons, stats) -> None:
+    """What a process aside writes while the run's process writes the group tables: the fine groups' raw
+    statistics (:func:`_write_raw`), then the comparisons' tables and the kept points."""
+    _write_raw(out, stats)
+    _write_paired_and_points(study, out, tasks, chunk_dir, variants, comparisons)
 
 
 def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> None:

@@ -14,9 +14,9 @@ from precision.machine.compiled import COMPILED_MIN_POINTS
 @pytest.fixture(autouse=True)
 def compiled_at_every_size(monkeypatch):
     """The compiled passes for arrays of any size (the library keeps small ones to the numpy definitions)."""
-    from precision.analysis import groups, paired, scoring
+    from precision.analysis import groups, histograms, paired, scoring
     from precision.machine import npu
-    for module in (scoring, groups, paired, npu):
+    for module in (scoring, groups, histograms, paired, npu):
         monkeypatch.setattr(module, "COMPILED_MIN_POINTS", 0)
 
 
@@ -235,6 +235,27 @@ def test_histogram_merge_equals_the_numpy_definition(seed, dense_cells, monkeypa
     got = groups._merge_sparse(key, rows, bins, counts, n_bins)
     want = groups._merge_sparse_reference(key, rows, bins, counts, n_bins)
     assert got.dtype == want.dtype == np.int64 and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_histogram_quantiles_equal_the_numpy_definition(seed):
+    """The compiled quantile pass against numpy's running sum: keys' blocks in any order, a key met in two
+    blocks, zero counts, keys without entries, a block's total far from the rank; int32 and int64 counts."""
+    from precision.analysis.histograms import histogram_quantiles, histogram_quantiles_reference
+    rng = np.random.default_rng(seed)
+    blocks = []
+    for k in rng.permutation(int(rng.integers(1, 40)))[: int(rng.integers(1, 30))]:
+        blocks.append((k, np.sort(rng.choice(HIST_BINS, int(rng.integers(1, 60)), replace=False))))
+    if seed % 2:
+        blocks.append(blocks[0])  # (a key met again: its last block counts, as numpy's assignment keeps)
+    keys = np.concatenate([np.full(b.size, k) for k, b in blocks])
+    bins = np.concatenate([b for _, b in blocks]).astype(np.int32)
+    counts = rng.integers(0, 3, keys.size) * rng.integers(1, 2 ** (10 + 2 * seed), keys.size)  # (< 2**26 each)
+    counts = counts.astype(np.int32 if seed % 3 else np.int64)
+    qs = (0.0, 0.5, 0.99, 0.999, 1.0)
+    got, want = histogram_quantiles(keys, bins, counts, qs), histogram_quantiles_reference(keys, bins, counts, qs)
+    assert got.shape == want.shape and got.tobytes() == want.tobytes()
+    assert np.isnan(want).any() == any(counts[keys == k].sum() == 0 for k in range(want.shape[0]))
 
 
 def test_a_row_in_two_runs_is_merged_by_numpy():
