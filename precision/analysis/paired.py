@@ -72,6 +72,15 @@ def outputs_changed(a, b) -> np.ndarray:
     return (a.view(u) != b.view(u)) & ~(np.isnan(a) & np.isnan(b))
 
 
+
+def _error_bits_where(err: np.ndarray, changed: np.ndarray) -> np.ndarray:
+    """:func:`error_bits` of ``err`` at the ``changed`` points, zero elsewhere (a comparison reads no other)."""
+    bits = np.zeros(err.size)
+    with np.errstate(invalid="ignore"):
+        bits[changed] = error_bits(err[changed])
+    return bits
+
+
 def compare_points(err_with, cls_with, err_without, cls_without, changed):
     """Outcome of each point of a paired comparison ("with" against "without").
 
@@ -217,18 +226,13 @@ class PairedStats(Mergeable):
 
     @classmethod
     def compare_to_arrays(cls, grouping: Grouping, err_with, cls_with, err_without, cls_without, changed,
-                          prefix: str, witness=None, bits_with=None, bits_without=None) -> dict:
-        """:meth:`compare` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built).
-
-        ``bits_with``, ``bits_without``: :func:`error_bits` of the two ulp errors, when the caller holds them
-        (a variant compared more than once)."""
-        columns, hist = cls._compare_columns(grouping, err_with, cls_with, err_without, cls_without, changed, witness,
-                                             bits_with, bits_without)
+                          prefix: str, witness=None) -> dict:
+        """:meth:`compare` straight to :meth:`to_arrays`'s arrays under ``prefix`` (no frame built)."""
+        columns, hist = cls._compare_columns(grouping, err_with, cls_with, err_without, cls_without, changed, witness)
         return {**frame_to_arrays(columns, prefix), f"{prefix}.hist": packed_histogram(hist)}
 
     @classmethod
-    def _compare_columns(cls, grouping, err_with, cls_with, err_without, cls_without, changed, witness,
-                         bits_with=None, bits_without=None):
+    def _compare_columns(cls, grouping, err_with, cls_with, err_without, cls_without, changed, witness):
         """The columns of :meth:`compare` and its sparse histogram: one compiled pass over the points
         (:func:`precision.analysis.fused.compare_groups`; from :data:`COMPILED_MIN_POINTS` points), equal bit for
         bit to :meth:`_compare_columns_reference`."""
@@ -237,9 +241,8 @@ class PairedStats(Mergeable):
             return cls._compare_columns_reference(grouping, err_with, cls_with, err_without, cls_without, changed,
                                                   witness)
         from precision.analysis.fused import PAIR_COUNTS, compare_groups  # (numba, imported when first needed)
-        with np.errstate(invalid="ignore"):
-            bits_with = error_bits(err_with) if bits_with is None else bits_with
-            bits_without = error_bits(err_without) if bits_without is None else bits_without
+        changed = np.asarray(changed, dtype=bool).ravel()
+        bits_with, bits_without = (_error_bits_where(e, changed) for e in (err_with, err_without))
         counts, top, at, *hist = compare_groups(
             grouping.perm, grouping.starts, grouping.counts, changed, err_with, cls_with, err_without, cls_without,
             bits_with, bits_without, GARBAGE_ULP, DELTA_RES, DELTA_MAX, DELTA_BINS)

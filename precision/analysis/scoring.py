@@ -54,7 +54,7 @@ from precision.machine.compiled import COMPILED_MIN_POINTS  # (re-exported: the 
 
 __all__ = [
     "CLASS_OK", "CLASS_NAN", "CLASS_INF", "CLASS_WRONG_SIGN", "CLASS_LOST_INF", "CLASS_NAMES",
-    "SPECIAL_CLASSES", "ulp_error", "bits_error", "error_bits", "error_bits_of_worst", "classify", "Scorer", "blank_missing",
+    "SPECIAL_CLASSES", "ulp_error", "bits_error", "error_bits", "classify", "Scorer", "blank_missing",
     "assert_max_ulp", "COMPILED_MIN_POINTS",
 ]
 
@@ -150,12 +150,7 @@ def error_bits(err_ulp) -> np.ndarray:
     """``log2(1 + ulp error)``: the error as bits, the unit of paired comparisons (inf stays inf, NaN counts as
     inf)."""
     err = np.asarray(err_ulp, dtype=np.float64)
-    return error_bits_of_worst(np.where(np.isnan(err), np.inf, err))
-
-
-def error_bits_of_worst(worst) -> np.ndarray:
-    """:func:`error_bits` of ulp errors whose NaN are already inf (a caller that holds them so)."""
-    return np.log2(1.0 + np.asarray(worst, dtype=np.float64))
+    return np.log2(1.0 + np.where(np.isnan(err), np.inf, err))
 
 
 class Scorer:

@@ -52,7 +52,7 @@ from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.analysis.groups import GroupStats, Grouping, packed_histogram
 from precision.analysis.paired import PairedStats
-from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer, error_bits_of_worst
+from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer
 from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile
 
@@ -456,7 +456,7 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
                                                     else tensor.scorer.r64, fmt))
     if near is not None:
         stats = _patched_stats(near.piece, stats, near.rows, grouping.tally(fired))
-    worst = np.where(np.isnan(err), np.inf, err)  # (NaN as inf: what the maxima and the error bits read)
+    worst = np.where(np.isnan(err), np.inf, err)  # (NaN as inf: what the maxima read)
     per_point = worst.reshape(tensor.P, tensor.T)
     per_pred = per_point[:, 0].copy()
     for j in range(1, tensor.T):  # (a max over the short axis 1 costs ten times more)
@@ -474,8 +474,7 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
               "rounded": tensor.rounded[idx].astype(np.float64)}
     piece = {**stats, **frame_to_arrays(points, "points"), "pred_max": pred_max, "unsupported": np.array(0)}
     number = sum(len(held) for held in seen.values())
-    with np.errstate(invalid="ignore"):
-        scored = piece, (number, raw, np.isnan(computed), err, cls, error_bits_of_worst(worst))
+    scored = piece, (number, raw, np.isnan(computed), err, cls)
     seen.setdefault(key, []).append(scored)
     return scored
 
@@ -558,21 +557,20 @@ def _pair_piece(tensor: _Tensor, with_scores, without_scores) -> dict:
     points (by another comparison, or on another machine) give that piece
     again: it depends on the two outputs' scores only.
     """
-    same_w, raw_w, nan_w, err_w, cls_w, error_bits_w = with_scores
-    same_o, raw_o, nan_o, err_o, cls_o, error_bits_o = without_scores
+    same_w, raw_w, nan_w, err_w, cls_w = with_scores
+    same_o, raw_o, nan_o, err_o, cls_o = without_scores
     if (same_w, same_o) in tensor.paired:
         return dict(tensor.paired[same_w, same_o])
     changed = None if same_w == same_o else (raw_w != raw_o) & ~(nan_w & nan_o)
     if changed is not None and changed.any():
         piece = PairedStats.compare_to_arrays(tensor.grouping, err_w, cls_w, err_o, cls_o, changed, "paired",
-                                              witness={"pred": tensor.flat_preds}, bits_with=error_bits_w,
-                                              bits_without=error_bits_o)
+                                              witness={"pred": tensor.flat_preds})
         tensor.paired[same_w, same_o] = piece
         return dict(piece)
     if tensor.unchanged_pair is None:
         tensor.unchanged_pair = PairedStats.compare_to_arrays(
             tensor.grouping, err_w, cls_w, err_o, cls_o, np.zeros(err_w.size, dtype=bool), "paired",
-            witness={"pred": tensor.flat_preds}, bits_with=error_bits_w, bits_without=error_bits_o)
+            witness={"pred": tensor.flat_preds})
     return dict(tensor.unchanged_pair)
 
 
