@@ -352,7 +352,9 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         # a task's machines run together in one worker: its operands, exact values and groups are built once
         siblings = machine_siblings(work)
         results_reused = results_computed = 0
-        read = {}  # what the group tables need of each finished task's chunk, read while the others run
+        # what the tables read of each finished task's chunk, read while the others run (its kept points while
+        # they fit in POINTS_HELD_BYTES in all)
+        read, points_room = {}, POINTS_HELD_BYTES
         loader = None
         with _progress(len(todo), study.name) as bar:
             for g, results in executor.map_unordered(run_tasks, [[work[j] for j in group] for group in siblings]):
@@ -363,8 +365,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                 for j, res in zip(siblings[g], results):
                     if work[j].chunk_file is None:
                         atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)
-                    read[todo[j]] = _group_part(res if work[j].chunk_file is None
-                                                else _read_task(tasks[todo[j]], chunk_dir))
+                    read[todo[j]], points_room = _held_part(res if work[j].chunk_file is None
+                                                            else _read_task(tasks[todo[j]], chunk_dir), points_room)
                     results_reused += int(res["reused"])
                     results_computed += int(res["computed_pieces"])
                 bar.update(len(results))
@@ -601,23 +603,37 @@ def load_paired(run_dir) -> PairedStats:
 POINTS_BATCH_ROWS = 1 << 20
 
 
-def _group_part(arrays: dict) -> dict:
-    """What the group tables read of a task's chunk (its ``stats.*`` arrays, fallbacks, unsupported variants and
-    pred-bin maxima)."""
-    return {k: v for k, v in arrays.items() if k.startswith("stats.") or k in ("fallback", "unsupported", "pred_max")}
+#: Bytes of kept points the run's process holds of the chunks it reads while the tasks run (their points are read
+#: again from the chunk files beyond it).
+POINTS_HELD_BYTES = 256 << 20
+
+
+def _held_part(arrays: dict, points_room: int) -> tuple[dict, int]:
+    """(what the tables read of a task's chunk, the room left for points): its group statistics, comparisons,
+    fallbacks, unsupported variants and pred-bin maxima, and its kept points when they fit in ``points_room``
+    bytes."""
+    part = {k: v for k, v in arrays.items() if not k.startswith("points.")}
+    points = {k: v for k, v in arrays.items() if k.startswith("points.")}
+    size = sum(v.nbytes for v in points.values())
+    if size <= points_room:
+        part.update(points)
+        points_room -= size
+    return part, points_room
 
 
 def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
                    aside=None, read=None) -> tuple[list, int]:
     """Assemble the tables from the task chunks, one whole chunk in memory at a time (and every task's
-    :func:`_group_part`); (unsupported, fallbacks).
+    :func:`_held_part`); (unsupported, fallbacks).
 
-    ``read``: the :func:`_group_part` of tasks already read, by task index (the others are read here).
+    ``read``: the :func:`_held_part` of tasks already read, by task index (the others are read here, and
+    their chunks again for their comparisons and points).
 
-    The fine groups' raw statistics, the comparisons' tables and the kept points (:func:`_write_aside`) are
-    written by ``aside`` (a function that runs a call and returns its future:
-    :func:`precision.engine.executor.fork_aside`, in a process of its own, which holds the stacked statistics
-    by the fork) while this process writes the groups' tables; by this process without it.
+    The fine groups' table, the comparisons' tables and the kept points (:func:`_write_aside`) are written by
+    ``aside`` (a function that runs a call and returns its future: :func:`precision.engine.executor.fork_aside`,
+    in a process of its own, which holds the stacked statistics and ``read`` by the fork) while this process
+    writes the coarser group tables and the fine groups' raw statistics; by this process after them without
+    it.
     """
     region_names = study.regions
     band_names = get_operator(study.operator).band_labels(study.bracket_edges)  # ["all"] without bands
@@ -629,7 +645,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     names = np.asarray(variants, dtype=object)
     read = read or {}
     for ti, task in enumerate(tasks):
-        arrays = read[ti] if ti in read else _group_part(_read_task(task, chunk_dir))
+        arrays = read[ti] if ti in read else _held_part(_read_task(task, chunk_dir), 0)[0]
         fallback += int(arrays["fallback"])
         # numbers only here (the task's index, its group ids): the key columns are decoded once, below
         stats_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("stats.")}))
@@ -644,34 +660,40 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     stats = _TaskColumns(tasks, region_names, band_names).decoded(
         stats, {"variant": names[stats.frame["variant"].to_numpy(np.int64)]},
         ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()), ["group", "task"], fine_keys)
-    if aside is not None:  # (every chunk read, a damaged one recomputed, before another process reads them)
-        side = aside(_write_aside, study, out, tasks, chunk_dir, variants, comparisons, stats)
-        try:
-            _write_tables(study, out, stats, variants, fine_keys, region_names, band_names, predbins)
-        finally:  # (its files are in place before the caller removes the folder on a failure)
-            wait([side])
-        side.result()
-    else:
+    layout = (fine_keys, region_names, band_names)
+    # (every chunk read, a damaged one recomputed, before another process reads them)
+    side = None if aside is None else aside(_write_aside, study, out, tasks, chunk_dir, variants, comparisons, stats,
+                                            layout, read)
+    try:
         # the fine groups' raw sums and histograms, for re-merging by reports and the gate, are written while the
         # tables are merged (hashing and writing them, 110 MB for fp16_exhaustive, release the interpreter's lock)
         with ThreadPoolExecutor(1) as background:
             raw_written = background.submit(_write_raw, out, stats)
-            _write_tables(study, out, stats, variants, fine_keys, region_names, band_names, predbins)
+            _write_tables(study, out, stats, variants, region_names, band_names, predbins)
             raw_written.result()
-        _write_paired_and_points(study, out, tasks, chunk_dir, variants, comparisons)
+    finally:
+        if side is not None:  # (its files are in place before the caller removes the folder on a failure)
+            wait([side])
+    if side is None:
+        _write_aside(study, out, tasks, chunk_dir, variants, comparisons, stats, layout, read)
+    else:
+        side.result()
     return sorted(unsupported), fallback
 
 
-def _write_aside(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons, stats) -> None:
-    """What a process aside writes while the run's process writes the group tables: the fine groups' raw
-    statistics (:func:`_write_raw`), then the comparisons' tables and the kept points."""
-    _write_raw(out, stats)
-    _write_paired_and_points(study, out, tasks, chunk_dir, variants, comparisons)
+def _write_aside(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons, stats, layout,
+                 read) -> None:
+    """What a process aside writes while the run's process writes the coarser group tables and the fine
+    groups' raw statistics: the fine groups' table, the comparisons' tables and the kept points."""
+    _write_fine_table(study, out, stats, variants, *layout)
+    _write_paired_and_points(study, out, tasks, chunk_dir, variants, comparisons, read)
 
 
-def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons) -> None:
+def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
+                             read: dict) -> None:
     """``comparisons.csv``, ``paired_raw.parquet``, ``paired_hist.npz`` and ``points.parquet`` from the task
-    chunks (read here: this may run in a process of its own, :func:`_write_outputs`)."""
+    chunks: their parts held in ``read`` (:func:`_held_part`, by task index), the others read here (this may
+    run in a process of its own, :func:`_write_outputs`)."""
     op = get_operator(study.operator)
     region_names = study.regions
     band_names = op.band_labels(study.bracket_edges)
@@ -680,7 +702,9 @@ def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, va
     points_tmp = out / "points.parquet.tmp"
     points = _PointsWriter(points_tmp, variants)
     for ti, task in enumerate(tasks):
-        arrays = _read_task(task, chunk_dir)
+        arrays = read.get(ti)
+        if arrays is None or "points.values" not in arrays:
+            arrays = _read_task(task, chunk_dir)
         if arrays["paired.values"].shape[0]:
             paired_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("paired.")}))
         if arrays["points.values"].shape[0]:
@@ -780,15 +804,27 @@ def _write_raw(out: Path, stats: GroupStats) -> None:
     _atomic_parquet(out / "groups_raw.parquet", stats.frame)
 
 
-def _write_tables(study, out, stats, variants, fine_keys, region_names, band_names, predbins) -> None:
-    """The run's group tables and pred-bin maxima from the stacked statistics."""
+def _group_table(study, merged: GroupStats, by, variants, region_names, band_names) -> pd.DataFrame:
+    """The table of merged group statistics by the keys ``by``, in the run's order."""
+    return sort_table(merged.table(by), variants, study.machines, region_names, band_names,
+                      get_operator(study.operator).ATTRIBUTES)
 
+
+def _write_fine_table(study, out, stats, variants, fine_keys, region_names, band_names) -> None:
+    """``groups.csv``: the finest groups' table from the stacked statistics."""
+    _atomic_csv(out / "groups.csv", hex_witnesses(_group_table(study, stats.merge(fine_keys), fine_keys, variants,
+                                                               region_names, band_names)))
+
+
+def _write_tables(study, out, stats, variants, region_names, band_names, predbins) -> None:
+    """The run's coarser group tables (every one but ``groups.csv``), its standards and pred-bin maxima from
+    the stacked statistics."""
     op = get_operator(study.operator)
     term = op.TERMS_ATTRIBUTE  # by_<term>.csv (by_gamma.csv); none when the operator has no terms attribute
     terms = [term] if term is not None else []
 
     def table(merged, by):
-        return sort_table(merged.table(by), variants, study.machines, region_names, band_names, op.ATTRIBUTES)
+        return _group_table(study, merged, by, variants, region_names, band_names)
     run_keys = ["variant", "machine", "format", "profile"]
     # the fine histogram is merged once, by term and region; by_region, by_<term> and summary re-merge smaller ones
     by_term_region = stats.merge(run_keys + terms + ["region"])
@@ -799,7 +835,6 @@ def _write_tables(study, out, stats, variants, fine_keys, region_names, band_nam
     }
     if terms:
         tables[f"by_{term}.csv"] = table(stats.merge(run_keys + terms, within=by_term_region), run_keys + terms)
-    tables["groups.csv"] = table(stats.merge(fine_keys), fine_keys)
     if len(band_names) > 1:
         by = run_keys + terms + ["bracket"]
         tables["by_bracket.csv"] = table(stats.merge(by), by)
