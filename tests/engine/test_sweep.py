@@ -180,6 +180,35 @@ class TestDeterminism:
         assert batched.metadata.num_rows == whole.metadata.num_rows > 100
         pd.testing.assert_frame_equal(batched.read().to_pandas(), whole.read().to_pandas(), check_exact=True)
 
+    @pytest.mark.parametrize("share", [0.0, 0.5])
+    def test_points_held_or_read_again_give_the_same_tables(self, reference_run, tmp_path, monkeypatch, share):
+        """The kept points of the chunks read while the tasks run are held up to POINTS_HELD_BYTES in all, the
+        others' read again from their chunk files (in the process aside): the same tables either way, and the
+        chunks read again are exactly those whose points were not held."""
+        from precision.engine import sweep
+        from precision.engine.cache import read_checked_npz
+        sizes = sorted(sum(v.nbytes for k, v in read_checked_npz(f).items() if k.startswith("points."))
+                       for f in (reference_run[0] / "chunks").glob("*.safetensors"))
+        monkeypatch.setattr(sweep, "POINTS_HELD_BYTES", sum(sizes[:int(share * len(sizes))]))
+        held, reads = [], tmp_path / "reads"
+        reads.mkdir()
+        real_held, real_read = sweep._held_part, sweep._read_task
+
+        def held_part(arrays, points_room):
+            part, left = real_held(arrays, points_room)
+            held.append("points.values" in part)
+            return part, left
+
+        def read_task(task, chunk_dir):  # (in this process or the one aside: one file per read)
+            (reads / f"{task.key}-{len(list(reads.iterdir()))}-{os.getpid()}").write_text("")
+            return real_read(task, chunk_dir)
+        monkeypatch.setattr(sweep, "_held_part", held_part)
+        monkeypatch.setattr(sweep, "_read_task", read_task)
+        result = run_study(small_study(), tmp_path / "o", cache_dir=tmp_path / "c", workers=2)
+        assert_same_tables(read_tables(reference_run[0]), read_tables(tmp_path / "o"))
+        assert len(held) == result.tasks and (0 < held.count(True) < result.tasks if share else not any(held))
+        assert len(list(reads.iterdir())) == result.tasks + held.count(False)  # (read once as it ended, some again)
+
     def test_dask_local_cluster(self, reference_run, tmp_path):
         pytest.importorskip("dask.distributed")
         run_study(small_study(), tmp_path / "d", use_cache=False, scheduler="local", workers=2)
