@@ -73,11 +73,12 @@ def outputs_changed(a, b) -> np.ndarray:
 
 
 
-def _error_bits_where(err: np.ndarray, changed: np.ndarray) -> np.ndarray:
-    """:func:`error_bits` of ``err`` at the ``changed`` points, zero elsewhere (a comparison reads no other)."""
+def _error_bits_at(err: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """:func:`error_bits` of ``err`` at the points ``at`` (indices), zero elsewhere (a comparison reads only its
+    changed points')."""
     bits = np.zeros(err.size)
     with np.errstate(invalid="ignore"):
-        bits[changed] = error_bits(err[changed])
+        bits[at] = error_bits(err[at])
     return bits
 
 
@@ -242,7 +243,8 @@ class PairedStats(Mergeable):
                                                   witness)
         from precision.analysis.fused import PAIR_COUNTS, compare_groups  # (numba, imported when first needed)
         changed = np.asarray(changed, dtype=bool).ravel()
-        bits_with, bits_without = (_error_bits_where(e, changed) for e in (err_with, err_without))
+        at = np.flatnonzero(changed)
+        bits_with, bits_without = (_error_bits_at(e, at) for e in (err_with, err_without))
         counts, top, at, *hist = compare_groups(
             grouping.perm, grouping.starts, grouping.counts, changed, err_with, cls_with, err_without, cls_without,
             bits_with, bits_without, GARBAGE_ULP, DELTA_RES, DELTA_MAX, DELTA_BINS)
