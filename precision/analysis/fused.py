@@ -556,7 +556,7 @@ def quantile_entries(keys, counts, qs) -> np.ndarray:
     """Per key and quantile of a sparse histogram (each key's entries contiguous, in ascending bin order), the
     entry holding the quantile's order statistic (rank ``max(1, ceil(q * n))`` of the key's n counts), -1 for
     a key without counts: (keys.max() + 1, len(qs)) int64.  One pass, no running sum over every entry kept;
-    equal to :func:`precision.analysis.histograms.histogram_quantiles_reference`'s entries."""
+    equal to :func:`precision.analysis.histograms.histogram_quantiles`'s entries."""
     keys = _frozen(keys, dtype=np.int64)
     narrow = np.asarray(counts).dtype == np.int32  # (two compiled forms, as merge_histogram's)
     counts = _frozen(counts, dtype=np.int32 if narrow else np.int64)

@@ -15,13 +15,14 @@ import numpy as np
 import pandas as pd
 
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, acceptance_columns, acceptance_parameters
-from precision.analysis.histograms import HIST_BINS, histogram_bins, histogram_quantiles
+from precision.analysis import histograms
+from precision.analysis.histograms import HIST_BINS, bin_upper_edge, histogram_bins
 from precision.analysis.scoring import CLASS_NAMES, CLASS_OK, COMPILED_MIN_POINTS, SPECIAL_CLASSES, blank_missing
 from precision.io.frames import frame_from_arrays, frame_to_arrays
 
 __all__ = [
     "Grouping", "Mergeable", "GroupStats", "packed_histogram", "STAT_SUMS", "STAT_COLUMNS", "Summary", "summarize",
-    "witness_fields", "witness_attributes",
+    "witness_fields", "witness_attributes", "histogram_quantiles",
 ]
 
 #: A witness's fields in the order a text names them: pred and target first, then the operator's attributes
@@ -411,6 +412,20 @@ STAT_SUMS = ("count", "n_finite", "sum_ulp", "sum_bits", "n_correct", "over_1ulp
 #: Columns of :meth:`GroupStats.table` after the key columns (witness columns follow their maximum).
 STAT_COLUMNS = ("count", "max_ulp", "max_finite_ulp", "mean_ulp", "p50_ulp", "p99_ulp", "p999_ulp", "mean_bits",
                 "share_correct", "over_1ulp") + SPECIAL_CLASSES
+
+
+def histogram_quantiles(keys, bins, counts, qs, edge=bin_upper_edge) -> np.ndarray:
+    """:func:`precision.analysis.histograms.histogram_quantiles`; from :data:`COMPILED_MIN_POINTS` entries, its
+    entries found in one compiled pass (:func:`precision.analysis.fused.quantile_entries`), the same values."""
+    keys = np.asarray(keys, dtype=np.int64)
+    if keys.size < COMPILED_MIN_POINTS:
+        return histograms.histogram_quantiles(keys, bins, counts, qs, edge)
+    from precision.analysis.fused import quantile_entries  # (numba, imported when first needed)
+    at = quantile_entries(keys, counts, qs)
+    with np.errstate(invalid="ignore"):
+        out = np.asarray(edge(np.asarray(bins)[np.maximum(at, 0)]), dtype=np.float64)
+    out[at < 0] = np.nan
+    return out
 
 
 def _log2(values: np.ndarray) -> np.ndarray:

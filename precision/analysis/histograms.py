@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from precision.machine.compiled import COMPILED_MIN_POINTS
-
 __all__ = [
     "HIST_SUBBINS", "HIST_BINS", "histogram_bins", "bin_upper_edge", "quantile_upper_bound",
-    "histogram_quantiles", "histogram_quantiles_reference",
+    "histogram_quantiles",
 ]
 
 # ---------------------------------------------------------------------------
@@ -72,23 +70,10 @@ def histogram_quantiles(keys, bins, counts, qs, edge=bin_upper_edge) -> np.ndarr
 
     Vectorized :func:`quantile_upper_bound`: row k of the result holds group
     k's values (keys are 0 .. K-1; a group without counts gets NaN); ``edge``
-    maps a bin to the value reported for it.  From :data:`COMPILED_MIN_POINTS`
-    entries, one compiled pass (:func:`precision.analysis.fused.quantile_entries`)
-    finds the entries, equal to :func:`histogram_quantiles_reference`'s.
+    maps a bin to the value reported for it.  (The numpy definition:
+    :func:`precision.analysis.groups.histogram_quantiles` finds the same entries
+    in one compiled pass on large histograms.)
     """
-    keys = np.asarray(keys, dtype=np.int64)
-    if keys.size < COMPILED_MIN_POINTS:
-        return histogram_quantiles_reference(keys, bins, counts, qs, edge)
-    from precision.analysis.fused import quantile_entries  # (numba, imported when first needed)
-    at = quantile_entries(keys, counts, qs)
-    with np.errstate(invalid="ignore"):
-        out = np.asarray(edge(np.asarray(bins)[np.maximum(at, 0)]), dtype=np.float64)
-    out[at < 0] = np.nan
-    return out
-
-
-def histogram_quantiles_reference(keys, bins, counts, qs, edge=bin_upper_edge) -> np.ndarray:
-    """:func:`histogram_quantiles` as numpy defines it: a running sum over every entry, searched per key."""
     keys = np.asarray(keys, dtype=np.int64)
     K = int(keys.max()) + 1 if keys.size else 0
     cum = np.cumsum(np.asarray(counts, dtype=np.int64))  # (numpy sums int32 into int64 five times slower)

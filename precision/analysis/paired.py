@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from precision.analysis.groups import Grouping, Mergeable, packed_histogram
-from precision.analysis.histograms import histogram_quantiles
+from precision.analysis.groups import Grouping, Mergeable, histogram_quantiles, packed_histogram
 from precision.analysis.scoring import CLASS_OK, COMPILED_MIN_POINTS, blank_missing, error_bits
 from precision.io.frames import frame_to_arrays
 

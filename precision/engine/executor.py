@@ -4,8 +4,9 @@ Every executor offers ``map_unordered(function, tasks)``, yielding
 ``(index, result)`` as tasks finish; callers order results themselves, so
 the output never depends on the executor, the worker count or finishing
 order.  ``warm(function, *args)`` queues a load that later work needs behind
-the work handed out, for workers that fall idle (a local pool only).  Functions and tasks must be picklable (module-level functions, plain
-data): they cross a process or network boundary, never a file.
+the work handed out, for workers that fall idle (a local pool only).
+Functions and tasks must be picklable (module-level functions, plain data):
+they cross a process or network boundary, never a file.
 """
 
 from __future__ import annotations
@@ -164,12 +165,13 @@ def fork_aside(function, *args) -> Future:
     def collect():
         try:
             ok, value = receive.recv()
-        except EOFError:  # (ended without a word: killed)
+        except EOFError:  # (ended without a word: killed, or exited)
             ok, value = False, None
         child.join()
-        if value is None and not ok:
-            value = ChildProcessError(f"the process aside ended with status {child.exitcode}")
-        future.set_result(value) if ok else future.set_exception(value)
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value or ChildProcessError(f"the process aside ended with status {child.exitcode}"))
     threading.Thread(target=collect, name="aside", daemon=True).start()
     return future
 
@@ -183,8 +185,8 @@ def _run_aside(send, function, args) -> None:
         outcome = (False, exc)
     try:
         send.send(outcome)
-    except Exception as exc:  # (an error that cannot be pickled: its text)
-        send.send((False, RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}" if not outcome[0] else str(exc))))
+    except Exception as exc:  # (a result or error that cannot be pickled: why, as text)
+        send.send((False, RuntimeError(f"{outcome[1]!r} cannot be sent back from the process aside: {exc}")))
 
 
 def make_executor(scheduler: str | None = None, workers: int | None = None):

@@ -67,6 +67,12 @@ def test_fork_aside_runs_a_call_in_another_process_and_hands_back_its_result_or_
     assert fork_aside(divmod, 7, 2).result() == (3, 1)
     with pytest.raises(ZeroDivisionError):
         fork_aside(divmod, 1, 0).result()
+    with pytest.raises(ChildProcessError, match="status 3"):  # (ended without a word)
+        fork_aside(os._exit, 3).result()
+    with pytest.raises(RuntimeError, match="cannot be sent back"):  # (a result that cannot be pickled)
+        fork_aside(lambda: (lambda: None)).result()
+    held = np.arange(5)  # (the child's by the fork, never pickled)
+    assert fork_aside(lambda: int(held.sum())).result() == 10
 
 
 def _mark_warm(folder):
