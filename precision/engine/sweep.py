@@ -655,12 +655,14 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
             key = (v, task.machine, task.profile.name, task.term)
             cur = arrays["pred_max"][vi]
             predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
-    fine_keys = list(group_keys(get_operator(study.operator))) + (["bracket"] if bands else [])
+    bracket = ["bracket"] if bands else []
+    fine_keys = list(group_keys(get_operator(study.operator))) + bracket
+    context = _TaskColumns(tasks, region_names, band_names)
     stats = _stack_tasks(stats_parts, "stats", GroupStats)
-    stats = _TaskColumns(tasks, region_names, band_names).decoded(
-        stats, {"variant": names[stats.frame["variant"].to_numpy(np.int64)]},
-        ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()), ["group", "task"], fine_keys)
-    layout = (fine_keys, region_names, band_names)
+    stats = context.decoded(stats, {"variant": names[stats.frame["variant"].to_numpy(np.int64)]},
+                            ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()), ["group", "task"], fine_keys)
+    # (the key columns of both raw tables, and the decoder of their rows: one for the groups and the pairs)
+    layout = (fine_keys, list(pair_keys(get_operator(study.operator))) + bracket, context, region_names, band_names)
     # (every chunk read, a damaged one recomputed, before another process reads them)
     side = None if aside is None else aside(_write_aside, study, out, tasks, chunk_dir, variants, comparisons, stats,
                                             layout, read)
@@ -685,19 +687,17 @@ def _write_aside(study: Study, out: Path, tasks, chunk_dir: Path, variants, comp
                  read) -> None:
     """What a process aside writes while the run's process writes the coarser group tables and the fine
     groups' raw statistics: the fine groups' table, the comparisons' tables and the kept points."""
-    _write_fine_table(study, out, stats, variants, *layout)
-    _write_paired_and_points(study, out, tasks, chunk_dir, variants, comparisons, read)
+    fine_keys, paired_keys, context, region_names, band_names = layout
+    _write_fine_table(study, out, stats, variants, fine_keys, region_names, band_names)
+    _write_paired_and_points(study, out, tasks, chunk_dir, variants, comparisons, read, context, paired_keys)
 
 
 def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
-                             read: dict) -> None:
+                             read: dict, context: "_TaskColumns", paired_keys: list) -> None:
     """``comparisons.csv``, ``paired_raw.parquet``, ``paired_hist.npz`` and ``points.parquet`` from the task
     chunks: their parts held in ``read`` (:func:`_held_part`, by task index), the others read here (this may
-    run in a process of its own, :func:`_write_outputs`)."""
-    op = get_operator(study.operator)
-    region_names = study.regions
-    band_names = op.band_labels(study.bracket_edges)
-    bands = len(band_names) > 1
+    run in a process of its own, :func:`_write_outputs`); their rows decoded by ``context``, keyed by
+    ``paired_keys``."""
     paired_parts = []
     points_tmp = out / "points.parquet.tmp"
     points = _PointsWriter(points_tmp, variants)
@@ -711,8 +711,6 @@ def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, va
             points.add(task, columns_from_arrays(arrays, "points"))
     points.close()
     os.replace(points_tmp, out / "points.parquet")
-    context = _TaskColumns(tasks, region_names, band_names)
-    paired_keys = list(pair_keys(op)) + (["bracket"] if bands else [])
     paired = _stack_tasks(paired_parts, "paired", PairedStats)
     if len(paired):
         which = paired.frame["comparison"].to_numpy(np.int64)
@@ -721,7 +719,7 @@ def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, va
                                    ("with_variant", "with_variant"), ("without_variant", "without_variant"))}
         paired = context.decoded(paired, cols, ("gain_witness_", "loss_witness_"), ["group", "task", "comparison"],
                                  paired_keys)
-    table = comparison_table(paired, variants, study.machines, region_names, separate=study.separate)
+    table = comparison_table(paired, variants, study.machines, study.regions, separate=study.separate)
     _atomic_csv(out / "comparisons.csv", hex_witnesses(table))
     atomic_write_npz(out / "paired_hist.npz", {c: paired.hist[c].to_numpy(np.int64) for c in ("row", "bin", "count")})
     _atomic_parquet(out / "paired_raw.parquet", paired.frame if len(paired) else pd.DataFrame(columns=paired_keys))
