@@ -374,11 +374,11 @@ class Mergeable:
         n = int(key.max()) + 1 if key.size else 0
         order = np.argsort(key, kind="stable")
         starts = np.searchsorted(key[order], np.arange(n))
-        out = f.iloc[order[starts]][by].reset_index(drop=True)
-        for col in self._sums():
-            out[col] = np.bincount(key, f[col].to_numpy(np.float64), n)
-            if np.issubdtype(f[col].dtype, np.integer):
-                out[col] = out[col].astype(np.int64)
+        keys = f.iloc[order[starts]][by].reset_index(drop=True)
+        columns = {col: keys[col] for col in by}  # (one frame built at the end: setting a column at a time
+        for col in self._sums():                  # costs more than its arithmetic)
+            total = np.bincount(key, f[col].to_numpy(np.float64), n)
+            columns[col] = total.astype(np.int64) if np.issubdtype(f[col].dtype, np.integer) else total
         for col, prefix in self.MAXIMA.items():
             if col not in f.columns:  # optional maxima (the acceptance columns) absent from these groups
                 continue
@@ -386,11 +386,11 @@ class Mergeable:
             v = np.where(np.isnan(v), -np.inf, v)
             pick = np.lexsort((np.arange(v.size), -v, key))  # per key: largest first, then row order
             first = pick[np.searchsorted(key[pick], np.arange(n))]
-            out[col] = f[col].to_numpy()[first]
-            none = np.isnan(out[col].to_numpy(np.float64))  # no point attained a maximum: no witness
+            columns[col] = f[col].to_numpy()[first]
+            none = np.isnan(columns[col].astype(np.float64))  # no point attained a maximum: no witness
             for wcol in (c for c in f.columns if c.startswith(prefix)):
-                out[wcol] = blank_missing(f[wcol].to_numpy()[first], none)
-        return out, key
+                columns[wcol] = blank_missing(f[wcol].to_numpy()[first], none)
+        return pd.DataFrame(columns), key
 
     def to_arrays(self, prefix: str) -> dict:
         """npz-storable arrays under ``prefix`` (:func:`precision.io.frames.frame_to_arrays`; the histogram as

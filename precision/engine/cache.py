@@ -31,7 +31,6 @@ import contextlib
 import fcntl
 import functools
 import hashlib
-import json
 import os
 import warnings
 import zipfile
@@ -254,13 +253,15 @@ class TermCache:
 
 #: Version of the stored task results' layout (:mod:`precision.engine.task`); part of every key.
 #: 4: one bundle file per task holding every piece (was one file per piece); 5: histograms stored as int32;
-#: 6: a bundle stores each distinct array once (:meth:`ResultCache.put_bundle`).
-RESULTS_VERSION = 6
+#: 6: a bundle stores each distinct array once (:meth:`ResultCache.put_bundle`); 7: its alias table as lines
+#: of tab-separated names (was JSON).
+RESULTS_VERSION = 7
 
 #: Separates a piece's key from its array's name inside a bundle.
 _PIECE_SEP = "/"
-#: A bundle's entry naming, for each array stored once but held by several pieces, the entry holding it.
-_ALIASES = "aliases#json"
+#: A bundle's entry naming, for each array stored once but held by several pieces, the entry holding it: a line
+#: ``<entry>\t<entry holding it>`` each, UTF-8 (names hold no tab and no newline).
+_ALIASES = "aliases#tsv"
 #: Arrays up to this many bytes are matched by content too (equal column names, counts of no change); larger
 #: ones by identity (the pieces of variants whose outputs are equal share their arrays).
 _ALIAS_BY_CONTENT_BYTES = 1 << 16
@@ -325,7 +326,8 @@ class ResultCache:
         array stored once for several pieces is one object in each (so a rewrite stores it once again)."""
         arrays = self.get(key) or {}
         if _ALIASES in arrays:
-            for name, source in json.loads(arrays.pop(_ALIASES).tobytes()).items():
+            for line in arrays.pop(_ALIASES).tobytes().decode().split("\n"):
+                name, _, source = line.partition("\t")
                 arrays[name] = arrays[source]
         pieces: dict = {}
         for name, a in arrays.items():
@@ -339,23 +341,25 @@ class ResultCache:
         an array held by several pieces (the same object, or equal and small) is stored under the first entry
         holding it (in name order) and named in the bundle's alias table (the pieces of variants with equal outputs share their
         histograms and points: about 70 % of a bundle's bytes on ``fp16_exhaustive``)."""
-        stored, aliases, first, held = {}, {}, {}, []
+        stored, aliases, by_id, by_content, held = {}, [], {}, {}, []
         for piece in sorted(pieces):  # (in name order: which entry stores an array does not depend on dict order)
-            for name in sorted(pieces[piece]):
+            arrays = pieces[piece]
+            for name in sorted(arrays):
                 entry = f"{piece}{_PIECE_SEP}{name}"
-                a = np.asarray(pieces[piece][name])
+                a = np.asarray(arrays[name])
                 held.append(a)  # (an id is an array's only while the array lives)
-                same = [("id", id(a))]
-                if a.nbytes <= _ALIAS_BY_CONTENT_BYTES:
-                    same.append(("content", a.dtype.str, a.shape, a.tobytes()))
-                source = next((first[k] for k in same if k in first), None)
-                if source is None:
-                    stored[entry] = a
-                    first.update(dict.fromkeys(same, entry))
-                else:
-                    aliases[entry] = source
+                source, content = by_id.get(id(a)), None
+                if source is None and a.nbytes <= _ALIAS_BY_CONTENT_BYTES:
+                    content = (a.dtype.str, a.shape, a.tobytes())
+                    source = by_content.get(content)
+                if source is not None:
+                    aliases.append(f"{entry}\t{source}")
+                    continue
+                stored[entry], by_id[id(a)] = a, entry
+                if content is not None:
+                    by_content[content] = entry
         if aliases:
-            stored[_ALIASES] = np.frombuffer(json.dumps(aliases, sort_keys=True).encode(), dtype=np.uint8)
+            stored[_ALIASES] = np.frombuffer("\n".join(aliases).encode(), dtype=np.uint8)
         self.put(key, stored)
 
     def _files(self) -> list:

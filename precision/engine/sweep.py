@@ -347,8 +347,10 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         # finished tasks live on disk (of each, memory holds what the group tables read); their integrity is
         # checked as they are read, a damaged one recomputed
         todo = [i for i, task in enumerate(tasks) if not (chunk_dir / f"{task.key}.safetensors").exists()]
-        work = [dataclasses.replace(tasks[i], chunk_file=str(chunk_dir / f"{tasks[i].key}.safetensors")) if local
-                else tasks[i] for i in todo]
+        # (a task run in this process, or on a remote cluster, returns its result: written here, never read back)
+        inline = isinstance(executor, InlineExecutor)
+        work = [dataclasses.replace(tasks[i], chunk_file=str(chunk_dir / f"{tasks[i].key}.safetensors"))
+                if local and not inline else tasks[i] for i in todo]
         # a task's machines run together in one worker: its operands, exact values and groups are built once
         siblings = machine_siblings(work)
         results_reused = results_computed = 0
@@ -363,8 +365,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
                     loader.start()
                     load = False
                 for j, res in zip(siblings[g], results):
-                    if work[j].chunk_file is None:
-                        atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res)
+                    if work[j].chunk_file is None:  # (cheap to recompute: not synced, as a worker writes it)
+                        atomic_write_npz(chunk_dir / f"{tasks[todo[j]].key}.safetensors", res, durable=False)
                     read[todo[j]], points_room = _held_part(res if work[j].chunk_file is None
                                                             else _read_task(tasks[todo[j]], chunk_dir), points_room)
                     results_reused += int(res["reused"])

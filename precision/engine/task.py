@@ -536,7 +536,7 @@ def _patched_stats(piece: dict, part: dict, rows: np.ndarray, decisions: dict) -
 def _with_decisions(piece: dict, values: np.ndarray, decisions: dict) -> np.ndarray:
     """``values`` (rows of ``piece``'s ``stats.*`` columns; written in place) with the decision counts
     ``decisions`` (name -> one count per group) written in."""
-    names = list(piece["stats.columns"])
+    names = piece["stats.columns"].tolist()
     for column, counts in decisions.items():
         values[:, names.index(column)] = counts
     return values

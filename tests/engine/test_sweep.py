@@ -209,6 +209,21 @@ class TestDeterminism:
         assert len(held) == result.tasks and (0 < held.count(True) < result.tasks if share else not any(held))
         assert len(list(reads.iterdir())) == result.tasks + held.count(False)  # (read once as it ended, some again)
 
+    def test_an_inline_run_writes_each_chunk_and_reads_none_back(self, tmp_path, monkeypatch):
+        """One worker in this process: each task's result is written as its chunk, never read back from it;
+        the chunks are those a pool's workers write, byte for byte."""
+        from precision.engine import sweep
+        reads, real_read = [], sweep._read_task
+        monkeypatch.setattr(sweep, "_read_task", lambda task, chunk_dir: reads.append(task.key) or
+                            real_read(task, chunk_dir))
+        result = run_study(small_study(), tmp_path / "inline", cache_dir=tmp_path / "c1", workers=1)
+        assert reads == []
+        run_study(small_study(), tmp_path / "pool", cache_dir=tmp_path / "c2", workers=2)
+        inline = sorted((tmp_path / "inline" / "chunks").glob("*.safetensors"))
+        assert len(inline) == result.tasks == len(list((tmp_path / "pool" / "chunks").iterdir()))
+        for chunk in inline:
+            assert chunk.read_bytes() == (tmp_path / "pool" / "chunks" / chunk.name).read_bytes(), chunk.name
+
     def test_dask_local_cluster(self, reference_run, tmp_path):
         pytest.importorskip("dask.distributed")
         run_study(small_study(), tmp_path / "d", use_cache=False, scheduler="local", workers=2)
