@@ -143,7 +143,10 @@ class Grouping:
         ``masks``: name -> boolean array (count where true); ``codes``: name
         -> (small int array, {value: count name}) (count each value).
         """
-        out = {name: self.count(mask) for name, mask in masks.items()}
+        counted, out = {}, {}
+        for name, mask in masks.items():  # (one count per distinct array: most decision masks are one shared none)
+            held = counted.get(id(mask))
+            out[name] = held.copy() if held is not None else counted.setdefault(id(mask), self.count(mask))
         for values, names in (codes or {}).values():
             grouped = np.asarray(values).ravel()[self.perm]
             for value, name in names.items():
@@ -584,7 +587,7 @@ class GroupStats(Mergeable):
         """
         f = self.frame
         keys = [c for c in (keys if keys is not None else f.columns) if not self._value_column(c)]
-        out = f[keys].copy()
+        out = {c: f[c] for c in keys}  # (the frame built once, at the end)
         q = histogram_quantiles(self.hist["row"].to_numpy(), self.hist["bin"].to_numpy(),
                                 self.hist["count"].to_numpy(), (0.5, 0.99, 0.999))
         q = np.vstack([q, np.full((len(f) - len(q), 3), np.nan)]) if len(q) < len(f) else q
@@ -598,7 +601,7 @@ class GroupStats(Mergeable):
             out[col] = f[col].to_numpy()
         for col in (c for c in f.columns if c.startswith(("witness_", "finite_witness_"))):
             out[col] = f[col].to_numpy()
-        return out
+        return pd.DataFrame(out, index=f.index)
 
 
 # ---------------------------------------------------------------------------

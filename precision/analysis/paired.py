@@ -321,7 +321,7 @@ class PairedStats(Mergeable):
         """
         f = self.frame
         keys = [c for c in (keys if keys is not None else f.columns) if not self._value_column(c)]
-        out = f[keys].copy()
+        out = {c: f[c] for c in keys}  # (the frame built once, at the end)
         for col in ("count", "changed", "better", "worse", "tied", "both_garbage"):
             out[col] = f[col].to_numpy()
         out["specials_fixed"] = sum(f[c].to_numpy() for c in FIX_QUALITIES.values())
@@ -345,8 +345,9 @@ class PairedStats(Mergeable):
             out[col] = f[col].to_numpy()
         for col in (c for c in f.columns if c.startswith(("gain_witness_", "loss_witness_"))):
             out[col] = f[col].to_numpy()
-        out["verdict"] = verdicts(out)
-        return out
+        table = pd.DataFrame(out, index=f.index)
+        table["verdict"] = verdicts(table)
+        return table
 
     def _median_of_side(self, side: float, n: int) -> np.ndarray:
         """Per row, the median gain (side +1, over finite better outputs) or loss (side -1, over finite worse

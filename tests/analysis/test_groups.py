@@ -145,6 +145,22 @@ def test_tally_counts_each_mask_and_code_per_group(n, n_groups):
         np.testing.assert_array_equal(out[name], count(codes == value))
 
 
+def test_a_mask_named_several_times_is_counted_once_each_name_its_own_array(monkeypatch):
+    """One array under several names (a variant's guards that fire nowhere share one mask) is counted once; each
+    name gets its own counts array (writing one changes no other)."""
+    grouping = Grouping(np.array([0, 1, 1, 2, 2, 2]), 3)
+    shared, other = np.array([1, 0, 1, 1, 0, 1], dtype=bool), np.array([0, 0, 0, 0, 0, 1], dtype=bool)
+    counted = []
+    real = Grouping.count
+    monkeypatch.setattr(Grouping, "count", lambda self, mask: counted.append(mask) or real(self, mask))
+    out = grouping.tally({"a": shared, "b": other, "c": shared, "d": shared})
+    assert len(counted) == 2 and counted[0] is shared and counted[1] is other
+    assert [out[k].tolist() for k in "abcd"] == [[1, 1, 2], [0, 0, 1], [1, 1, 2], [1, 1, 2]]
+    out["a"][0] = 99
+    assert out["c"].tolist() == [1, 1, 2] and out["d"].tolist() == [1, 1, 2]
+    assert len({id(out[k]) for k in "abcd"}) == 4
+
+
 def test_counts_of_a_read_only_mask_are_kept_and_of_a_writable_one_recounted():
     """A read-only mask's counts are kept for its next count (the same array, the same view); a writable mask,
     another view of the same array and another read-only array are counted afresh."""

@@ -685,34 +685,34 @@ def _truncated_store(grad: np.ndarray, machine) -> np.ndarray:
                    lambda: store_output(resolve_machine(machine), grad, np.float16, RTZ), 4, (machine, bits.copy()))
 
 
-#: The last decision masks computed, by their name and the kept step objects each came from (held, so compared
-#: by identity): the variants of one evaluation share most steps (on a task of fp16_exhaustive, 5 distinct
-#: (pF, p, qF, q) among 19 kernel-family variants), and so their masks.
-_DECISIONS: list = []
+#: The last decision masks computed, by their name and the ids of the kept step objects each came from, with
+#: those objects (held: an id names its object while the entry lives): the variants of one evaluation share
+#: most steps (on a task of fp16_exhaustive, 5 distinct (pF, p, qF, q) among 19 kernel-family variants), and
+#: so their masks.  At most ``_DECISIONS_KEPT``, the oldest dropped first.
+_DECISIONS: dict = {}
+_DECISIONS_KEPT = 32
 
 
 def _decision(name: str, steps: tuple, compute) -> np.ndarray:
     """The mask ``name`` computed from these very ``steps`` objects by an earlier call, else ``compute()``."""
-    def computed():
+    key = (name, *map(id, steps))
+    held = _DECISIONS.get(key)
+    if held is None:
         mask = compute()
         mask.flags.writeable = False  # (shared by every variant with those steps)
-        return mask
-    return _recall(_DECISIONS, lambda held: held[0] == name and len(held[1]) == len(steps)
-                   and all(a is b for a, b in zip(held[1], steps)), computed, 16, (name, steps))
+        held = _DECISIONS[key] = (steps, mask)
+        if len(_DECISIONS) > _DECISIONS_KEPT:
+            del _DECISIONS[next(iter(_DECISIONS))]
+    return held[1]
 
 
-#: The last constant masks, by (size, value).
-_FILLED: list = []
-
-
+@functools.lru_cache(maxsize=4)
 def _filled(size: int, value: bool) -> np.ndarray:
     """A read-only mask of ``size`` elements all ``value``, the same array for the next variant (whose counts
     are then kept, :meth:`precision.analysis.groups.Grouping.count`, instead of a new array each time)."""
-    def made():
-        mask = np.full(size, value, dtype=bool)
-        mask.flags.writeable = False
-        return mask
-    return _recall(_FILLED, lambda held: held == (size, value), made, 4, (size, value))
+    mask = np.full(size, value, dtype=bool)
+    mask.flags.writeable = False
+    return mask
 
 
 def guard_fired(steps: dict, guards, machine, alpha: float, size: int) -> dict:
