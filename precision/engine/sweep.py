@@ -385,7 +385,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
             # with a local pool's cores, the comparisons and kept points are written by a process of their own
             aside = fork_aside if local and isinstance(executor, LocalExecutor) and executor.workers > 1 else None
             unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons, aside,
-                                                   read)
+                                                   read, points_room)
             if study.attribution is not None:  # reads staging/points.parquet
                 write_attribution(staging, study, preds_by_term=preds_by_term, executor=executor)
             for tables in staged:
@@ -624,12 +624,13 @@ def _held_part(arrays: dict, points_room: int) -> tuple[dict, int]:
 
 
 def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
-                   aside=None, read=None) -> tuple[list, int]:
+                   aside=None, read=None, points_room: int = 0) -> tuple[list, int]:
     """Assemble the tables from the task chunks, one whole chunk in memory at a time (and every task's
     :func:`_held_part`); (unsupported, fallbacks).
 
-    ``read``: the :func:`_held_part` of tasks already read, by task index (the others are read here, and
-    their chunks again for their comparisons and points).
+    ``read``: the :func:`_held_part` of tasks already read, by task index; the others are read here and their
+    parts added to it, their kept points while they fit in ``points_room`` more bytes (the chunks of the others
+    are read again for their comparisons and points).
 
     The fine groups' table, the comparisons' tables and the kept points (:func:`_write_aside`) are written by
     ``aside`` (a function that runs a call and returns its future: :func:`precision.engine.executor.fork_aside`,
@@ -645,9 +646,11 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     predbins = {}
     fallback = 0
     names = np.asarray(variants, dtype=object)
-    read = read or {}
+    read = {} if read is None else read
     for ti, task in enumerate(tasks):
-        arrays = read[ti] if ti in read else _held_part(_read_task(task, chunk_dir), 0)[0]
+        if ti not in read:  # (a chunk of an earlier run into this folder)
+            read[ti], points_room = _held_part(_read_task(task, chunk_dir), points_room)
+        arrays = read[ti]
         fallback += int(arrays["fallback"])
         # numbers only here (the task's index, its group ids): the key columns are decoded once, below
         stats_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("stats.")}))

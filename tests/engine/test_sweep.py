@@ -209,6 +209,27 @@ class TestDeterminism:
         assert len(held) == result.tasks and (0 < held.count(True) < result.tasks if share else not any(held))
         assert len(list(reads.iterdir())) == result.tasks + held.count(False)  # (read once as it ended, some again)
 
+    @pytest.mark.parametrize("workers", [1, 2])
+    def test_a_run_into_a_folder_holding_its_chunks_reads_each_once(self, reference_run, tmp_path, monkeypatch,
+                                                                     workers):
+        """Run again into the same folder, every task is found finished: each chunk is read once in all (in this
+        process or the one aside), its kept points held for the comparisons and points; the same tables."""
+        from precision.engine import sweep
+        out = tmp_path / "o"
+        run_study(small_study(), out, cache_dir=tmp_path / "c", workers=workers)
+        reads, real_read = tmp_path / "reads", sweep._read_task
+        reads.mkdir()
+
+        def read_task(task, chunk_dir):  # (one file per read, from either process)
+            (reads / f"{task.key}-{os.getpid()}-{len(list(reads.iterdir()))}").write_text("")
+            return real_read(task, chunk_dir)
+        monkeypatch.setattr(sweep, "_read_task", read_task)
+        result = run_study(small_study(), out, cache_dir=tmp_path / "c", workers=workers)
+        assert result.tasks_reused == result.tasks > 0
+        assert sorted(p.name.split("-")[0] for p in reads.iterdir()) == \
+            sorted(p.stem for p in (out / "chunks").glob("*.safetensors"))
+        assert_same_tables(read_tables(reference_run[0]), read_tables(out))
+
     def test_an_inline_run_writes_each_chunk_and_reads_none_back(self, tmp_path, monkeypatch):
         """One worker in this process: each task's result is written as its chunk, never read back from it;
         the chunks are those a pool's workers write, byte for byte."""
