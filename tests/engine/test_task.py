@@ -231,6 +231,13 @@ def test_decision_masks_compare_values_and_are_reused_only_for_the_same_steps():
     assert kernel._decision("t", (x, y), lambda: None) is first  # the same objects: the same mask
     assert kernel._decision("t", (x.copy(), y), lambda: x == y).tolist() == [True, False]  # equal values, other object
     assert not first.flags.writeable
+    assert kernel._decision("u", (x, y), lambda: x == y).tolist() == [True, False]  # another name: computed
+    others = [np.float32([k]) for k in range(kernel._DECISIONS_KEPT)]  # (held: their ids stay theirs)
+    for other in others:  # as many masks again: the oldest, first's, is dropped, and computed anew
+        kernel._decision("t", (other,), lambda: np.ones(1, dtype=bool))
+    assert len(kernel._DECISIONS) == kernel._DECISIONS_KEPT
+    again = kernel._decision("t", (x, y), lambda: x != y)
+    assert again is not first and again.tolist() == first.tolist()
 
 
 def test_g6_fires_everywhere_through_one_read_only_mask_per_size():
