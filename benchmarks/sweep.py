@@ -29,8 +29,9 @@ touched), checks the three runs' tables are byte-identical, and prints PASS/FAIL
 warm <= 6 s, edited <= 10 s, and the overhead ratio of the cold run: its oracle (focal terms timed on the run's
 workers, certified derivations as on the slice, split over them) and its shared evaluation timed on the run's
 workers at once, each evaluating its share of the tasks, as a run's workers do (two evaluations at once on
-this machine's two cores each run slower than one alone: a cost of the machines, not of the pipeline); the
-ratio against the evaluation on one core, split ideally over the workers, is printed beside it.
+this machine's two cores can each run slower than one alone, by 0-6 % on 2026-12-05: a cost of the machines,
+not of the pipeline); the ratio against the evaluation on one core, split ideally over the workers, is printed
+beside it.
 
 Run: ``python benchmarks/sweep.py [--preds N] [--full [--study FILE] [--repeat N]]``.
 """
@@ -149,8 +150,8 @@ def _evaluation_share(indices) -> float:
 def _evaluation_on_workers(tasks, workers: int) -> float:
     """Seconds of the variants' evaluation over ``tasks`` when ``workers`` processes share it at once, as a run's
     workers do (each its share of the tasks, all concurrently): the sum of their evaluation times divided by
-    ``workers``.  Two concurrent evaluations on this machine's two cores each take longer than one alone (they
-    share caches and memory bandwidth): what the machines cost in a run."""
+    ``workers``.  Two concurrent evaluations on this machine's two cores can each take longer than one alone
+    (they share caches and memory bandwidth): what the machines cost in a run."""
     _SHARED_TASKS[:] = tasks
     executor = make_executor(None, workers)  # (forked now: each worker holds the tasks)
     try:
