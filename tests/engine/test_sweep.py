@@ -58,6 +58,20 @@ def assert_same_tables(a, b):
         pd.testing.assert_frame_equal(a[name], b[name], check_exact=True, obj=name)
 
 
+def _count_chunk_reads(monkeypatch, folder):
+    """Count the chunk reads (``sweep._read_task``) of this process and of those it forks: one empty file per
+    read in ``folder``; returns a function giving the keys of the tasks read, sorted, one per read."""
+    from precision.engine import sweep
+    folder.mkdir()
+    real_read = sweep._read_task
+
+    def read_task(task, chunk_dir):
+        (folder / f"{task.key}-{os.getpid()}-{len(list(folder.iterdir()))}").write_text("")
+        return real_read(task, chunk_dir)
+    monkeypatch.setattr(sweep, "_read_task", read_task)
+    return lambda: sorted(p.name.split("-")[0] for p in folder.iterdir())
+
+
 @pytest.fixture(scope="module")
 def reference_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("ref")
@@ -190,55 +204,38 @@ class TestDeterminism:
         sizes = sorted(sum(v.nbytes for k, v in read_checked_npz(f).items() if k.startswith("points."))
                        for f in (reference_run[0] / "chunks").glob("*.safetensors"))
         monkeypatch.setattr(sweep, "POINTS_HELD_BYTES", sum(sizes[:int(share * len(sizes))]))
-        held, reads = [], tmp_path / "reads"
-        reads.mkdir()
-        real_held, real_read = sweep._held_part, sweep._read_task
+        held, real_held = [], sweep._held_part
 
         def held_part(arrays, points_room):
             part, left = real_held(arrays, points_room)
             held.append("points.values" in part)
             return part, left
-
-        def read_task(task, chunk_dir):  # (in this process or the one aside: one file per read)
-            (reads / f"{task.key}-{len(list(reads.iterdir()))}-{os.getpid()}").write_text("")
-            return real_read(task, chunk_dir)
         monkeypatch.setattr(sweep, "_held_part", held_part)
-        monkeypatch.setattr(sweep, "_read_task", read_task)
+        reads = _count_chunk_reads(monkeypatch, tmp_path / "reads")
         result = run_study(small_study(), tmp_path / "o", cache_dir=tmp_path / "c", workers=2)
         assert_same_tables(read_tables(reference_run[0]), read_tables(tmp_path / "o"))
         assert len(held) == result.tasks and (0 < held.count(True) < result.tasks if share else not any(held))
-        assert len(list(reads.iterdir())) == result.tasks + held.count(False)  # (read once as it ended, some again)
+        assert len(reads()) == result.tasks + held.count(False)  # (read once as it ended, some again)
 
     @pytest.mark.parametrize("workers", [1, 2])
     def test_a_run_into_a_folder_holding_its_chunks_reads_each_once(self, reference_run, tmp_path, monkeypatch,
                                                                      workers):
         """Run again into the same folder, every task is found finished: each chunk is read once in all (in this
         process or the one aside), its kept points held for the comparisons and points; the same tables."""
-        from precision.engine import sweep
         out = tmp_path / "o"
         run_study(small_study(), out, cache_dir=tmp_path / "c", workers=workers)
-        reads, real_read = tmp_path / "reads", sweep._read_task
-        reads.mkdir()
-
-        def read_task(task, chunk_dir):  # (one file per read, from either process)
-            (reads / f"{task.key}-{os.getpid()}-{len(list(reads.iterdir()))}").write_text("")
-            return real_read(task, chunk_dir)
-        monkeypatch.setattr(sweep, "_read_task", read_task)
+        reads = _count_chunk_reads(monkeypatch, tmp_path / "reads")
         result = run_study(small_study(), out, cache_dir=tmp_path / "c", workers=workers)
         assert result.tasks_reused == result.tasks > 0
-        assert sorted(p.name.split("-")[0] for p in reads.iterdir()) == \
-            sorted(p.stem for p in (out / "chunks").glob("*.safetensors"))
+        assert reads() == sorted(p.stem for p in (out / "chunks").glob("*.safetensors"))
         assert_same_tables(read_tables(reference_run[0]), read_tables(out))
 
     def test_an_inline_run_writes_each_chunk_and_reads_none_back(self, tmp_path, monkeypatch):
         """One worker in this process: each task's result is written as its chunk, never read back from it;
         the chunks are those a pool's workers write, byte for byte."""
-        from precision.engine import sweep
-        reads, real_read = [], sweep._read_task
-        monkeypatch.setattr(sweep, "_read_task", lambda task, chunk_dir: reads.append(task.key) or
-                            real_read(task, chunk_dir))
+        reads = _count_chunk_reads(monkeypatch, tmp_path / "reads")
         result = run_study(small_study(), tmp_path / "inline", cache_dir=tmp_path / "c1", workers=1)
-        assert reads == []
+        assert reads() == []
         run_study(small_study(), tmp_path / "pool", cache_dir=tmp_path / "c2", workers=2)
         inline = sorted((tmp_path / "inline" / "chunks").glob("*.safetensors"))
         assert len(inline) == result.tasks == len(list((tmp_path / "pool" / "chunks").iterdir()))
