@@ -660,19 +660,9 @@ def _differs(a, b) -> np.ndarray:
     return ~((a == b) | (np.isnan(a) & np.isnan(b)))
 
 
-def _recall(memo: list, matches, compute, keep: int, key):
-    """A recent result: the value of the first entry of ``memo`` (``(key, value)`` pairs, newest first) whose key
-    ``matches``, else ``compute()``, entered under ``key`` (at most ``keep`` entries are kept)."""
-    for held, value in memo:
-        if matches(held):
-            return value
-    value = compute()
-    memo[:] = [(key, value), *memo[:keep - 1]]
-    return value
-
-
-#: The last few truncated re-stores of G8's count, by (machine, the grad's bits).
+#: The last few truncated re-stores of G8's count, newest first: (machine, the grad's bits, the store).
 _TRUNCATED: list = []
+_TRUNCATED_KEPT = 4
 
 
 def _truncated_store(grad: np.ndarray, machine) -> np.ndarray:
@@ -680,9 +670,12 @@ def _truncated_store(grad: np.ndarray, machine) -> np.ndarray:
     next variant with the same grad bit for bit: the variants of one evaluation that differ only downstream
     of grad (most of the kernel family, on most tasks) each ask for it."""
     bits = grad.view(f"u{grad.dtype.itemsize}")
-    return _recall(_TRUNCATED, lambda held: held[0] == machine and held[1].dtype == bits.dtype
-                   and np.array_equal(held[1], bits),
-                   lambda: store_output(resolve_machine(machine), grad, np.float16, RTZ), 4, (machine, bits.copy()))
+    for held_machine, held_bits, stored in _TRUNCATED:
+        if held_machine == machine and held_bits.dtype == bits.dtype and np.array_equal(held_bits, bits):
+            return stored
+    stored = store_output(resolve_machine(machine), grad, np.float16, RTZ)
+    _TRUNCATED[:] = [(machine, bits.copy(), stored), *_TRUNCATED[:_TRUNCATED_KEPT - 1]]
+    return stored
 
 
 #: The last decision masks computed, by their name and the ids of the kept step objects each came from, with
