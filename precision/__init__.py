@@ -18,7 +18,8 @@ _API = {
     "precision.sigmoid_focal_loss_grad.guards": ("evaluate", "evaluate_variants", "list_variants", "register_variant",
                                                  "trace_variant"),
     "precision.machine": ("Machine", "MachineModel", "get_machine"),
-    "precision.sigmoid_focal_loss_grad.oracle": ("exact_gradient", "gradient"),
+    "precision.sigmoid_focal_loss_grad.oracle": ("exact_gradient",),
+    "precision.sigmoid_focal_loss_grad.terms": ("gradient",),
     "precision.analysis.scoring": ("bits_error", "classify", "ulp_error"),
     "precision.analysis.groups": ("summarize",),
 }

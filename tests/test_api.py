@@ -15,9 +15,12 @@ def test_all_names_exist_and_are_public():
 def test_public_entry_points():
     import precision.sigmoid_focal_loss_grad.guards
     import precision.sigmoid_focal_loss_grad.oracle
+    import precision.sigmoid_focal_loss_grad.terms
 
+    # the batch gradient is the certified fast path; the mpmath reference stays in oracle
     assert callable(precision.sigmoid_focal_loss_grad.oracle.gradient)
-    assert precision.gradient is precision.sigmoid_focal_loss_grad.oracle.gradient
+    assert precision.gradient is precision.sigmoid_focal_loss_grad.terms.gradient
+    assert precision.exact_gradient is precision.sigmoid_focal_loss_grad.oracle.exact_gradient
     assert precision.evaluate is precision.sigmoid_focal_loss_grad.guards.evaluate
 
 

@@ -75,6 +75,8 @@ __all__ = [
     "RANGE_BELOW",
     "RANGE_ABOVE",
     "RANGE_UNRESOLVED",
+    "EXP_FAR",
+    "EXP_CLAMP",
 ]
 
 # ---------------------------------------------------------------------------
@@ -85,7 +87,9 @@ __all__ = [
 #: 2: focal terms are computed at each (x, gamma)'s own starting
 #: precision, so their bits no longer depend on which gammas share a batch.
 #: 3: focal terms start TERM_EXTRA_BITS (8) bits above that precision (fewer recomputations).
-ORACLE_VERSION = "3"
+#: 4: focal terms from the compiled double-double path (oracle_fast), mpmath for the rows it leaves
+#: above TERM_REL; rows beyond 2**+-EXP_FAR keep their sign only.
+ORACLE_VERSION = "4"
 
 #: First working precision in bits: 40 bits beyond fp32's 24 decide all but
 #: about one point in 2**30 away from cancellation.
@@ -109,6 +113,11 @@ BOUND_SAFETY = 1.0 + 2.0**-30
 EXACT_BITS = 64
 
 RANGE_NORMAL, RANGE_BELOW, RANGE_ABOVE, RANGE_UNRESOLVED = 0, 1, 2, 3
+
+#: Focal terms beyond 2**+-EXP_FAR are kept as their sign and side only (the term tables'
+#: convention, :mod:`precision.sigmoid_focal_loss_grad.terms`), with the exponent +-EXP_CLAMP.
+EXP_FAR = 4096
+EXP_CLAMP = 1 << 40
 
 _RN, _RF, _RC = libmp.round_nearest, libmp.round_floor, libmp.round_ceiling
 _ZERO, _ONE = libmp.fzero, libmp.fone

@@ -6,8 +6,10 @@ A(-x, gamma) (spec section 2)::
     grad = (c0 A(x, g) + c1 A(-x, g)) * weight * dout / count,
     c0 = alpha (1 - t),   c1 = -(1 - alpha) t.
 
-A sweep therefore evaluates each A once per distinct (x, gamma) (the only
-mpmath work, see :func:`focal_term_table`), keeps it (the cache), and
+A sweep therefore evaluates each A once per distinct (x, gamma) (see
+:func:`focal_term_tables`: the compiled double-double path of
+:mod:`precision.sigmoid_focal_loss_grad.oracle_fast` with its proven bound,
+and mpmath for the rows that bound leaves above TERM_REL), keeps it (the cache), and
 *derives* every (alpha, t, weight, dout, count, format) from it in vectorized
 float64 double-double arithmetic (:func:`derive_gradient`), with a certified
 rounding decision: the derived value is a ball whose radius covers the
@@ -24,8 +26,11 @@ Term table columns (:class:`TermTable`, one row per (x, gamma)):
     The midpoint's significand as a double-double, ``|hi|`` in [1, 2), sign
     included; 0 when unresolved.
 ``exp`` (int64)
-    Binary exponent: A = (hi + lo) * 2**exp; clamped to +-2**40 (any value
-    that far out is decided as 0 or inf for every format).
+    Binary exponent: A = (hi + lo) * 2**exp.  A value beyond 2**+-EXP_FAR
+    (4096) is stored as ``hi = +-1``, ``lo = 0``, ``exp = +-EXP_CLAMP``
+    (2**40): only its sign and side are kept, since no float64 weight, dout
+    and count (their product within 2**+-2100) brings it back into any
+    format's range.
 ``rel`` (float64)
     Relative error bound of ``(hi + lo) * 2**exp`` against the exact A; inf
     when unresolved.
@@ -45,10 +50,7 @@ from precision.errors import OracleUndecidedError
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 
 __all__ = ["TermTable", "focal_term_table", "focal_term_tables", "selected_term_tables", "absent_table", "term_sides",
-           "DerivedGradient", "derive_gradient", "EXP_CLAMP"]
-
-#: Exponents beyond +-EXP_CLAMP are stored clamped: 2**(2**40) is out of every format.
-EXP_CLAMP = 1 << 40
+           "DerivedGradient", "derive_gradient", "gradient", "EXP_CLAMP", "EXP_FAR", "TERM_REL"]
 
 #: Every stored term is tightened to this relative bound (or the oracle's
 #: precision cap), so derived exact values carry over 60 good bits.
@@ -109,44 +111,65 @@ def _ball_to_row(ball: oracle.Ball):
     if not man or not math.isfinite(ball.rel):
         return 0.0, 0.0, 0, math.inf
     k = e + bc - 1
+    if abs(k) > oracle.EXP_FAR and ball.true_rel < 0.5:
+        return (-1.0 if sign else 1.0), 0.0, (EXP_CLAMP if k > 0 else -EXP_CLAMP), 2.0**-100
     normalized = (sign, man, -(bc - 1), bc)  # value in [1, 2)
     hi = libmp.to_float(normalized, rnd=libmp.round_nearest)
     lo = libmp.to_float(libmp.mpf_sub(normalized, libmp.from_float(hi), 64, libmp.round_nearest))
-    k = max(-EXP_CLAMP, min(EXP_CLAMP, k))
     return hi, lo, k, ball.true_rel * (1 + 2.0**-50) + 2.0**-104
 
 
+#: The clamped exponent of a row beyond 2**+-EXP_FAR (module docstring).
+EXP_CLAMP = oracle.EXP_CLAMP
+EXP_FAR = oracle.EXP_FAR
+
+
+def _settled(x, g, rows) -> TermTable:
+    """The fast path's rows (hi, lo, exp, rel) of A(x[i], g[i]), those it leaves above TERM_REL from mpmath."""
+    hi, lo, ex, rel = rows
+    for i in np.flatnonzero(~(rel <= TERM_REL)).tolist():
+        hi[i], lo[i], ex[i], rel[i] = _tight_row(float(x[i]), float(g[i]), None)
+    return TermTable(hi, lo, ex, rel)
+
+
 def focal_term_table(x, gamma) -> TermTable:
-    """A(x, gamma) for each pair (broadcast), to relative accuracy TERM_REL (2**-62)."""
+    """A(x, gamma) for each pair (broadcast, flattened), to relative accuracy TERM_REL (2**-62)."""
     xs, gs = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(gamma, dtype=np.float64))
-    rows = [_tight_row(xi, gi, None) for xi, gi in zip(xs.ravel().tolist(), gs.ravel().tolist())]
-    return _table_from_rows(rows)
+    from precision.sigmoid_focal_loss_grad.oracle_fast import focal_pair_rows  # numba: loaded on first use
+
+    xs, gs = xs.ravel(), gs.ravel()
+    order = np.lexsort((gs, np.abs(xs)))  # x and -x side by side: they share exp and log1p
+    table = _settled(xs[order], gs[order], focal_pair_rows(xs[order], gs[order]))
+    back = np.empty_like(order)
+    back[order] = np.arange(order.size)
+    return table.take(back)
 
 
 def focal_term_tables(x, gammas) -> dict:
     """``{gamma: TermTable}`` of A(x, gamma) for every x and every gamma.
 
-    Values of x sharing |x| share one exp and one log1p (and so do the gammas
-    with the same starting precision): per (x, gamma) only exp(gamma ln q)
-    and a few products remain.  Every row is tightened to TERM_REL; its bits
-    depend on (x, gamma) only, never on the other values of the batch.  This
-    is the oracle's one loop over points; sweeps run it in worker processes.
+    The compiled path (:func:`precision.sigmoid_focal_loss_grad.oracle_fast.focal_rows`) evaluates every
+    row with its proven bound; the rows it leaves above TERM_REL (cancellation past about 2**40 near a root
+    of A, or an exp argument it cannot decide) are recomputed with mpmath, doubling the precision until
+    they reach it.  Either way a row's bits depend on (x, gamma) only, never on the rest of the batch.
     """
+    from precision.sigmoid_focal_loss_grad.oracle_fast import focal_rows  # numba: loaded on first use
+
     xs = np.asarray(x, dtype=np.float64).ravel()
     gammas = [float(g) for g in gammas]
-    rows = {g: [None] * xs.size for g in gammas}
-    by_magnitude: dict = {}
-    for i, xi in enumerate(xs.tolist()):
-        by_magnitude.setdefault(abs(xi), []).append(i)
-    for ax, members in by_magnitude.items():
-        signs = sorted({1 if xs[i] >= 0 else -1 for i in members}, reverse=True)
-        # each at its own precision (a function of (x, g)): batch-independent bits
-        balls = oracle.focal_terms(ax, gammas, signs, extra_bits=TERM_EXTRA_BITS)
-        for i in members:
-            s = 1 if xs[i] >= 0 else -1
-            for g in gammas:
-                rows[g][i] = _tight_row(float(xs[i]), g, balls[(s, g)])
-    return {g: _table_from_rows(r) for g, r in rows.items()}
+    magnitude = np.abs(xs)
+    order = None if np.all(magnitude[1:] >= magnitude[:-1]) else np.argsort(magnitude, kind="stable")
+    xo = xs if order is None else xs[order]
+    hi, lo, ex, rel = focal_rows(xo, gammas)
+    tables = {}
+    for j, g in enumerate(gammas):
+        table = _settled(xo, np.full(xo.size, g), (hi[j], lo[j], ex[j], rel[j]))
+        if order is not None:
+            back = np.empty_like(order)
+            back[order] = np.arange(order.size)
+            table = table.take(back)
+        tables[g] = table
+    return tables
 
 
 def absent_table(n: int) -> TermTable:
@@ -265,8 +288,9 @@ def _cell_bounds(cand, fmt):
         c = cand.astype(np.float64)
         top = np.abs(c) == np.inf
         half_gap = (fmt.max_finite + math.ldexp(1.0, fmt.emax - fmt.prec)) * np.sign(c)
-        lower = np.where(top & (c > 0), half_gap, (prev + c) / 2)
-        upper = np.where(top & (c < 0), half_gap, (c + nxt) / 2)
+        # the largest finite values' cells end where rounding overflows (their neighbour is inf)
+        lower = np.where((top & (c > 0)) | np.isinf(prev), half_gap, (prev + c) / 2)
+        upper = np.where((top & (c < 0)) | np.isinf(nxt), half_gap, (c + nxt) / 2)
         lower = np.where(top & (c < 0), -np.inf, lower)
         upper = np.where(top & (c > 0), np.inf, upper)
     return lower, upper
@@ -289,15 +313,63 @@ def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable
     Returns
     -------
     DerivedGradient
+
+    Notes
+    -----
+    Each point is decided by the compiled pass
+    :func:`precision.sigmoid_focal_loss_grad.oracle_fast.derive_rows`, which computes what
+    :func:`_derive_reference` (the numpy definition) computes, bit for bit: the exact value as a
+    double-double ball (the term's bound plus every double-double rounding), taken as decided only when
+    the whole ball lies strictly inside one rounding cell of the output format.  The rest go to the
+    scalar oracle.
+    """
+    from precision.sigmoid_focal_loss_grad.oracle_fast import derive_rows  # numba: loaded on first use
+
+    f = get_format(fmt)
+    x, t, a, g, w, d, n = _derive_inputs(x, t, alpha, gamma, weight, dout, count)
+    size = x.size
+    rounded, exact_hi, exact_lo = np.empty(size), np.empty(size), np.empty(size)
+    todo = np.ones(size, dtype=np.bool_)
+    if f.prec <= 24:
+        derive_rows(t, a, w, d, n, *(np.ascontiguousarray(c) for c in (pos.hi, pos.lo, pos.exp, pos.rel)),
+                    *(np.ascontiguousarray(c) for c in (neg.hi, neg.lo, neg.exp, neg.rel)),
+                    f.prec, f.emin, f.emax, rounded, exact_hi, exact_lo, todo)
+    return _with_fallback(x, t, a, g, w, d, n, f, rounded, exact_hi, exact_lo, todo)
+
+
+def _derive_inputs(x, t, alpha, gamma, weight, dout, count):
+    """The inputs of :func:`derive_gradient` as contiguous 1-D arrays of their dtypes."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    t = np.ascontiguousarray(t, dtype=np.int64)
+    a = np.ascontiguousarray(alpha, dtype=np.float64)
+    g = np.ascontiguousarray(gamma, dtype=np.float64)
+    w = np.ascontiguousarray(weight, dtype=np.float64)
+    d = np.ascontiguousarray(dout, dtype=np.float64)
+    n = np.ascontiguousarray(count, dtype=np.int64)
+    return x, t, a, g, w, d, n
+
+
+def _with_fallback(x, t, a, g, w, d, n, f, rounded, exact_hi, exact_lo, todo) -> DerivedGradient:
+    """The scalar oracle's value and exact value at the points ``todo`` marks; the result as DerivedGradient."""
+    rows = np.flatnonzero(todo)
+    for i in rows.tolist():
+        args = (float(x[i]), int(t[i]), float(a[i]), float(g[i]), float(w[i]), float(d[i]), int(n[i]))
+        try:
+            rounded[i] = oracle.round_gradient(*args, fmt=f)
+        except OracleUndecidedError:
+            rounded[i] = np.nan
+        h, l_, _ = oracle.exact_gradient(*args)
+        exact_hi[i], exact_lo[i] = float(h), float(l_)
+    return DerivedGradient(rounded.astype(f.dtype), exact_hi, exact_lo, int(rows.size))
+
+
+def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable, neg: TermTable):
+    """The numpy definition of :func:`derive_gradient`'s decision: (rounded, exact_hi, exact_lo, todo).
+
+    Values at the points ``todo`` marks are unspecified (they go to the scalar oracle).
     """
     f = get_format(fmt)
-    x = np.asarray(x, dtype=np.float64)
-    t = np.asarray(t, dtype=np.int64)
-    a = np.asarray(alpha, dtype=np.float64)
-    w = np.asarray(weight, dtype=np.float64)
-    d = np.asarray(dout, dtype=np.float64)
-    n = np.asarray(count, dtype=np.int64)
-    g = np.asarray(gamma, dtype=np.float64)
+    x, t, a, g, w, d, n = _derive_inputs(x, t, alpha, gamma, weight, dout, count)
     with np.errstate(all="ignore"):
         c0 = a * (1 - t)
         one_minus_a = 1.0 - a
@@ -338,20 +410,48 @@ def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable
         far = (above | below) & (r < 0.5)
         far_value = np.where(above, sign * np.inf, sign * 0.0)
         ok = (use_pos | use_neg) & exact_c & (decided | far) & ~structural_zero & np.isfinite(v_hi) & (v_hi != 0)
-    # a far value is +-inf or +-0, its own rounding in every format (a NaN one fails ok: the fallback below)
     rounded = np.where(far, far_value, cand.astype(np.float64))
     exact_hi = np.where(far, far_value, s_hi)
     exact_lo = np.where(far, 0.0, s_lo)
     rounded = np.where(structural_zero, 0.0, rounded)
     exact_hi = np.where(structural_zero, 0.0, exact_hi)
     exact_lo = np.where(structural_zero, 0.0, exact_lo)
-    todo = np.flatnonzero(~ok & ~structural_zero)
-    for i in todo.tolist():
-        args = (float(x[i]), int(t[i]), float(a[i]), float(g[i]), float(w[i]), float(d[i]), int(n[i]))
-        try:
-            rounded[i] = oracle.round_gradient(*args, fmt=f)
-        except OracleUndecidedError:
-            rounded[i] = np.nan
-        h, l_, _ = oracle.exact_gradient(*args)
-        exact_hi[i], exact_lo[i] = float(h), float(l_)
-    return DerivedGradient(rounded.astype(f.dtype), exact_hi, exact_lo, int(todo.size))
+    return rounded, exact_hi, exact_lo, ~ok & ~structural_zero
+
+
+def gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1, fmt="fp32") -> np.ndarray:
+    """Correctly rounded exact gradients over broadcast numpy inputs: the oracle's certified batch path.
+
+    The same contract as :func:`precision.sigmoid_focal_loss_grad.oracle.gradient` (its parameters, its
+    conventions for zeros, overflow and undecided points), the same bits: each distinct (x, gamma) term
+    once, from the compiled double-double path (:func:`focal_term_table`), every output rounded by
+    :func:`derive_gradient`'s certified test, and mpmath for whatever either leaves undecided.  fp64
+    outputs, which a double-double term cannot always decide, take the mpmath path whole.
+
+    Examples
+    --------
+    >>> float(gradient(10.0, 0, 0.25, 2.0, fmt="fp32")).hex()
+    '-0x1.3c064ap-44'
+    """
+    f = get_format(fmt)
+    if f.name == "fp64":
+        return oracle.gradient(pred, target, alpha, gamma, weight, dout, count, fmt=f)
+    x, t, a, g, w, d, n = oracle.broadcast_inputs(pred, target, alpha, gamma, weight, dout, count)
+    shape = x.shape
+    x, t, a, g, w, d, n = (arr.ravel() for arr in (x, t, a, g, w, d, n))
+    with np.errstate(all="ignore"):
+        need = {1: (a * (1 - t) != 0) & (w * d != 0), -1: ((1 - a) * t != 0) & (w * d != 0)}
+    sides = {}
+    for sign, mask in need.items():
+        table = absent_table(x.size)
+        if mask.any():
+            args = np.stack([sign * x[mask], g[mask]])
+            keys, first, inverse = np.unique(args.view(np.int64), axis=1, return_index=True, return_inverse=True)
+            got = focal_term_table(args[0, first], args[1, first]).take(inverse.ravel())
+            columns = table.as_arrays()
+            for name, values in got.as_arrays().items():
+                columns[name][mask] = values
+            table = TermTable.from_arrays(columns)
+        sides[sign] = table
+    derived = derive_gradient(x, t, a, g, w, d, n, f, sides[1], sides[-1])
+    return derived.rounded.reshape(shape)

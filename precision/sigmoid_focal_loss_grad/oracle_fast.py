@@ -1,0 +1,429 @@
+"""The oracle's fast certified path: focal terms A(x, gamma) in compiled double-double arithmetic.
+
+The same mathematics as :mod:`precision.sigmoid_focal_loss_grad.oracle` (its module docstring), rewritten
+so that no division is needed.  With a = |x|, e = exp(-a), L = log1p(e), D = L - e and g1 = gamma + 1
+(exact in float64: gamma is a float32)::
+
+    x >= 0:  A = -M * exp(-g1 (a + L)),     M = g1 + gamma e R,   R = D / e**2  (about -1/2)
+             A = -N * exp(-(gamma a + g1 L)),   N = g1 e + gamma D       (the same, for e >= 2**-7)
+    x <  0:  A = -(1 + T) * exp(-g1 L),     T = gamma e (a + L)
+
+(``q**(g+1) = exp((g+1) ln q)`` with ``ln q = -(a + L)`` for x >= 0 and ``-L`` for x < 0, and
+``A = q**g * S = -(N / e) q**(g+1)`` resp. ``-(1 + T) q**(g+1)``.)  M, N and 1 + T are the bracket:
+they cancel only where A has a root (gamma < -1), and the bound below grows there by the cancellation
+factor, as the mpmath balls' do.
+
+How each quantity is computed, with its bound (u = 2**-53; dd operations and exp as proven in
+:mod:`precision.exact.double_double`; every bound relative unless said):
+
+* e = exp(-a) by ``dd_exp``, kept as a dd significand times 2**ke (it underflows float64 from a = 745);
+  for a > EXP_ARG_MAX (5600), e < 2**-8079 is *negligible*: every term it multiplies is dropped with
+  the bound its size gives (below 2**-7000 of what it is added to).
+* e >= 2**-7: L by ``log1p_newton`` (a Newton step from the library's ``log1p``, its error measured),
+  D = L - e by a dd sum (cancellation at most 2**9).
+* e < 2**-7: R by its alternating series ``-1/2 + e/3 - e**2/4 + ...`` (orders 0-5 in dd, 6-17 in
+  float64: error below 2**-92; the first omitted term below 2**-126), or ``-1/2 + e/3`` for e < 2**-60
+  (error below e**2 / 2); L = e (1 + e R).
+* Where a quantity scaled by 2**ke meets one of order 1 (g1 + gamma e R, a + L, 1 + T, and exp of
+  -g1 L), it is added in dd when within 2**-120 of it, else dropped with its size as the bound.
+* exp's argument carries the absolute error of its dd products and sums (and of L); exp turns an
+  absolute error d into a relative one at most ``1.01 d`` (d < 2**-20).
+
+A row whose value lies beyond 2**+-EXP_FAR (4096) is stored with its exponent clamped to +-EXP_CLAMP and
+its significand reduced to its sign (:mod:`precision.sigmoid_focal_loss_grad.terms`: no float64
+weight, dout or count brings such a value back into any format's range).  A row the path cannot bound
+below TERM_REL (a cancellation past about 2**40, an argument of exp whose size is not decided) comes back
+with ``rel = inf``, and :func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables` computes it
+with mpmath instead.
+
+What is proven and what is not: every step's bound follows from IEEE binary64 arithmetic and the
+proven bounds of the dd operations and exp; the library's ``log1p`` is used only as a Newton seed whose
+error the step measures.  The bounds are checked against the mpmath oracle and the Arb oracle in the
+tests (``tests/sigmoid_focal_loss_grad/test_oracle_fast.py``) and in ``benchmarks/oracle.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from precision.exact.double_double import (
+    ADD_FP_REL, ADD_REL, EXP_ARG_MAX, EXP_REL, MUL_FP_REL, MUL_REL, U, dd_add, dd_add_fp, dd_exp, dd_mul,
+    dd_mul_fp, exp_rel, exponent, log1p_newton, pow2, two_sum)
+
+from precision.sigmoid_focal_loss_grad.oracle import EXP_CLAMP, EXP_FAR
+
+__all__ = ["focal_rows", "focal_pair_rows", "derive_rows", "SAFETY"]
+#: Factor on every final bound: covers the rounding of the float64 bound arithmetic itself.
+SAFETY = 1.0 + 2.0**-30
+
+#: The regimes of a = |x|: e = exp(-a) >= 2**-7 below A_SERIES (L by a Newton step, or by its Taylor
+#: series in a below A_TAYLOR); R's series up to A_PLAIN (e >= 2**-866: every dd product with e keeps a
+#: normal low part); beyond it e is negligible (below 2**-865: every term it multiplies is dropped with
+#: its size as the bound).
+A_TAYLOR = 2.0**-20
+A_SERIES = 7 * math.log(2.0)
+A_PLAIN = 600.0
+#: e below 2**-60 takes R = -1/2 + e/3 (the rest below e**2/4).
+_E_TINY = 2.0**-60
+#: Absolute error allowed per dd operation for an underflowing low part (results far below every bound).
+_UNDERFLOW = 2.0**-1068
+#: A bound on |e R|, |L| and |e (a + L)| past A_PLAIN (e < 2**-865, a and gamma below 2**129).
+_NEGLIGIBLE = 2.0**-730
+#: The exponent standing for e past EXP_ARG_MAX: far below anything kept.
+_NEGLIGIBLE_KE = -(1 << 30)
+_INV_LN2 = 1.0 / math.log(2.0)
+
+
+def _constants():
+    """ln 2 as a dd, and R's series coefficients (-1)**(k+1) / (k+2): orders 0..3 as dd, 4..17 in float64."""
+    import mpmath
+
+    with mpmath.workprec(200):
+        ln2 = mpmath.log(2)
+        coefficients = [mpmath.mpf((-1) ** (k + 1)) / (k + 2) for k in range(18)]
+        hi = np.array([float(c) for c in coefficients])
+        lo = np.array([float(c - float(c)) for c in coefficients])
+        return float(ln2), float(ln2 - float(ln2)), hi, lo
+
+
+_LN2_HI, _LN2_LO, _R_HI, _R_LO = _constants()
+
+_JIT = dict(cache=True, nogil=True, error_model="numpy")
+
+
+@numba.njit(**_JIT)
+def _parts(a):
+    """What every gamma and both signs of x share at a = |x| >= 0 (see the module docstring).
+
+    Returns ``(regime, P, aP, Q, aQ, S, aS, ES, aES, L, aL, e, ke, rel_e)`` with each dd as two
+    floats and each ``a*`` an absolute error bound: the bracket's parts P (e in regime 1, else 1) and Q
+    (D in regime 1, e R else), S = a + L, ES = e S, L; and e = (eh + el) 2**ke with its relative bound.
+    """
+    if a > A_PLAIN:
+        if a > EXP_ARG_MAX:
+            eh, el, ke = 1.0, 0.0, _NEGLIGIBLE_KE
+        else:
+            eh, el, ke = dd_exp(-a, 0.0)
+        return (3, 1.0, 0.0, 0.0, 0.0, 0.0, _NEGLIGIBLE, a, 0.0, _NEGLIGIBLE, 0.0, 0.0, _NEGLIGIBLE,
+                0.0, 0.0, _NEGLIGIBLE, eh, el, ke, EXP_REL)
+    if a < A_TAYLOR:
+        # e = 1 - a + a**2/2 - a**3/6 + a**4/24 (rest below a**5/120),
+        # L = ln2 - a/2 + a**2/8 - a**4/192 (alternating, rest below a**6/2880)
+        a2 = a * a
+        eh, el = two_sum(1.0, -a)
+        qe = a2 * (0.5 - a * (1.0 / 6.0 - a * (1.0 / 24.0)))
+        eh, el = dd_add_fp(eh, el, qe)
+        ae = a2 * a2 * a * (1.0 / 100.0) + 4.0 * U * qe + 2.0 * ADD_FP_REL
+        Lh, Ll = dd_add_fp(_LN2_HI, _LN2_LO, -0.5 * a)
+        qL = a2 * (0.125 - a2 * (1.0 / 192.0))
+        Lh, Ll = dd_add_fp(Lh, Ll, qL)
+        aL = a2 * a2 * a2 * (1.0 / 2000.0) + 4.0 * U * qL + 3.0 * ADD_FP_REL + U * U
+        rel_e = ae / eh
+    elif a < A_SERIES:
+        eh, el, ke = dd_exp(-a, 0.0)
+        scale = pow2(ke)
+        eh, el = eh * scale, el * scale
+        rel_e = exp_rel(0.0)
+        ae = eh * rel_e
+        Lh, Ll, aL = log1p_newton(eh, el, rel_e, math.log1p(eh))
+    else:
+        eh, el, ke = dd_exp(-a, 0.0)
+        scale = pow2(ke)
+        eh, el = eh * scale, el * scale
+        rel_e = exp_rel(0.0)
+        if eh < _E_TINY:
+            Rh, Rl = -0.5, eh * (1.0 / 3.0)          # a normalized dd: |e/3| < 2**-61
+            rel_R = 2.0**-118
+        else:
+            # orders 4..17 in float64 (relative error below 16 u), 0..3 in dd (eight operations)
+            t = _R_HI[17]
+            for k in range(16, 3, -1):
+                t = t * eh + _R_HI[k]
+            Rh, Rl = dd_mul_fp(eh, el, t)
+            for k in range(3, -1, -1):
+                Rh, Rl = dd_add(Rh, Rl, _R_HI[k], _R_LO[k])
+                if k:
+                    Rh, Rl = dd_mul(Rh, Rl, eh, el)
+            e2 = eh * eh
+            rel_R = (e2 * e2 * abs(t) * 16.0 * U + 8.0 * MUL_REL) * 2.1 + rel_e * eh
+        Qh, Ql = dd_mul(eh, el, Rh, Rl)
+        aQ = abs(Qh) * (rel_e + rel_R + MUL_REL) * (1.0 + 2.0**-40) + _UNDERFLOW
+        oh, ol = dd_add_fp(Qh, Ql, 1.0)
+        Lh, Ll = dd_mul(eh, el, oh, ol)
+        aL = Lh * (rel_e + aQ + ADD_FP_REL + MUL_REL) * (1.0 + 2.0**-40) + _UNDERFLOW
+        Sh, Sl = dd_add_fp(Lh, Ll, a)
+        aS = aL + Sh * ADD_FP_REL
+        ESh, ESl = dd_mul(eh, el, Sh, Sl)
+        aES = ESh * (rel_e + aS / Sh + MUL_REL) * (1.0 + 2.0**-40) + _UNDERFLOW
+        return (2, 1.0, 0.0, 0.0, Qh, Ql, aQ, Sh, Sl, aS, ESh, ESl, aES, Lh, Ll, aL, eh, el, 0, rel_e)
+    # regime 1: P = e, Q = D = L - e
+    Dh, Dl = dd_add(Lh, Ll, -eh, -el)
+    aD = (aL + ae) * (1.0 + 2.0**-40) + abs(Dh) * ADD_REL
+    Sh, Sl = dd_add_fp(Lh, Ll, a)
+    aS = aL + Sh * ADD_FP_REL
+    ESh, ESl = dd_mul(eh, el, Sh, Sl)
+    aES = ESh * (rel_e + aS / Sh + MUL_REL) * (1.0 + 2.0**-40)
+    return (1, eh, el, ae, Dh, Dl, aD, Sh, Sl, aS, ESh, ESl, aES, Lh, Ll, aL, eh, el, 0, rel_e)
+
+
+@numba.njit(inline="always", **_JIT)
+def _far(yh, Mh, rel_M, kM):
+    """The side (-1 below, +1 above) of -M exp(y) 2**kM when y decides it beyond EXP_FAR, else 0."""
+    if not (rel_M < 0.5) or Mh == 0.0:
+        return 0
+    if yh < 0:
+        if yh * _INV_LN2 + exponent(Mh) + 2 + kM < -(EXP_FAR + 8):
+            return -1
+    elif yh * _INV_LN2 + exponent(Mh) - 2 + kM > EXP_FAR + 8:
+        return 1
+    return 0
+
+
+@numba.njit(**_JIT)
+def _term(a, positive, g, p):
+    """A(x, g) for x = +-a (``positive``: x >= 0) from the parts ``p`` of a: (hi, lo, exp, rel)."""
+    (regime, Ph, Pl, aP, Qh, Ql, aQ, Sh, Sl, aS, ESh, ESl, aES, Lh, Ll, aL, eh, el, ke, rel_e) = p
+    g1 = g + 1.0
+    kM = 0
+    if positive:
+        if regime == 3 and g1 == 0.0:
+            # A = e R = -(e/2)(1 - 2e/3 + ...): M = e/2 scaled, y = 0
+            Mh, Ml, kM = 0.5 * eh, 0.5 * el, ke
+            errM = Mh * (rel_e + 2.0**-800)
+            yh, yl, ay = 0.0, 0.0, 0.0
+        else:
+            # M = g1 P + g Q
+            th, tl = dd_mul_fp(Qh, Ql, g)
+            errM = abs(g) * aQ + abs(th) * MUL_FP_REL + _UNDERFLOW
+            if regime == 1:
+                uh, ul = dd_mul_fp(Ph, Pl, g1)
+                Mh, Ml = dd_add(uh, ul, th, tl)
+                errM += abs(g1) * aP + abs(uh) * MUL_FP_REL + abs(Mh) * ADD_REL
+            else:
+                Mh, Ml = dd_add_fp(th, tl, g1)
+                errM += abs(Mh) * ADD_FP_REL
+            # y = -g1 S (+ a in regime 1)
+            crude = -g1 * Sh + (a if regime == 1 else 0.0)
+            if not abs(crude) < EXP_ARG_MAX - 1.0:
+                yh, yl, ay = crude, 0.0, np.inf
+            else:
+                yh, yl = dd_mul_fp(Sh, Sl, -g1)
+                ay = abs(g1) * aS + abs(yh) * MUL_FP_REL + _UNDERFLOW
+                if regime == 1:
+                    yh, yl = dd_add_fp(yh, yl, a)
+                    ay += abs(yh) * ADD_FP_REL
+    else:
+        # M = 1 + g e S
+        if g == 0.0:
+            Mh, Ml, errM = 1.0, 0.0, 0.0
+        else:
+            th, tl = dd_mul_fp(ESh, ESl, g)
+            Mh, Ml = dd_add_fp(th, tl, 1.0)
+            errM = abs(g) * aES + abs(th) * MUL_FP_REL + abs(Mh) * ADD_FP_REL + _UNDERFLOW
+        # y = -g1 L
+        crude = -g1 * Lh
+        if not abs(crude) < EXP_ARG_MAX - 1.0:
+            yh, yl, ay = crude, 0.0, np.inf
+        else:
+            yh, yl = dd_mul_fp(Lh, Ll, -g1)
+            ay = abs(g1) * aL + abs(yh) * MUL_FP_REL + _UNDERFLOW
+    if Mh == 0.0:
+        return 0.0, 0.0, 0, np.inf
+    rel_M = errM * (1.0 + 2.0**-40) / abs(Mh)
+    if not abs(yh) < EXP_ARG_MAX:
+        side = _far(yh, Mh, rel_M, kM)
+        if side == 0:
+            return 0.0, 0.0, 0, np.inf
+        return (-1.0 if Mh > 0 else 1.0), 0.0, side * EXP_CLAMP, 2.0**-100
+    if not ay <= 2.0**-20:
+        return 0.0, 0.0, 0, np.inf
+    if yh == 0.0:
+        Eh, El, kE, rel_E = 1.0, 0.0, 0, ay * 1.01
+    else:
+        Eh, El, kE = dd_exp(yh, yl)
+        rel_E = exp_rel(yl) + ay * 1.01 * (1.0 + exp_rel(yl))
+    Ah, Al = dd_mul(Mh, Ml, Eh, El)
+    rel = (rel_M + rel_E + rel_M * rel_E + MUL_REL) * SAFETY
+    ex = exponent(Ah)
+    s = pow2(-ex)
+    k = kM + kE + ex
+    if k > EXP_FAR or k < -EXP_FAR:
+        return (-1.0 if Ah > 0 else 1.0), 0.0, (EXP_CLAMP if k > 0 else -EXP_CLAMP), 2.0**-100
+    return -Ah * s, -Al * s, k, rel
+
+
+@numba.njit(**_JIT)
+def _grid_rows(x, gammas, hi, lo, ex, rel):
+    """Fill rows [j, i] with A(x[i], gammas[j]); consecutive x of equal |x| share their parts."""
+    last = -1.0
+    p = _parts(0.0)
+    for i in range(x.size):
+        a = abs(x[i])
+        if a != last:
+            p = _parts(a)
+            last = a
+        positive = x[i] >= 0.0
+        for j in range(gammas.size):
+            hi[j, i], lo[j, i], ex[j, i], rel[j, i] = _term(a, positive, gammas[j], p)
+
+
+@numba.njit(**_JIT)
+def _pair_rows(x, g, hi, lo, ex, rel):
+    """Fill row i with A(x[i], g[i]); consecutive x of equal |x| share their parts."""
+    last = -1.0
+    p = _parts(0.0)
+    for i in range(x.size):
+        a = abs(x[i])
+        if a != last:
+            p = _parts(a)
+            last = a
+        hi[i], lo[i], ex[i], rel[i] = _term(a, x[i] >= 0.0, g[i], p)
+
+
+def focal_rows(x, gammas):
+    """Term-table columns (hi, lo, exp, rel) of A(x, g) for every g in ``gammas``: arrays ``[g, x]``.
+
+    ``x``: exact values (float64; order them by |x| so that x and -x share their parts); ``gammas``:
+    float64 values (float32 values in the operator).  ``rel`` is inf where the fast path does not bound
+    the row (the caller computes it with mpmath).
+    """
+    x = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    gammas = np.ascontiguousarray(gammas, dtype=np.float64).ravel()
+    shape = (gammas.size, x.size)
+    hi, lo, ex, rel = np.empty(shape), np.empty(shape), np.empty(shape, dtype=np.int64), np.empty(shape)
+    _grid_rows(x, gammas, hi, lo, ex, rel)
+    return hi, lo, ex, rel
+
+
+def focal_pair_rows(x, g):
+    """Term-table columns (hi, lo, exp, rel) of A(x[i], g[i]) for broadcast arrays (flattened)."""
+    x, g = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(g, dtype=np.float64))
+    x, g = np.ascontiguousarray(x.ravel()), np.ascontiguousarray(g.ravel())
+    hi, lo, ex, rel = np.empty(x.size), np.empty(x.size), np.empty(x.size, dtype=np.int64), np.empty(x.size)
+    _pair_rows(x, g, hi, lo, ex, rel)
+    return hi, lo, ex, rel
+
+
+# ---------------------------------------------------------------------------
+# The certified derivation of gradients from term rows, compiled
+# ---------------------------------------------------------------------------
+
+_SPLITTER = 134217729.0  # 2**27 + 1 (Veltkamp), as terms.py's numpy definitions
+_DD_UNIT = 2.0**-100
+_DECIDED_ABOVE, _DECIDED_BELOW = 1000, -1000
+
+
+@numba.njit(inline="always", **_JIT)
+def _split(a):
+    c = _SPLITTER * a
+    big = c - (c - a)
+    return big, a - big
+
+
+@numba.njit(inline="always", **_JIT)
+def _veltkamp_prod(a, b):
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@numba.njit(inline="always", **_JIT)
+def _round_format(v, prec, emin, emax):
+    """v rounded to nearest-even into the format (prec, emin, emax): formats.round_to_format's steps."""
+    if v == 0.0 or not math.isfinite(v):
+        return v
+    q = max(np.int64(math.frexp(v)[1]) - 1, emin) - (prec - 1)
+    r = np.rint(math.ldexp(v, -q))
+    w = math.ldexp(r, q)
+    if abs(w) > math.ldexp(2.0 - math.ldexp(1.0, 1 - prec), emax):
+        return math.copysign(np.inf, v)
+    return math.copysign(w, v)
+
+
+@numba.njit(inline="always", **_JIT)
+def _cell(c, prec, emin, emax):
+    """(lower, upper): the float64 bounds of the RNE rounding cell of the format value c."""
+    top = math.ldexp(2.0 - math.ldexp(1.0, -prec), emax)  # max finite + half its ulp: the overflow threshold
+    if c == np.inf:
+        return top, np.inf
+    if c == -np.inf:
+        return -np.inf, -top
+    tiny = math.ldexp(1.0, emin - prec + 1)
+    a = abs(c)
+    if a == 0.0:
+        return -0.5 * tiny, 0.5 * tiny
+    q = max(np.int64(math.frexp(a)[1]) - 1, emin) - (prec - 1)
+    down_q = q - 1 if (a == math.ldexp(1.0, q + prec - 1) and q + prec - 1 > emin) else q
+    lo = (a - math.ldexp(1.0, down_q) + a) / 2
+    if a == math.ldexp(2.0 - math.ldexp(1.0, 1 - prec), emax):
+        hi = top  # the largest finite value: its cell ends where rounding overflows
+    else:
+        hi = (a + (a + math.ldexp(1.0, q))) / 2
+    if c > 0:
+        return lo, hi
+    return -hi, -lo
+
+
+@numba.njit(**_JIT)
+def derive_rows(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, neg_ex, neg_rel,
+                prec, emin, emax, rounded, exact_hi, exact_lo, todo):
+    """terms.derive_gradient's certified decision per point, compiled (the same operations, bit for bit).
+
+    Writes rounded (float64 holding format values), exact_hi, exact_lo; ``todo[i]`` is True where the
+    point is left to the scalar oracle (its outputs are then unspecified).
+    """
+    for i in range(t.size):
+        c0 = a[i] * (1 - t[i])
+        one_minus_a = 1.0 - a[i]
+        c1 = -(one_minus_a * t[i])
+        exact_c = ((1.0 - one_minus_a) == a[i]) and (abs(t[i]) < 2**20)
+        wd = w[i] * d[i]
+        if wd == 0 or (c0 == 0 and c1 == 0):
+            rounded[i], exact_hi[i], exact_lo[i], todo[i] = 0.0, 0.0, 0.0, False
+            continue
+        use_pos = c0 != 0 and c1 == 0
+        use_neg = c1 != 0 and c0 == 0
+        if not (use_pos or use_neg) or not exact_c:
+            todo[i] = True
+            continue
+        if use_pos:
+            c, hi, lo, ex, rel = c0, pos_hi[i], pos_lo[i], pos_ex[i], pos_rel[i]
+        else:
+            c, hi, lo, ex, rel = c1, neg_hi[i], neg_lo[i], neg_ex[i], neg_rel[i]
+        k_hi, k_lo = _veltkamp_prod(c, wd)
+        p, e = _veltkamp_prod(hi, k_hi)
+        e = e + (hi * k_lo + lo * k_hi)
+        v_hi = p + e
+        v_lo = e - (v_hi - p)
+        nf = float(n[i])
+        q1 = v_hi / nf
+        p, e = _veltkamp_prod(q1, nf)
+        q2 = (((v_hi - p) - e) + v_lo) / nf
+        v_hi = q1 + q2
+        v_lo = q2 - (v_hi - q1)
+        r = rel * (1 + 2.0**-40) + 3 * _DD_UNIT
+        if not (math.isfinite(v_hi) and v_hi != 0 and r < 0.5):
+            todo[i] = True
+            continue
+        binade = ex + (np.int64(math.frexp(v_hi)[1]) - 1)
+        if binade > _DECIDED_ABOVE or binade < _DECIDED_BELOW:
+            far = math.copysign(np.inf if binade > _DECIDED_ABOVE else 0.0, v_hi)
+            rounded[i], exact_hi[i], exact_lo[i], todo[i] = far, far, 0.0, False
+            continue
+        s_hi = math.ldexp(v_hi, ex)
+        s_lo = math.ldexp(v_lo, ex)
+        cand = _round_format(s_hi, prec, emin, emax)
+        lower, upper = _cell(cand, prec, emin, emax)
+        rad = abs(s_hi) * r
+        slack = (abs(s_hi) + (abs(lower) if math.isfinite(lower) else 0.0)) * 2.0**-50
+        below_ok = ((s_hi - lower) + s_lo) > rad + slack
+        slack = (abs(s_hi) + (abs(upper) if math.isfinite(upper) else 0.0)) * 2.0**-50
+        above_ok = ((upper - s_hi) - s_lo) > rad + slack
+        if below_ok and above_ok:
+            rounded[i], exact_hi[i], exact_lo[i], todo[i] = cand, s_hi, s_lo, False
+        else:
+            todo[i] = True
