@@ -35,28 +35,14 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
+from precision.exact.double_double import fma as _fma  # one rounding of the operands' type (float32 here)
 from precision.machine.compiled import frozen
 from precision.machine.npu_constants import (
     POW_EXP_OVERFLOW, POW_EXP_UNDERFLOW, POW_EXPONENT_MASK, POW_FLT_MIN, POW_LN2_HI, POW_LN2_LO, POW_LOG_POLY,
     POW_NAN_BITS, POW_SQRT_HALF_BITS, POW_SUBNORMAL_SCALE, POW_SUBNORMAL_SHIFT)
 
 __all__ = ["power_c_terms", "power_c_finish", "pow_special_cases", "load"]
-
-
-@intrinsic
-def _fma(typingctx, a, b, c):
-    """float32 a*b + c with one rounding (``llvm.fma.f32``)."""
-    signature = types.float32(types.float32, types.float32, types.float32)
-
-    def codegen(context, builder, sig, args):
-        f32 = ir.FloatType()
-        fma = builder.module.declare_intrinsic("llvm.fma", [f32], ir.FunctionType(f32, [f32, f32, f32]))
-        return builder.call(fma, args)
-    return signature, codegen
 
 
 _ONE, _TWO_NEG, _THREE = np.float32(1.0), np.float32(-2.0), np.float32(3.0)
