@@ -75,7 +75,7 @@ from precision.sigmoid_focal_loss_grad.report import GLOSSARY, PHRASES, REPORT_S
 #: The operator's modules (relative to this package) that every sweep result depends on besides a variant's own
 #: source: its exact values and their reuse across a sweep, the bracket's bands (the groups), the registry
 #: binding variants to recipes.  Part of every result's cache key (precision.engine.task.shared_digest).
-RESULT_SOURCES = ("terms.py", "oracle.py", "bracket.py", "guards.py")
+RESULT_SOURCES = ("terms.py", "oracle.py", "oracle_fast.py", "bracket.py", "guards.py")
 
 __all__ = [
     # 1. inputs

@@ -66,6 +66,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from precision.sigmoid_focal_loss_grad import oracle as mp_oracle  # compared with in crosscheck only
+from precision.sigmoid_focal_loss_grad.terms import gradient as fast_gradient  # and the fast certified path
 from precision.errors import OracleUndecidedError
 from precision.exact.formats import FORMATS, Format, get_format
 from precision.sigmoid_focal_loss_grad.oracle import (broadcast_inputs)  # input validation only; the mathematics is independent
@@ -420,9 +421,10 @@ class CategoryResult:
 class Disagreement:
     case: CheckCase
     fmt: str
-    mpmath_value: float
+    mpmath_value: float  # (the value of ``oracle``: the mpmath oracle, or the fast path)
     arb_value: float
     referee: float | None = None  # third evaluation (referee_round), when computed
+    oracle: str = "mpmath"
 
     @property
     def conflict(self) -> bool:
@@ -432,7 +434,7 @@ class Disagreement:
         kind = "values differ" if self.conflict else "decided by one oracle only"
         ref = "" if self.referee is None else f" referee={_hex(self.referee)}"
         return (f"DISAGREE [{self.case.category}] {self.fmt} {self.case.describe()}: "
-                f"mpmath={_hex(self.mpmath_value)} arb={_hex(self.arb_value)}{ref} ({kind})")
+                f"{self.oracle}={_hex(self.mpmath_value)} arb={_hex(self.arb_value)}{ref} ({kind})")
 
 
 @dataclass
@@ -443,6 +445,10 @@ class CheckReport:
     seconds_mpmath: float = 0.0
     seconds_arb: float = 0.0
     formats: tuple = tuple(FORMATS)
+    #: the fast certified path (terms.gradient) against Arb, on the same points and formats
+    fast_comparisons: int = 0
+    fast_disagreements: list = field(default_factory=list)
+    seconds_fast: float = 0.0
 
     @property
     def total_disagreements(self) -> int:
@@ -454,7 +460,7 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        return self.total_disagreements == 0
+        return self.total_disagreements == 0 and not self.fast_disagreements
 
     def lines(self) -> list[str]:
         width = max((len(c) for c in self.categories), default=8)
@@ -465,6 +471,9 @@ class CheckReport:
                        f"({r.conflicts} conflicting values, {r.one_sided} decided by one oracle only), "
                        f"{r.undecided} undecided by both")
         out.extend(d.line() for d in self.disagreements)
+        out.append(f"fast path against Arb: {self.fast_comparisons:,} comparisons, "
+                   f"{len(self.fast_disagreements)} disagreements ({self.seconds_fast:.1f} s)")
+        out.extend(d.line() for d in self.fast_disagreements)
         total_pts = sum(r.points for r in self.categories.values())
         total_cmp = sum(r.comparisons for r in self.categories.values())
         verdict = "PASS" if self.passed else "FAIL"
@@ -713,8 +722,15 @@ def _compare(cases: list[CheckCase], formats, report: CheckReport, oracle_mod) -
         t1 = time.perf_counter()
         arb_vals = np.asarray(gradient(x, t, a, g, w, d, n, fmt=f.name)).astype(np.float64)
         t2 = time.perf_counter()
+        fast_vals = np.asarray(fast_gradient(x, t, a, g, w, d, n, fmt=f.name)).astype(np.float64)
+        report.seconds_fast += time.perf_counter() - t2
         report.seconds_mpmath += t1 - t0
         report.seconds_arb += t2 - t1
+        report.fast_comparisons += len(cases)
+        differ = [not (_same(u, v) or (math.isnan(u) and math.isnan(v))) for u, v in zip(fast_vals, arb_vals)]
+        for i in np.flatnonzero(differ).tolist():
+            report.fast_disagreements.append(Disagreement(cases[i], f.name, float(fast_vals[i]),
+                                                          float(arb_vals[i]), oracle="fast"))
         for i, case in enumerate(cases):
             res = report.categories.setdefault(case.category, CategoryResult())
             res.comparisons += 1
@@ -735,14 +751,17 @@ def _compare(cases: list[CheckCase], formats, report: CheckReport, oracle_mod) -
 
 def crosscheck(points: int = 10_000, seed: int = 0, formats=tuple(FORMATS), hard: bool = True,
                progress: Callable[[str], None] | None = None, referee: int = 10) -> CheckReport:
-    """Compare the mpmath and Arb oracles bit for bit.
+    """Compare the mpmath and Arb oracles bit for bit, and the fast certified path with Arb.
 
     ``points`` random points (seed ``seed``) plus, if ``hard``, the
     :func:`hard_cases`, each in every format of ``formats``, through both
     oracles' batch ``gradient``.  A disagreement is any pair of results that
     differ in value or sign of zero, or where exactly one oracle is undecided
     (NaN); both undecided is counted apart.  The first ``referee``
-    disagreements also get a third evaluation (:func:`referee_round`).
+    disagreements also get a third evaluation (:func:`referee_round`).  The
+    fast path (:func:`precision.sigmoid_focal_loss_grad.terms.gradient`) is
+    compared with Arb on the same points; any difference is listed and fails
+    the check.
     """
     start = time.perf_counter()
     report = CheckReport(formats=tuple(get_format(f).name for f in formats))

@@ -301,7 +301,7 @@ def focal_rows(x, gammas):
 def focal_pair_rows(x, g):
     """Term-table columns (hi, lo, exp, rel) of A(x[i], g[i]) for broadcast arrays (flattened)."""
     x, g = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(g, dtype=np.float64))
-    x, g = np.ascontiguousarray(x.ravel()), np.ascontiguousarray(g.ravel())
+    x, g = np.array(x.ravel(), order="C"), np.array(g.ravel(), order="C")  # writable copies (numba's types)
     hi, lo, ex, rel = np.empty(x.size), np.empty(x.size), np.empty(x.size, dtype=np.int64), np.empty(x.size)
     _pair_rows(x, g, hi, lo, ex, rel)
     return hi, lo, ex, rel
@@ -314,6 +314,7 @@ def focal_pair_rows(x, g):
 _SPLITTER = 134217729.0  # 2**27 + 1 (Veltkamp), as terms.py's numpy definitions
 _DD_UNIT = 2.0**-100
 _DECIDED_ABOVE, _DECIDED_BELOW = 1000, -1000
+_K_MIN = 2.0**-960  # (terms._K_MIN)
 
 
 @numba.njit(inline="always", **_JIT)
@@ -332,14 +333,29 @@ def _veltkamp_prod(a, b):
 
 
 @numba.njit(inline="always", **_JIT)
+def _binade(v):
+    """floor(log2 |v|) of a finite nonzero float64 (frexp's exponent minus one), subnormals included."""
+    k = exponent(v)
+    return k if k > -1023 else np.int64(math.frexp(v)[1]) - 1
+
+
+@numba.njit(inline="always", **_JIT)
+def _scaled(v, k):
+    """v * 2**k, correctly rounded (math.ldexp's value): one multiplication while 2**k is a normal float64."""
+    if -1022 <= k <= 1023:
+        return v * pow2(k)
+    return math.ldexp(v, k)
+
+
+@numba.njit(inline="always", **_JIT)
 def _round_format(v, prec, emin, emax):
     """v rounded to nearest-even into the format (prec, emin, emax): formats.round_to_format's steps."""
     if v == 0.0 or not math.isfinite(v):
         return v
-    q = max(np.int64(math.frexp(v)[1]) - 1, emin) - (prec - 1)
-    r = np.rint(math.ldexp(v, -q))
-    w = math.ldexp(r, q)
-    if abs(w) > math.ldexp(2.0 - math.ldexp(1.0, 1 - prec), emax):
+    q = max(_binade(v), emin) - (prec - 1)
+    r = np.rint(_scaled(v, -q))
+    w = _scaled(r, q)
+    if abs(w) > (2.0 - pow2(1 - prec)) * pow2(emax):
         return math.copysign(np.inf, v)
     return math.copysign(w, v)
 
@@ -347,22 +363,22 @@ def _round_format(v, prec, emin, emax):
 @numba.njit(inline="always", **_JIT)
 def _cell(c, prec, emin, emax):
     """(lower, upper): the float64 bounds of the RNE rounding cell of the format value c."""
-    top = math.ldexp(2.0 - math.ldexp(1.0, -prec), emax)  # max finite + half its ulp: the overflow threshold
+    top = (2.0 - pow2(-prec)) * pow2(emax)  # max finite + half its ulp: the overflow threshold
     if c == np.inf:
         return top, np.inf
     if c == -np.inf:
         return -np.inf, -top
-    tiny = math.ldexp(1.0, emin - prec + 1)
+    tiny = pow2(emin - prec + 1)
     a = abs(c)
     if a == 0.0:
         return -0.5 * tiny, 0.5 * tiny
-    q = max(np.int64(math.frexp(a)[1]) - 1, emin) - (prec - 1)
-    down_q = q - 1 if (a == math.ldexp(1.0, q + prec - 1) and q + prec - 1 > emin) else q
-    lo = (a - math.ldexp(1.0, down_q) + a) / 2
-    if a == math.ldexp(2.0 - math.ldexp(1.0, 1 - prec), emax):
+    q = max(_binade(a), emin) - (prec - 1)
+    down_q = q - 1 if (a == pow2(q + prec - 1) and q + prec - 1 > emin) else q
+    lo = (a - pow2(down_q) + a) / 2
+    if a == (2.0 - pow2(1 - prec)) * pow2(emax):
         hi = top  # the largest finite value: its cell ends where rounding overflows
     else:
-        hi = (a + (a + math.ldexp(1.0, q))) / 2
+        hi = (a + (a + pow2(q))) / 2
     if c > 0:
         return lo, hi
     return -hi, -lo
@@ -382,7 +398,7 @@ def derive_rows(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, 
         c1 = -(one_minus_a * t[i])
         exact_c = ((1.0 - one_minus_a) == a[i]) and (abs(t[i]) < 2**20)
         wd = w[i] * d[i]
-        if wd == 0 or (c0 == 0 and c1 == 0):
+        if w[i] == 0 or d[i] == 0 or (c0 == 0 and c1 == 0):
             rounded[i], exact_hi[i], exact_lo[i], todo[i] = 0.0, 0.0, 0.0, False
             continue
         use_pos = c0 != 0 and c1 == 0
@@ -395,6 +411,9 @@ def derive_rows(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, 
         else:
             c, hi, lo, ex, rel = c1, neg_hi[i], neg_lo[i], neg_ex[i], neg_rel[i]
         k_hi, k_lo = _veltkamp_prod(c, wd)
+        if not abs(k_hi) >= _K_MIN:
+            todo[i] = True
+            continue
         p, e = _veltkamp_prod(hi, k_hi)
         e = e + (hi * k_lo + lo * k_hi)
         v_hi = p + e
@@ -409,13 +428,13 @@ def derive_rows(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, 
         if not (math.isfinite(v_hi) and v_hi != 0 and r < 0.5):
             todo[i] = True
             continue
-        binade = ex + (np.int64(math.frexp(v_hi)[1]) - 1)
+        binade = ex + _binade(v_hi)
         if binade > _DECIDED_ABOVE or binade < _DECIDED_BELOW:
             far = math.copysign(np.inf if binade > _DECIDED_ABOVE else 0.0, v_hi)
             rounded[i], exact_hi[i], exact_lo[i], todo[i] = far, far, 0.0, False
             continue
-        s_hi = math.ldexp(v_hi, ex)
-        s_lo = math.ldexp(v_lo, ex)
+        s_hi = _scaled(v_hi, ex)
+        s_lo = _scaled(v_lo, ex)
         cand = _round_format(s_hi, prec, emin, emax)
         lower, upper = _cell(cand, prec, emin, emax)
         rad = abs(s_hi) * r

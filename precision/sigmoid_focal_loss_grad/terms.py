@@ -70,6 +70,8 @@ _DECIDED_ABOVE = 1000
 _DECIDED_BELOW = -1000
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitting constant for float64
+#: The smallest |c * weight * dout| the derivation takes: its product's error term is then a normal float64.
+_K_MIN = 2.0**-960
 
 
 @dataclass(frozen=True)
@@ -133,16 +135,15 @@ def _settled(x, g, rows) -> TermTable:
 
 
 def focal_term_table(x, gamma) -> TermTable:
-    """A(x, gamma) for each pair (broadcast, flattened), to relative accuracy TERM_REL (2**-62)."""
-    xs, gs = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(gamma, dtype=np.float64))
+    """A(x, gamma) for each pair (broadcast, flattened), to relative accuracy TERM_REL (2**-62).
+
+    Consecutive pairs of equal |x| share exp and log1p (order them so, when they repeat).
+    """
     from precision.sigmoid_focal_loss_grad.oracle_fast import focal_pair_rows  # numba: loaded on first use
 
+    xs, gs = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(gamma, dtype=np.float64))
     xs, gs = xs.ravel(), gs.ravel()
-    order = np.lexsort((gs, np.abs(xs)))  # x and -x side by side: they share exp and log1p
-    table = _settled(xs[order], gs[order], focal_pair_rows(xs[order], gs[order]))
-    back = np.empty_like(order)
-    back[order] = np.arange(order.size)
-    return table.take(back)
+    return _settled(xs, gs, focal_pair_rows(xs, gs))
 
 
 def focal_term_tables(x, gammas) -> dict:
@@ -377,7 +378,7 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
         # exactness of the coefficients in float64 (else: scalar fallback)
         exact_c = ((1.0 - one_minus_a) == a) & (np.abs(t) < 2**20)
         wd = w * d
-        structural_zero = (wd == 0) | ((c0 == 0) & (c1 == 0))
+        structural_zero = (w == 0) | (d == 0) | ((c0 == 0) & (c1 == 0))
         use_pos = (c0 != 0) & (c1 == 0)
         use_neg = (c1 != 0) & (c0 == 0)
         c = np.where(use_pos, c0, c1)
@@ -387,6 +388,8 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
         rel = np.where(use_pos, pos.rel, neg.rel)
         # K = c * w * d exactly as a double-double, then times the term, over count
         k_hi, k_lo = _two_prod(c, wd)
+        # a product near or below float64's underflow has no exact error term (the scalar oracle takes it)
+        tiny = ~(np.abs(k_hi) >= _K_MIN)
         v_hi, v_lo = _dd_mul(hi, lo, k_hi, k_lo)
         v_hi, v_lo = _dd_div_int(v_hi, v_lo, n.astype(np.float64))
         r = rel * (1 + 2.0**-40) + 3 * DD_UNIT
@@ -409,7 +412,8 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
         sign = np.sign(v_hi)
         far = (above | below) & (r < 0.5)
         far_value = np.where(above, sign * np.inf, sign * 0.0)
-        ok = (use_pos | use_neg) & exact_c & (decided | far) & ~structural_zero & np.isfinite(v_hi) & (v_hi != 0)
+        ok = (use_pos | use_neg) & exact_c & (decided | far) & ~structural_zero & ~tiny & np.isfinite(v_hi) & \
+            (v_hi != 0)
     rounded = np.where(far, far_value, cand.astype(np.float64))
     exact_hi = np.where(far, far_value, s_hi)
     exact_lo = np.where(far, 0.0, s_lo)
@@ -445,9 +449,7 @@ def gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1, fmt="fp3
     for sign, mask in need.items():
         table = absent_table(x.size)
         if mask.any():
-            args = np.stack([sign * x[mask], g[mask]])
-            keys, first, inverse = np.unique(args.view(np.int64), axis=1, return_index=True, return_inverse=True)
-            got = focal_term_table(args[0, first], args[1, first]).take(inverse.ravel())
+            got = focal_term_table(sign * x[mask], g[mask])
             columns = table.as_arrays()
             for name, values in got.as_arrays().items():
                 columns[name][mask] = values
