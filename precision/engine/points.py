@@ -24,13 +24,62 @@ def _in_range(values: np.ndarray, axis: PredAxis) -> np.ndarray:
     return values[(values >= lo) & (values <= hi)]
 
 
+#: Values handled by one numpy call while a point set is drawn, rounded, sorted and deduplicated: a Ctrl-C
+#: waits at most for one such call (a few hundredths of a second), so generation is interruptible.
+BLOCK = 1 << 20
+
+_LOW_BITS = np.int64(0x7FFFFFFFFFFFFFFF)
+
+
+def _keys(values: np.ndarray) -> np.ndarray:
+    """int64 keys of float64 values: one per bit pattern, in the order of the values, -0 just below +0 (its
+    own inverse: :func:`_values` turns keys back into values)."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+    return np.where(bits < 0, bits ^ _LOW_BITS, bits)
+
+
+def _values(keys: np.ndarray) -> np.ndarray:
+    return np.where(keys < 0, keys ^ _LOW_BITS, keys).view(np.float64)
+
+
+def _merge_unique(blocks: list) -> np.ndarray:
+    """The sorted distinct keys of sorted, distinct key blocks: merged two by two (each merge a stable sort of
+    two sorted runs, linear), so no single numpy call sorts everything at once."""
+    blocks = [b for b in blocks if b.size]
+    if not blocks:
+        return np.empty(0, dtype=np.int64)
+    while len(blocks) > 1:
+        merged = []
+        for a, b in zip(blocks[::2], blocks[1::2]):
+            m = np.concatenate([a, b])
+            m.sort(kind="stable")
+            keep = np.empty(m.size, dtype=bool)
+            keep[0] = True
+            np.not_equal(m[1:], m[:-1], out=keep[1:])
+            merged.append(m[keep])
+        if len(blocks) % 2:
+            merged.append(blocks[-1])
+        blocks = merged
+    return blocks[0]
+
+
+def _unique_keys(keys: np.ndarray) -> np.ndarray:
+    """Sorted distinct keys, in blocks of :data:`BLOCK` (interruptible between them)."""
+    return _merge_unique([np.unique(keys[i:i + BLOCK]) for i in range(0, keys.size, BLOCK)])
+
+
 def _stratified(axis: PredAxis, rng: np.random.Generator) -> np.ndarray:
-    """N values per binade of the format, both signs, uniform over the binade's floats."""
+    """N values per binade of the format, both signs, uniform over the binade's floats; as keys (:func:`_keys`),
+    sorted and distinct.
+
+    The draws are made binade by binade in the order of the exponent, positive first (the seed's stream), and
+    each binade's values sorted and deduplicated on its own; the binades, disjoint, are then laid end to end in
+    the order of their values (no sort of the whole set)."""
     fmt = get_format(axis.format)
     n = axis.get("per_binade")
     lo, hi = axis.get("range", (-fmt.max_finite, fmt.max_finite))
-    out = [np.zeros(1)]
     width = fmt.prec - 1
+    parts = {(0.0, 0): _keys(np.zeros(1))}
     for e in range(fmt.emin - 1, fmt.emax + 1):  # emin - 1 stands for the subnormals
         base = math.ldexp(1.0, e if e >= fmt.emin else fmt.emin)
         quantum = math.ldexp(1.0, (e if e >= fmt.emin else fmt.emin) - width)
@@ -41,15 +90,21 @@ def _stratified(axis: PredAxis, rng: np.random.Generator) -> np.ndarray:
             if b < lo or a > hi:
                 continue
             k = rng.integers(1 if e < fmt.emin else 0, 1 << width, n)
-            vals = sign * (start + k * quantum)
-            out.append(vals[(vals >= lo) & (vals <= hi)])
-    return np.concatenate(out)
+            blocks = []
+            for i in range(0, n, BLOCK):
+                vals = sign * (start + k[i:i + BLOCK] * quantum)
+                blocks.append(np.unique(_keys(vals[(vals >= lo) & (vals <= hi)])))
+            del k
+            parts[sign, e] = _merge_unique(blocks)
+    if not (lo <= 0.0 <= hi):
+        del parts[0.0, 0]
+    order = sorted(parts, key=lambda se: (se[0], se[1] if se[0] > 0 else -se[1]))
+    return np.concatenate([parts[se] for se in order])
 
 
 def _unique_sorted(values: np.ndarray) -> np.ndarray:
-    """Unique by bits (-0 and +0 are two inputs, as the kernel sees them), sorted by value."""
-    values = np.unique(np.asarray(values, dtype=np.float64).view(np.int64)).view(np.float64)
-    return values[np.argsort(values, kind="stable")]
+    """Unique by bits (-0 and +0 are two inputs, as the kernel sees them), sorted by value (-0 before +0)."""
+    return _values(_unique_keys(_keys(np.asarray(values, dtype=np.float64))))
 
 
 def study_pred_values(study: "Study", term: float | None = None) -> np.ndarray:
@@ -67,7 +122,9 @@ def study_pred_values(study: "Study", term: float | None = None) -> np.ndarray:
                       for v in (study.term_values if term is None else [term])]
         else:
             parts.append(pred_values(axis, study.seed + i, operator=study.operator))
-    return _unique_sorted(np.concatenate(parts))
+    if len(parts) == 1:  # (each set is unique and sorted already)
+        return parts[0]
+    return _values(_merge_unique([_keys(p) for p in parts]))
 
 
 def study_preds_by_term(study: "Study") -> dict:
@@ -95,8 +152,8 @@ def pred_values(axis: PredAxis, seed: int, term: float | None = None,
         values = get_operator(operator).PRED_SETS[axis.kind].values(axis.format, dict(axis.params), seed, term)
     elif axis.kind == "exhaustive":
         values = _in_range(fmt.finite_values().astype(np.float64), axis)
-    elif axis.kind == "stratified":
-        values = _stratified(axis, rng)
+    elif axis.kind == "stratified":  # exact in the format, finite, distinct and sorted as drawn
+        return _values(_stratified(axis, rng))
     elif axis.kind == "grid":
         start, stop, num = axis.get("start"), axis.get("stop"), axis.get("num")
         values = (np.geomspace if axis.get("spacing") == "log" else np.linspace)(start, stop, num)
@@ -108,5 +165,8 @@ def pred_values(axis: PredAxis, seed: int, term: float | None = None,
         values = rng.uniform(axis.get("low"), axis.get("high"), axis.get("count"))
     else:  # pragma: no cover - parse_study admits only PRED_KINDS
         raise ParameterError(f"pred kind={axis.kind!r}")
-    values = round_to_format(values, fmt).astype(np.float64)
-    return _unique_sorted(values[np.isfinite(values)])
+    blocks = []
+    for i in range(0, values.size, BLOCK):
+        block = round_to_format(values[i:i + BLOCK], fmt).astype(np.float64)
+        blocks.append(np.unique(_keys(block[np.isfinite(block)])))
+    return _values(_merge_unique(blocks))
