@@ -8,12 +8,12 @@ import math
 
 import numpy as np
 
-from precision.errors import ParameterError
+from precision.errors import ParameterError, StudyFileError
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.exact.formats import get_format, round_to_format
 from precision.engine.study import PredAxis, Study
 
-__all__ = ["pred_values", "study_pred_values", "study_preds_by_term"]
+__all__ = ["pred_values", "study_pred_values", "study_preds_by_term", "check_point_sets"]
 
 
 def _in_range(values: np.ndarray, axis: PredAxis) -> np.ndarray:
@@ -170,3 +170,71 @@ def pred_values(axis: PredAxis, seed: int, term: float | None = None,
         block = round_to_format(values[i:i + BLOCK], fmt).astype(np.float64)
         blocks.append(np.unique(_keys(block[np.isfinite(block)])))
     return _values(_merge_unique(blocks))
+
+
+# ---------------------------------------------------------------------------
+# What a point set is: empty, or partly outside a profile's format
+# ---------------------------------------------------------------------------
+
+def _empty_reason(study: "Study", term) -> str:
+    """Why the study's pred sets hold no value at ``term`` (a value of the terms attribute), in a few words."""
+    op = get_operator(study.operator)
+    reasons = []
+    for axis in study.pred_sets:
+        own = op.PRED_SETS.get(axis.kind) if axis.per_term else None
+        why = getattr(own, "empty_reason", None)
+        if why is not None:
+            reasons.append(why(dict(axis.params), term))
+        elif axis.get("range") is not None:
+            lo, hi = axis.get("range")
+            reasons.append(f"{axis.kind} over range [{lo:g}, {hi:g}] holds no finite {axis.format} value")
+        else:
+            reasons.append(f"{axis.kind} draws no value finite in {axis.format}")
+    return "; ".join(dict.fromkeys(reasons))
+
+
+def check_point_sets(study: "Study", preds_by_term: dict) -> list:
+    """Check that the study's points are what it says; the notes a run prints (one line each).
+
+    Raises :class:`~precision.errors.StudyFileError` (one line naming ``pred``) when nothing is left to run:
+    the point set is empty at every value of the terms attribute, or no pred is a value of any profile's
+    format.  Notes: the values of the terms attribute where the set is empty (no task runs there), and per
+    profile how many preds its format cannot hold (a tensor of that format holds only its values: the
+    others are left out of that profile's tasks).
+    """
+    op = get_operator(study.operator)
+    name = op.TERMS_ATTRIBUTE or "the attributes"
+    where = f"{study.path}: pred"
+    empty = [t for t, p in preds_by_term.items() if p.size == 0]
+    if len(empty) == len(preds_by_term):
+        values = ", ".join(f"{t:g}" for t in preds_by_term if t is not None)
+        at = f"; {name} = [{values}]" if values else ""
+        raise StudyFileError(f"{where}: the point set is empty ({_empty_reason(study, empty[0])}{at}); expected at "
+                             "least one pred value: change the [pred] set or its parameters")
+    notes = [f"{where}: the point set is empty at {name}={t:g} ({_empty_reason(study, t)}); no task runs there"
+             for t in empty]
+    total = sum(p.size for p in preds_by_term.values())
+    formats = ", ".join(dict.fromkeys(axis.format for axis in study.pred_sets))
+    kept_by_profile = {}
+    for profile in study.profiles:
+        fmt = get_format(profile.pred)
+        kept = 0
+        for p in preds_by_term.values():
+            for i in range(0, p.size, BLOCK):
+                block = p[i:i + BLOCK]
+                kept += int(np.count_nonzero(round_to_format(block, fmt).astype(np.float64).view(np.int64)
+                                             == block.view(np.int64)))
+        kept_by_profile[profile.name] = kept
+    if not any(kept_by_profile.values()):
+        raise StudyFileError(
+            f"{where}: none of the {total:,} preds ({formats} values) is a value of the profiles' formats "
+            f"({', '.join(kept_by_profile)}), so nothing is left to run; expected preds the profiles can hold: "
+            f"set pred.format to the profile's format or add a profile of format {formats}")
+    for profile, kept in kept_by_profile.items():
+        if kept == total:
+            continue
+        fate = ("its tasks are skipped" if kept == 0 else
+                f"profile {profile} runs the {kept:,} that are and leaves the others out")
+        notes.append(f"{where}: {total - kept:,} of {total:,} preds ({formats} values) are not "
+                     f"{profile.split('/')[0]} values; {fate} (a profile of format {formats} runs them all)")
+    return notes
