@@ -42,6 +42,7 @@ from precision.cli.run_commands import (cmd_cache, cmd_diff, cmd_gate, cmd_hunt,
                                         cmd_variants)
 from precision.engine.cache import CacheIntegrityWarning
 from precision.errors import INTERRUPTED, PrecisionError
+from precision.products.score_outputs import FAIL_ON, SCORE_BUDGET_METRICS
 
 __all__ = ["main", "parse_exact_float", "INTERRUPTED", "DEFAULT_RUNS_DIR", "DEFAULT_REPORTS_DIR", "DEFAULT_DIFF_DIR",
            "DEFAULT_SCORE_DIR"]
@@ -317,10 +318,14 @@ def _build_parser() -> argparse.ArgumentParser:
                     "--compare-with VARIANT, that variant is evaluated on the same inputs on --machine and compared "
                     "with the outputs point by point (the outputs are 'with', the emulation 'without': helps = the "
                     "outputs are more accurate): comparisons.csv and disagreements.csv, every element where they "
-                    "differ. That is how a machine model is validated against hardware.",
+                    "differ. That is how a machine model is validated against hardware.\n"
+                    "Exit status: 0, or 1 when a --budget METRIC=LIMIT or a --fail-on CONDITION fails (one PASS/FAIL "
+                    "line each after the score lines; the result folder is written either way), 2 on bad input.",
         examples=["precision score --inputs out/device/inputs.npz --outputs out/device/grad.npy --reduction sum",
                   "precision score --inputs out/device/inputs.npz --outputs out/device/grad.bin --dtype float16 "
-                  "--shape 256,80 --reduction sum --label grad_raw --compare-with kernel --machine npu"],
+                  "--shape 256,80 --reduction sum --label grad_raw --compare-with kernel --machine npu",
+                  "precision score --inputs out/device/inputs.npz --outputs out/device/grad.npy --reduction sum "
+                  "--budget max_ulp=1 --fail-on specials    # in CI: exit 1 past the budget"],
         setup="The files of these examples (a stand-in device run): python3 examples/device_dump.py out/device")
     p.add_argument("--inputs", required=True, metavar="FILE",
                    help=".npz with pred, target[, dout, weight], or a .npy of pred (required)")
@@ -343,6 +348,13 @@ def _build_parser() -> argparse.ArgumentParser:
                         "(default: none)")
     p.add_argument("--machine", action=Given, default="npu",
                    help="the machine of --compare-with: ieee, numpy, npu, npu+ftz, ...")
+    p.add_argument("--budget", action="append", metavar="METRIC=LIMIT",
+                   help="fail (exit 1) when the outputs' METRIC passes LIMIT; repeatable; metrics: "
+                        f"{', '.join(SCORE_BUDGET_METRICS)} (share_correct and allclose_share are lower limits) "
+                        "(default: none)")
+    p.add_argument("--fail-on", action="append", metavar="CONDITION", choices=list(FAIL_ON),
+                   help=f"fail (exit 1) when CONDITION holds; repeatable: {', '.join(FAIL_ON)} (disagree and hurts "
+                        "need --compare-with) (default: none)")
     _add_plugin_option(p)
 
     p = add_command(

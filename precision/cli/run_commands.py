@@ -24,8 +24,8 @@ from precision.products.gate import append_to_corpus, run_gate
 from precision.products.hunt import hunt
 from precision.products.report import build_report, report_all
 from precision.products.report.page import require_replaceable
-from precision.products.score_outputs import (load_inputs, load_outputs, parse_shape, score_outputs,
-                                              validate_score_inputs, write_score)
+from precision.products.score_outputs import (SCORE_BUDGET_METRICS, check_score, load_inputs, load_outputs,
+                                              parse_shape, score_outputs, validate_score_inputs, write_score)
 
 # ---------------------------------------------------------------------------
 # precision variants, run, gate, report, hunt, diff, score, cache
@@ -276,6 +276,11 @@ def cmd_score(args) -> int:
         raise ParameterError(f"--label={label!r}; expected a name without spaces or slashes")
     out = require_replaceable(require_dir(args.out or DEFAULT_SCORE_DIR / label, "--out"), "score.json")
     shape = parse_shape(args.shape) if args.shape is not None else None
+    budgets = [_parse_score_budget(text) for text in (args.budget or ())]
+    fail_on = list(dict.fromkeys(args.fail_on or ()))
+    needs = [c for c in fail_on if c in ("disagree", "hurts")]
+    if needs and not args.compare_with:
+        raise ParameterError(f"--fail-on {needs[0]} compares with an emulated variant; add --compare-with VARIANT")
     load_cli_plugins(args)
     if args.compare_with:
         get_variant(args.compare_with)
@@ -287,18 +292,36 @@ def cmd_score(args) -> int:
     outputs = load_outputs(files["outputs"], shape=shape, dtype=args.dtype, pred=inputs.pred)
     result = score_outputs(inputs, outputs, label=label, compare_with=args.compare_with,
                            machine=args.machine)
-    command = " ".join(["precision score", *(f"--{k} {v}" for k, v in files.items()),
-                        *(f"--{name} {getattr(args, name)}" for name in ATTRIBUTES),
-                        f"--reduction {args.reduction} --label {label}",
-                        *([f"--shape {args.shape}"] if args.shape else []),
-                        *([f"--dtype {args.dtype}"] if args.dtype else []),
-                        *([f"--compare-with {args.compare_with} --machine {args.machine}"]
-                          if args.compare_with else []),
-                        *(f"--plugin {p}" for p in (args.plugin or ()))])
+    command = shell_join(["precision", "score", *(w for k, v in files.items() for w in (f"--{k}", v)),
+                          *(w for name in ATTRIBUTES for w in (f"--{name}", getattr(args, name))),
+                          "--reduction", args.reduction, "--label", label,
+                          *(["--shape", args.shape] if args.shape else []),
+                          *(["--dtype", args.dtype] if args.dtype else []),
+                          *(["--compare-with", args.compare_with, "--machine", args.machine]
+                            if args.compare_with else []),
+                          *(w for p in (args.plugin or ()) for w in ("--plugin", p)),
+                          *(w for b in (args.budget or ()) for w in ("--budget", b)),
+                          *(w for c in fail_on for w in ("--fail-on", c))])
     folder = write_score(result, out, files, command)
     print("\n".join(result.lines()))
+    checks = check_score(result, budgets, fail_on)
+    for _, line in checks:
+        print(line)
     print(f"score: tables -> {folder / 'summary.csv'}, report -> {folder / 'report.html'}")
-    return 0
+    return 1 if any(status == "FAIL" for status, _ in checks) else 0
+
+
+def _parse_score_budget(text: str) -> tuple:
+    """``--budget METRIC=LIMIT``: (metric, limit), one-line errors naming the option."""
+    metric, sep, value = text.partition("=")
+    metric = metric.strip()
+    if not sep or metric not in SCORE_BUDGET_METRICS:
+        raise ParameterError(f"--budget={text!r}; expected METRIC=LIMIT with METRIC one of "
+                             f"{', '.join(SCORE_BUDGET_METRICS)} (e.g. --budget max_ulp=1)")
+    limit = parse_exact_float(value, "budget")
+    if limit < 0:
+        raise ParameterError(f"--budget={text!r}; expected a limit >= 0")
+    return metric, limit
 
 
 def cmd_cache(args) -> int:
