@@ -112,7 +112,8 @@ from precision.analysis.groups import GroupStats, witness_fields
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import CLASS_NAMES, COMPILED_MIN_POINTS
 from precision.engine.study import Study, region_labels
-from precision.engine.estimate import StudyPlan, memory_limit as default_memory_limit, plan_study, study_variants
+from precision.engine.estimate import (EXACT_COUNT_PREDS, memory_limit as default_memory_limit, plan_study,
+                                      study_variants)
 from precision.engine.points import check_point_sets, study_preds_by_term
 from precision.io.frames import columns_from_arrays, frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, machine_siblings, run_task,
@@ -325,15 +326,21 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     plan = plan_study(study, workers, scheduler)
     limit, source = memory_limit if memory_limit is not None else default_memory_limit()
     plan.check_memory(limit, source, study.path)
+    # a small study's points are drawn and checked at once (an empty set is one line with nothing printed
+    # before it); a large one's plan is printed first, then its points are drawn (seconds, interruptible)
+    small = plan.preds <= EXACT_COUNT_PREDS
+    if small:
+        preds_by_term = study_preds_by_term(study)
+        notes = check_point_sets(study, preds_by_term)
     if on_plan is not None:
         on_plan(plan)
-    notes = []
+    if not small:
+        preds_by_term = study_preds_by_term(study)
+        notes = check_point_sets(study, preds_by_term)
     if workers is not None and workers > plan.cores:
-        notes.append(f"--workers={workers} is more than this machine's {plan.cores} cores; capped at {plan.workers} "
-                     f"(the study's {plan.units} units of work and its oracle chunks use no more)"
-                     + (", the rest sharing cores" if plan.workers > plan.cores else ""))
-    preds_by_term = study_preds_by_term(study)
-    notes += check_point_sets(study, preds_by_term)
+        notes.insert(0, f"--workers={workers} is more than this machine's {plan.cores} cores; capped at "
+                        f"{plan.workers} (the study's {plan.units} units of work and its oracle chunks use no more)"
+                        + (", the rest sharing cores" if plan.workers > plan.cores else ""))
     for note in notes:
         warnings.warn(note, RunNote, stacklevel=2)
     variants = _variants_of(study)
