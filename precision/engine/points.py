@@ -235,6 +235,8 @@ def check_point_sets(study: "Study", preds_by_term: dict) -> list:
             continue
         fate = ("its tasks are skipped" if kept == 0 else
                 f"profile {profile} runs the {kept:,} that are and leaves the others out")
-        notes.append(f"{where}: {total - kept:,} of {total:,} preds ({formats} values) are not "
-                     f"{profile.split('/')[0]} values; {fate} (a profile of format {formats} runs them all)")
+        pred_format = profile.split("/")[0]
+        wider = ", ".join(f for f in dict.fromkeys(axis.format for axis in study.pred_sets) if f != pred_format)
+        notes.append(f"{where}: {total - kept:,} of {total:,} preds ({formats} values) are not {pred_format} values; "
+                     f"{fate} (a profile of format {wider or formats} runs them all)")
     return notes
