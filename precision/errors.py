@@ -16,6 +16,7 @@ __all__ = [
     "CacheIntegrityError",
     "OracleUndecidedError",
     "PluginError",
+    "RunNote",
 ]
 
 
@@ -53,3 +54,9 @@ class OracleUndecidedError(PrecisionError, ArithmeticError):
 
 class PluginError(PrecisionError, RuntimeError):
     """Raised when a plugin file cannot be loaded or one of its variants misbehaves; names the file."""
+
+
+class RunNote(UserWarning):
+    """Warned when a run does something its user should know and did not ask for: preds left out of a profile
+    whose format cannot hold them, workers capped, a point set empty at some attribute value.  The command
+    line prints each as one ``note:`` line."""

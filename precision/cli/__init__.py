@@ -28,7 +28,10 @@ Adding a subcommand
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+import warnings
 
 from precision import __version__
 from precision.cli.options import (DEFAULT_DIFF_DIR, DEFAULT_REPORTS_DIR, DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, Given,
@@ -37,7 +40,9 @@ from precision.cli.options import (DEFAULT_DIFF_DIR, DEFAULT_REPORTS_DIR, DEFAUL
 from precision.cli.point_commands import cmd_explain, cmd_oracle
 from precision.cli.run_commands import (cmd_cache, cmd_diff, cmd_gate, cmd_hunt, cmd_report, cmd_run, cmd_score,
                                         cmd_variants)
+from precision.engine.cache import CacheIntegrityWarning
 from precision.errors import INTERRUPTED, PrecisionError
+from precision.products.score_outputs import FAIL_ON, SCORE_BUDGET_METRICS
 
 __all__ = ["main", "parse_exact_float", "INTERRUPTED", "DEFAULT_RUNS_DIR", "DEFAULT_REPORTS_DIR", "DEFAULT_DIFF_DIR",
            "DEFAULT_SCORE_DIR"]
@@ -63,7 +68,16 @@ def _add_study_run_options(p) -> None:
                             "~/.cache/precision on Linux)")
     cache.add_argument("--no-cache", action="store_true", help="neither read nor write the oracle cache")
     p.add_argument("--workers", type=positive_int, metavar="N",
-                   help="worker processes; 1 runs in this process (default: every core)")
+                   help="worker processes, at most one per unit of work (more than the cores: a note); 1 runs in "
+                        "this process (default: every core)")
+    _add_memory_limit_option(p)
+
+
+def _add_memory_limit_option(p) -> None:
+    """``--memory-limit SIZE``: the bound a study's estimated memory at peak must stay under (precision.engine.estimate)."""
+    p.add_argument("--memory-limit", metavar="SIZE",
+                   help="refuse a study whose estimated memory at peak passes SIZE (16G, 512M, 2T) before anything "
+                        "is allocated or written (default: $PRECISION_MEMORY_LIMIT, else half this machine's memory)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -154,8 +168,13 @@ def _build_parser() -> argparse.ArgumentParser:
                     "the ULP scores and the tables (summary.csv first), written to the run folder. An "
                     "interrupted run (Ctrl-C, kill) resumes where it stopped when the same command is run "
                     "again: finished tasks are kept in DIR/chunks/. With --report, also write the review "
-                    "report (as 'precision report'); the last line names the file to open.",
+                    "report (as 'precision report'); the last line names the file to open.\n"
+                    "The first line is the study's plan: points, tasks, scored outputs, oracle terms, memory at "
+                    "peak and the estimated time on this machine; a study whose memory passes --memory-limit is "
+                    "refused before anything is allocated or written. --dry-run prints the plan and stops. "
+                    "--json FILE writes the run's summary (plan, counts, notes, exit status) as JSON.",
         examples=["precision run studies/quick.toml",
+                  "precision run studies/quick.toml --dry-run",
                   "precision run studies/quick.toml --report",
                   "precision run studies/quick.toml --out out/quick-cold --workers 2 --cache-dir out/cache",
                   "precision run studies/quick.toml --out out/quick-plugin --plugin examples/my_kernel.py"])
@@ -168,6 +187,12 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="also write the review report to --report-out/<study name>/")
     p.add_argument("--report-out", action=Given, metavar="DIR", default=str(DEFAULT_REPORTS_DIR),
                    help="folder of reports for --report")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the study's plan (its size and estimated time) and stop: nothing is drawn beyond "
+                        "small point sets, nothing written")
+    p.add_argument("--json", metavar="FILE",
+                   help="write the run's summary as JSON here: plan, counts, notes, exit status (default: not "
+                        "written)")
     _add_plugin_option(p)
 
     p = add_command(
@@ -190,6 +215,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="FILE", help="write the results as JSON here (default: not written)")
     p.add_argument("--propose", metavar="FILE",
                    help="write a budgets file with limits from this run here (default: not written)")
+    p.add_argument("--quiet", action="store_true",
+                   help="print only the FAIL and REGRESSION lines and the summary (default: every line)")
     _add_study_run_options(p)
     _add_plugin_option(p)
 
@@ -208,6 +235,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", default=str(DEFAULT_RUNS_DIR), metavar="DIR", help="folder of run folders")
     p.add_argument("--out", default=str(DEFAULT_REPORTS_DIR), metavar="DIR", help="folder of reports")
     p.add_argument("--studies", default="studies", metavar="DIR", help="folder of study files for --all")
+    _add_memory_limit_option(p)
     _add_plugin_option(p)
 
     p = add_command(
@@ -290,10 +318,14 @@ def _build_parser() -> argparse.ArgumentParser:
                     "--compare-with VARIANT, that variant is evaluated on the same inputs on --machine and compared "
                     "with the outputs point by point (the outputs are 'with', the emulation 'without': helps = the "
                     "outputs are more accurate): comparisons.csv and disagreements.csv, every element where they "
-                    "differ. That is how a machine model is validated against hardware.",
+                    "differ. That is how a machine model is validated against hardware.\n"
+                    "Exit status: 0, or 1 when a --budget METRIC=LIMIT or a --fail-on CONDITION fails (one PASS/FAIL "
+                    "line each after the score lines; the result folder is written either way), 2 on bad input.",
         examples=["precision score --inputs out/device/inputs.npz --outputs out/device/grad.npy --reduction sum",
                   "precision score --inputs out/device/inputs.npz --outputs out/device/grad.bin --dtype float16 "
-                  "--shape 256,80 --reduction sum --label grad_raw --compare-with kernel --machine npu"],
+                  "--shape 256,80 --reduction sum --label grad_raw --compare-with kernel --machine npu",
+                  "precision score --inputs out/device/inputs.npz --outputs out/device/grad.npy --reduction sum "
+                  "--budget max_ulp=1000 --fail-on specials    # in CI: exit 1 past the budget"],
         setup="The files of these examples (a stand-in device run): python3 examples/device_dump.py out/device")
     p.add_argument("--inputs", required=True, metavar="FILE",
                    help=".npz with pred, target[, dout, weight], or a .npy of pred (required)")
@@ -316,6 +348,13 @@ def _build_parser() -> argparse.ArgumentParser:
                         "(default: none)")
     p.add_argument("--machine", action=Given, default="npu",
                    help="the machine of --compare-with: ieee, numpy, npu, npu+ftz, ...")
+    p.add_argument("--budget", action="append", metavar="METRIC=LIMIT",
+                   help="fail (exit 1) when the outputs' METRIC passes LIMIT; repeatable; metrics: "
+                        f"{', '.join(SCORE_BUDGET_METRICS)} (share_correct and allclose_share are lower limits) "
+                        "(default: none)")
+    p.add_argument("--fail-on", action="append", metavar="CONDITION", choices=list(FAIL_ON),
+                   help=f"fail (exit 1) when CONDITION holds; repeatable: {', '.join(FAIL_ON)} (disagree and hurts "
+                        "need --compare-with) (default: none)")
     _add_plugin_option(p)
 
     p = add_command(
@@ -336,19 +375,61 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit status of a command whose output pipe was closed (``precision oracle ... | head -3``): 128 + SIGPIPE,
+#: what a shell reports for a program that SIGPIPE ended, with nothing printed.
+BROKEN_PIPE = 141
+
+
+@contextlib.contextmanager
+def _warnings_as_notes():
+    """Python warnings during a command as ``note:`` lines on stderr, one per distinct message (a warning in
+    a worker process is printed there, at once).  Corrupt files (:class:`CacheIntegrityWarning`) are one line
+    in all, printed at the end: how many were recomputed, the first named."""
+    seen, corrupt = set(), []
+    pid = os.getpid()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        if issubclass(category, CacheIntegrityWarning) and os.getpid() == pid:
+            corrupt.append(text)
+            return
+        if text not in seen or os.getpid() != pid:
+            seen.add(text)
+            print(f"note: {text}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show
+        try:
+            yield
+        finally:
+            if corrupt:
+                more = f" (and {len(corrupt) - 1} more file{'s' if len(corrupt) > 2 else ''} like it)" \
+                    if len(corrupt) > 1 else ""
+                print(f"note: {corrupt[0]}{more}", file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
-    """Run the command line; returns the exit status (0, 1, 2 or 130; see the module docstring)."""
+    """Run the command line; returns the exit status (0, 1, 2, 130 or 141; see the module docstring)."""
     parser = _build_parser()
     try:
-        args = parser.parse_args(argv)
-        if args.command is None:
-            raise UsageError(f"no command; expected one of {', '.join(parser.commands)} "
-                              "(see 'precision --help')")
-        return args.func(args)
+        with _warnings_as_notes():
+            args = parser.parse_args(argv)
+            if args.command is None:
+                raise UsageError(f"no command; expected one of {', '.join(parser.commands)} "
+                                  "(see 'precision --help')")
+            return args.func(args)
     except PrecisionError as exc:
         message = str(exc).replace("\n", " ")
         print(f"precision: error: {message}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader closed the pipe (| head): nothing more to say, and nothing on stderr; the rest of the output,
+        # flushed at exit, goes nowhere
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE
     except OSError as exc:
         # a path that passed the checks before the work and failed later (a disk filled, a folder made
         # read-only meanwhile): one line and exit 2, never a traceback or the gate's exit 1
@@ -360,4 +441,3 @@ def main(argv=None) -> int:
         # so nothing is half-written and the same command resumes
         print(INTERRUPTED, file=sys.stderr)
         return 130
-

@@ -122,6 +122,9 @@ def cmd_explain(args) -> int:
     raw = {name: parse_exact_float(getattr(args, name), name) for name in ("pred", "dout")}
     raw["weight"] = None if args.weight is None else parse_exact_float(args.weight, "weight")
     t = parse_int(args.target, "target")
+    if not -2**31 <= t < 2**31:  # the operator's target tensor is int32: a wider value would wrap
+        raise ParameterError(f"--target={args.target!r} is outside int32 [-2147483648, 2147483647]; expected a "
+                             "selector an int32 target tensor holds (0 the positive term, 1 the negative)")
     count = parse_int(args.count, "count", positive=True)
     attributes = parse_attributes(args)
     with np.errstate(over="ignore"):

@@ -11,6 +11,9 @@ from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, load_cli
                                    parse_attribute_lists, parse_exact_float, parse_int, require_cache_dir, require_dir,
                                    require_file, require_output_file)
 from precision.engine.cache import ResultCache, TermCache
+from precision.engine.estimate import memory_limit, plan_study
+from precision.io.files import atomic_open
+from precision.io.shell import shell_join
 from precision.sigmoid_focal_loss_grad import ATTRIBUTES, TERMS_ATTRIBUTE, get_variant, list_variants, variant_source
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
@@ -21,8 +24,8 @@ from precision.products.gate import append_to_corpus, run_gate
 from precision.products.hunt import hunt
 from precision.products.report import build_report, report_all
 from precision.products.report.page import require_replaceable
-from precision.products.score_outputs import (load_inputs, load_outputs, parse_shape, score_outputs,
-                                              validate_score_inputs, write_score)
+from precision.products.score_outputs import (SCORE_BUDGET_METRICS, check_score, load_inputs, load_outputs,
+                                              parse_shape, score_outputs, validate_score_inputs, write_score)
 
 # ---------------------------------------------------------------------------
 # precision variants, run, gate, report, hunt, diff, score, cache
@@ -48,13 +51,30 @@ def _report_hint(study: str, run_folder: Path) -> str:
     """The ``precision report`` command that reads ``run_folder``, or '' when it cannot."""
     if run_folder.name != study:
         return ""
-    runs = "" if run_folder.parent == DEFAULT_RUNS_DIR else f" --runs {run_folder.parent}"
-    return f"precision report {study}{runs}"
+    runs = [] if run_folder.parent == DEFAULT_RUNS_DIR else ["--runs", str(run_folder.parent)]
+    return shell_join(["precision", "report", study, *runs])
+
+
+def _print_plan(plan) -> None:
+    print(plan.line(), flush=True)
 
 
 def cmd_run(args) -> int:
     plugins = tuple(require_file(p, "--plugin") for p in (args.plugin or ()))
     study = load_study(args.study, plugins=plugins)
+    limit = memory_limit(args.memory_limit)
+    json_path = require_output_file(args.json, "--json") if args.json else None
+    if args.dry_run:
+        for option in ("report", "scheduler"):
+            if getattr(args, option):
+                raise ParameterError(f"--dry-run runs nothing; drop --{option.replace('_', '-')} or --dry-run")
+        plan = plan_study(study, args.workers, args.scheduler)
+        print(plan.line(), flush=True)
+        plan.check_memory(*limit, study.path)  # the run would be refused: so is the dry run (exit 2)
+        if json_path is not None:
+            _write_json(json_path, {"study": study.name, "study_file": study.path, "dry_run": True,
+                                    "plan": plan.to_json(), "memory_limit_bytes": limit[0], "exit_status": 0})
+        return 0
     out = require_dir(args.out or DEFAULT_RUNS_DIR / study.name, "--out")
     cache_dir = require_cache_dir(args)
     if args.report:
@@ -65,28 +85,55 @@ def cmd_run(args) -> int:
         require_dir(reports / study.name, "--report-out")
     elif "report_out" in getattr(args, "given", frozenset()):
         raise ParameterError("--report-out applies to --report only; add --report or drop --report-out")
+    plans = []
+
+    def on_plan(plan):
+        plans.append(plan)
+        _print_plan(plan)
     result = run_study(study, out, cache_dir=cache_dir, use_cache=not args.no_cache,
-                       scheduler=args.scheduler, workers=args.workers)
+                       scheduler=args.scheduler, workers=args.workers, memory_limit=limit, on_plan=on_plan)
+    reused = f"{result.tasks_reused} reused" + (
+        f", {result.tasks_recomputed} recomputed: {'its' if result.tasks_recomputed == 1 else 'their'} chunk "
+        f"{'was' if result.tasks_recomputed == 1 else 'were'} corrupt" if result.tasks_recomputed else "")
     print(f"{study.name}: {result.points:,} points x variants in {result.tasks} tasks "
-          f"({result.tasks_reused} reused), oracle pairs {result.term_pairs:,} "
+          f"({reused}), oracle pairs {result.term_pairs:,} "
           f"({result.term_pairs_cached:,} from cache), {result.oracle_fallback} scalar fallbacks, "
           f"{result.seconds:.1f} s")
+    notes = []
     for variant, profile in result.unsupported:
         source = variant_source(variant)
         if source is None:
-            print(f"note: {variant} does not take profile {profile}; skipped there")
+            notes.append(f"{variant} does not take profile {profile}; skipped there")
         else:  # a plugin's own contract, or an error on some inputs of the run (the loader's checks passed)
-            print(f"note: {variant} (plugin {_shown_path(source)}) raised on profile {profile} during the run; "
-                  f"skipped there (precision.evaluate on those inputs shows the error)")
+            notes.append(f"{variant} (plugin {_shown_path(source)}) raised on profile {profile} during the run; "
+                         f"skipped there (precision.evaluate on those inputs shows the error)")
+    for note in notes:
+        print(f"note: {note}")
     tables = f"{study.name}: tables -> {out / 'summary.csv'}"
     if not args.report:
         hint = _report_hint(study.name, out)
         print(f"{tables} (review report: {hint})" if hint else tables)
-        return 0
-    print(tables)
-    folder = build_report(study.name, out.parent, reports)
-    print(f"{study.name}: report -> {folder / 'report.html'}")
+    else:
+        print(tables)
+        folder = build_report(study.name, out.parent, reports)
+        print(f"{study.name}: report -> {folder / 'report.html'}")
+    if json_path is not None:
+        _write_json(json_path, {
+            "study": study.name, "study_file": study.path, "dry_run": False, "out": str(out),
+            "plan": plans[0].to_json() if plans else None, "memory_limit_bytes": limit[0],
+            "points": result.points, "tasks": result.tasks, "tasks_reused": result.tasks_reused,
+            "tasks_recomputed": result.tasks_recomputed, "term_pairs": result.term_pairs,
+            "term_pairs_cached": result.term_pairs_cached, "oracle_fallback": result.oracle_fallback,
+            "workers": result.workers, "seconds": round(result.seconds, 3),
+            "notes": [*result.notes, *notes], "unsupported": [list(u) for u in result.unsupported],
+            "tables": str(out / "summary.csv"), "exit_status": 0})
     return 0
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """A JSON summary, written atomically."""
+    with atomic_open(path) as fh:
+        fh.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def cmd_gate(args) -> int:
@@ -110,14 +157,17 @@ def cmd_gate(args) -> int:
     out = require_dir(args.out, "--out") if args.out else None
     require_dir(DEFAULT_RUNS_DIR, "--out")
     cache_dir = require_cache_dir(args)
+    limit = memory_limit(args.memory_limit)
     load_cli_plugins(args)  # before the gate study names its variants
     result = run_gate(budgets, study_path=study, out_dir=out, baseline=baseline,
                       update_baseline=args.update_baseline, junit=outputs["--junit"], json_path=outputs["--json"],
                       cache_dir=cache_dir, use_cache=not args.no_cache, workers=args.workers,
-                      propose=outputs["--propose"])
+                      propose=outputs["--propose"], memory_limit=limit,
+                      on_plan=None if args.quiet else _print_plan)
     for line in result.lines:
-        print(line.text())
-    for text in result.regressions + result.tighten:
+        if not args.quiet or line.status == "FAIL":
+            print(line.text())
+    for text in result.regressions + ([] if args.quiet else result.tighten):
         print(text)
     print(result.summary)
     return result.exit_status
@@ -131,7 +181,8 @@ def cmd_report(args) -> int:
         runs = require_dir(args.runs, "--runs")  # missing run folders are run into it
         studies = require_dir(args.studies, "--studies", create=False)
         load_cli_plugins(args)
-        for study, folder, ran in report_all(runs, out, studies_dir=studies):
+        for study, folder, ran in report_all(runs, out, studies_dir=studies, memory_limit=memory_limit(
+                args.memory_limit), on_plan=_print_plan):
             print(f"{study}: {'ran the study, ' if ran else ''}report -> {folder / 'report.html'}")
         return 0
     runs = Path(args.runs)
@@ -203,7 +254,8 @@ def cmd_diff(args) -> int:
     out = require_replaceable(require_dir(args.out, "--out"), "tables/diff.csv")
     tolerance = _parse_tolerance(args.tolerance)
     result = diff_runs(run_a, run_b, tolerance=tolerance)
-    command = f"precision diff {run_a} {run_b} --tolerance {tolerance:g} --out {out}"
+    command = shell_join(["precision", "diff", str(run_a), str(run_b), "--tolerance", f"{tolerance:g}", "--out",
+                          str(out)])
     folder = write_diff(result, out, command)
     print("\n".join(result.lines()))
     print(f"diff: report -> {folder / 'report.html'}")
@@ -224,6 +276,11 @@ def cmd_score(args) -> int:
         raise ParameterError(f"--label={label!r}; expected a name without spaces or slashes")
     out = require_replaceable(require_dir(args.out or DEFAULT_SCORE_DIR / label, "--out"), "score.json")
     shape = parse_shape(args.shape) if args.shape is not None else None
+    budgets = [_parse_score_budget(text) for text in (args.budget or ())]
+    fail_on = list(dict.fromkeys(args.fail_on or ()))
+    needs = [c for c in fail_on if c in ("disagree", "hurts")]
+    if needs and not args.compare_with:
+        raise ParameterError(f"--fail-on {needs[0]} compares with an emulated variant; add --compare-with VARIANT")
     load_cli_plugins(args)
     if args.compare_with:
         get_variant(args.compare_with)
@@ -235,18 +292,36 @@ def cmd_score(args) -> int:
     outputs = load_outputs(files["outputs"], shape=shape, dtype=args.dtype, pred=inputs.pred)
     result = score_outputs(inputs, outputs, label=label, compare_with=args.compare_with,
                            machine=args.machine)
-    command = " ".join(["precision score", *(f"--{k} {v}" for k, v in files.items()),
-                        *(f"--{name} {getattr(args, name)}" for name in ATTRIBUTES),
-                        f"--reduction {args.reduction} --label {label}",
-                        *([f"--shape {args.shape}"] if args.shape else []),
-                        *([f"--dtype {args.dtype}"] if args.dtype else []),
-                        *([f"--compare-with {args.compare_with} --machine {args.machine}"]
-                          if args.compare_with else []),
-                        *(f"--plugin {p}" for p in (args.plugin or ()))])
+    command = shell_join(["precision", "score", *(w for k, v in files.items() for w in (f"--{k}", v)),
+                          *(w for name in ATTRIBUTES for w in (f"--{name}", getattr(args, name))),
+                          "--reduction", args.reduction, "--label", label,
+                          *(["--shape", args.shape] if args.shape else []),
+                          *(["--dtype", args.dtype] if args.dtype else []),
+                          *(["--compare-with", args.compare_with, "--machine", args.machine]
+                            if args.compare_with else []),
+                          *(w for p in (args.plugin or ()) for w in ("--plugin", p)),
+                          *(w for b in (args.budget or ()) for w in ("--budget", b)),
+                          *(w for c in fail_on for w in ("--fail-on", c))])
     folder = write_score(result, out, files, command)
     print("\n".join(result.lines()))
+    checks = check_score(result, budgets, fail_on)
+    for _, line in checks:
+        print(line)
     print(f"score: tables -> {folder / 'summary.csv'}, report -> {folder / 'report.html'}")
-    return 0
+    return 1 if any(status == "FAIL" for status, _ in checks) else 0
+
+
+def _parse_score_budget(text: str) -> tuple:
+    """``--budget METRIC=LIMIT``: (metric, limit), one-line errors naming the option."""
+    metric, sep, value = text.partition("=")
+    metric = metric.strip()
+    if not sep or metric not in SCORE_BUDGET_METRICS:
+        raise ParameterError(f"--budget={text!r}; expected METRIC=LIMIT with METRIC one of "
+                             f"{', '.join(SCORE_BUDGET_METRICS)} (e.g. --budget max_ulp=1)")
+    limit = parse_exact_float(value, "budget")
+    if limit < 0:
+        raise ParameterError(f"--budget={text!r}; expected a limit >= 0")
+    return metric, limit
 
 
 def cmd_cache(args) -> int:

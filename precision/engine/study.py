@@ -418,9 +418,25 @@ def _parse_pred(reader: _Reader, op) -> PredAxis:
         params["count"] = sub.number("count", integer=True, positive=True)
         if not params["low"] < params["high"]:
             raise sub.error("high", "expected low < high")
+    if "values" in params:
+        _check_values_in_format(sub, kind, params["values"], fmt)
     own = op.PRED_SETS.get(kind)
     return PredAxis(kind, fmt, tuple(sorted(params.items())), own is not None,
                     own.label if own is not None else SAMPLING_LABELS[kind])
+
+
+def _check_values_in_format(reader, kind: str, values, fmt: str) -> None:
+    """A list's (or a file's) values must be finite in the set's format: one that overflows it would be dropped
+    without a word (or leave the set empty)."""
+    with np.errstate(over="ignore"):
+        rounded = round_to_format(np.asarray(values, dtype=np.float64), fmt)
+    bad = np.flatnonzero(~np.isfinite(rounded))
+    if bad.size:
+        i = int(bad[0])
+        v = values[i]
+        key = f"values[{i}]" if kind == "list" else f"path (value {i + 1} of the file)"
+        raise reader.error(key, f"{v!r} overflows {fmt} (largest finite {FORMATS[fmt].max_finite:g}); expected "
+                                f"values finite in format = \"{fmt}\" (drop it, or set a wider format)")
 
 
 def _parse_profile(reader, text) -> Profile:
@@ -452,6 +468,8 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
         raise top.error("name", f"{name!r}; expected a plain folder name")
     description = top.string("description", default="")
     seed = top.number("seed", default=0, integer=True)
+    if seed < 0:
+        raise top.error("seed", f"{seed}; expected a non-negative integer (numpy's random generators take seeds >= 0)")
     operator = top.string("operator", tuple(OPERATORS), default=DEFAULT_OPERATOR)
     op = get_operator(operator)
     if "pred" not in data:

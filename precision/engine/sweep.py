@@ -88,6 +88,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir, read_checked_npz
-from precision.errors import PrecisionError
+from precision.errors import PrecisionError, RunNote
 from precision.engine.executor import InlineExecutor, LocalExecutor, fork_aside, make_executor
 from precision.engine.operators import get_operator, input_keys, term_chunk
 from precision.io.files import atomic_open
@@ -111,7 +112,9 @@ from precision.analysis.groups import GroupStats, witness_fields
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import CLASS_NAMES, COMPILED_MIN_POINTS
 from precision.engine.study import Study, region_labels
-from precision.engine.points import study_preds_by_term
+from precision.engine.estimate import (EXACT_COUNT_PREDS, memory_limit as default_memory_limit, plan_study,
+                                      study_variants)
+from precision.engine.points import check_point_sets, study_preds_by_term
 from precision.io.frames import columns_from_arrays, frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
 from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, machine_siblings, run_task,
                                    run_tasks, share_terms, source_digest, task_digest, variant_digest)
@@ -165,6 +168,9 @@ class RunResult:
     unsupported: list
     results_reused: int = 0  # variant and pair results taken from the result cache by the tasks run now
     results_computed: int = 0  # and computed (then stored)
+    tasks_recomputed: int = 0  # tasks whose chunk was there but corrupt: recomputed (not counted as reused)
+    workers: int = 1  # worker processes used (the requested, capped at the work; StudyPlan.workers)
+    notes: list = dataclasses.field(default_factory=list)  # the run's notes (RunNote), one line each
 
 
 def _task_key(task: Task) -> str:
@@ -263,11 +269,7 @@ def _store_terms(cache: TermCache, unstored: dict) -> None:
     unstored.clear()
 
 
-def _variants_of(study: Study) -> tuple:
-    names = []
-    for v in study.variants:
-        names.extend(get_operator(study.operator).variant_names() if v == "all" else [v])
-    return tuple(dict.fromkeys(names))
+_variants_of = study_variants
 
 
 def _build_tasks(study: Study, preds_by_term: dict, terms, variants, comparisons, result_cache) -> list:
@@ -307,16 +309,45 @@ def _build_tasks(study: Study, preds_by_term: dict, terms, variants, comparisons
 
 
 def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, scheduler: str | None = None,
-              workers: int | None = None) -> RunResult:
-    """Run a study and write its tables to ``out_dir`` (see the module docstring)."""
+              workers: int | None = None, memory_limit: tuple | None = None, on_plan=None) -> RunResult:
+    """Run a study and write its tables to ``out_dir`` (see the module docstring).
+
+    First the study is sized (:func:`precision.engine.estimate.plan_study`; ``on_plan(plan)`` is called with it)
+    and refused when its memory at peak passes ``memory_limit`` ((bytes, where the bound comes from); default
+    :func:`precision.engine.estimate.memory_limit`), then its points are drawn and checked
+    (:func:`precision.engine.points.check_point_sets`), all before anything is written.  The workers are
+    capped at the work (:attr:`~precision.engine.estimate.StudyPlan.workers`).  Notes (:class:`RunNote`
+    warnings, also in :attr:`RunResult.notes`): the workers capped past the cores, preds a profile cannot
+    hold, a point set empty at some attribute value.
+    """
     started = time.perf_counter()
     out = Path(out_dir)
     chunk_dir = out / "chunks"
-    preds_by_term = study_preds_by_term(study)
+    plan = plan_study(study, workers, scheduler)
+    limit, source = memory_limit if memory_limit is not None else default_memory_limit()
+    plan.check_memory(limit, source, study.path)
+    # a small study's points are drawn and checked at once (an empty set is one line with nothing printed
+    # before it); a large one's plan is printed first, then its points are drawn (seconds, interruptible)
+    small = plan.preds <= EXACT_COUNT_PREDS
+    if small:
+        preds_by_term = study_preds_by_term(study)
+        notes = check_point_sets(study, preds_by_term)
+    if on_plan is not None:
+        on_plan(plan)
+    if not small:
+        preds_by_term = study_preds_by_term(study)
+        notes = check_point_sets(study, preds_by_term)
+    if workers is not None and workers > plan.cores:
+        notes.insert(0, f"--workers={workers} is more than this machine's {plan.cores} cores; capped at "
+                        f"{plan.workers} (the study's {plan.units} units of work and its oracle chunks use no more)"
+                        + (", the rest sharing cores" if plan.workers > plan.cores else ""))
+    for note in notes:
+        warnings.warn(note, RunNote, stacklevel=2)
     variants = _variants_of(study)
     op = get_operator(study.operator)
     comparisons = op.find_comparisons(variants, study.compare)
-    executor = make_executor(scheduler, workers)  # a bad scheduler fails before anything is written
+    # a bad scheduler fails before anything is written; never more workers than the work can use
+    executor = make_executor(scheduler, workers if workers == 1 else plan.workers)
     # (the compiled passes are loaded by each process that runs them, never here before the workers fork: a
     # worker running a pass its parent loaded can run it ten times slower, benchmarks/fork.py)
     terms_folder = None
@@ -384,16 +415,18 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         try:
             # with a local pool's cores, the comparisons and kept points are written by a process of their own
             aside = fork_aside if local and isinstance(executor, LocalExecutor) and executor.workers > 1 else None
+            recomputed = []
             unsupported, fallback = _write_outputs(study, staging, tasks, chunk_dir, variants, comparisons, aside,
-                                                   read, points_room)
+                                                   read, points_room, recomputed)
             if study.attribution is not None:  # reads staging/points.parquet
                 write_attribution(staging, study, preds_by_term=preds_by_term, executor=executor)
             for tables in staged:
                 for name, frame in tables.items():
                     write_csv(frame, staging / f"{name}.csv")
             result = RunResult(out, int(sum(t.preds.size for t in tasks) * len(study.targets)), len(tasks),
-                               len(tasks) - len(todo), pairs, pairs_cached, fallback, time.perf_counter() - started,
-                               unsupported, results_reused, results_computed)
+                               len(tasks) - len(todo) - len(recomputed), pairs, pairs_cached, fallback,
+                               time.perf_counter() - started, unsupported, results_reused, results_computed,
+                               len(recomputed), executor.workers, notes)
             _write_run_json(study, staging, result)
             for path in sorted(staging.iterdir()):
                 os.replace(path, out / path.name)
@@ -474,12 +507,15 @@ def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
     return out
 
 
-def _read_task(task, chunk_dir: Path) -> dict:
-    """The arrays of a finished task's :class:`TaskResult` (its chunk file)."""
+def _read_task(task, chunk_dir: Path, recomputed: list | None = None) -> dict:
+    """The arrays of a finished task's :class:`TaskResult` (its chunk file); a chunk missing or corrupt is
+    recomputed here (its key appended to ``recomputed``)."""
     arrays = read_checked_npz(chunk_dir / f"{task.key}.safetensors")
     if arrays is None:  # truncated or altered on disk (warned once): recompute it here
         arrays = run_task(task)
         atomic_write_npz(chunk_dir / f"{task.key}.safetensors", arrays)
+        if recomputed is not None:
+            recomputed.append(task.key)
     return arrays
 
 
@@ -624,7 +660,7 @@ def _held_part(arrays: dict, points_room: int) -> tuple[dict, int]:
 
 
 def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
-                   aside=None, read=None, points_room: int = 0) -> tuple[list, int]:
+                   aside=None, read=None, points_room: int = 0, recomputed: list | None = None) -> tuple[list, int]:
     """Assemble the tables from the task chunks, one whole chunk in memory at a time (and every task's
     :func:`_held_part`); (unsupported, fallbacks).
 
@@ -649,7 +685,7 @@ def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, co
     read = {} if read is None else read
     for ti, task in enumerate(tasks):
         if ti not in read:  # (a chunk of an earlier run into this folder)
-            read[ti], points_room = _held_part(_read_task(task, chunk_dir), points_room)
+            read[ti], points_room = _held_part(_read_task(task, chunk_dir, recomputed), points_room)
         arrays = read[ti]
         fallback += int(arrays["fallback"])
         # numbers only here (the task's index, its group ids): the key columns are decoded once, below
@@ -929,7 +965,7 @@ def _write_run_json(study: Study, out: Path, result: RunResult) -> None:
                        **{k: (list(v) if isinstance(v, tuple) else v) for k, v in p.params if k != "values"}}
                       for p in study.pred_sets],
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(result).items()
-           if k != "seconds"},
+           if k not in ("seconds", "workers", "notes")},
     }
     tmp = out / "run.json.tmp"
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")

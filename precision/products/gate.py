@@ -37,6 +37,12 @@ its max error, so the file explains itself.  The gate prints one line per
 
     PASS kernel fp32 npu all max_ulp observed=87676460 limit=1.2e+08 witness=pred=0x1.0a4...p+4,target=0,...
 
+A check that cannot fail (an upper limit of ``inf``, or a lower limit of 0 or
+less on a share or level) is an ``UNBOUNDED`` line, counted apart from the
+passes (it neither passes nor fails: it measures and reports)::
+
+    UNBOUNDED golden fp16 ieee all max_ulp observed=inf limit=inf witness=...
+
 then ``REGRESSION`` lines (worse than the baseline beyond its tolerance, even
 within budget), ``TIGHTEN`` lines (the limit sits far above the observed
 value: "can tighten to ..."), and one summary line.  Exit status: 0 when every
@@ -125,7 +131,8 @@ class Budget:
 
 @dataclass(frozen=True)
 class GateLine:
-    """One checked (budget, metric): status PASS or FAIL."""
+    """One checked (budget, metric): status PASS, FAIL or UNBOUNDED (a limit that nothing can pass:
+    :func:`unbounded`)."""
 
     status: str
     budget: Budget
@@ -138,6 +145,12 @@ class GateLine:
     def text(self) -> str:
         return (f"{self.status} {self.budget.key} {self.metric} observed={_num(self.observed)} "
                 f"limit={_num(self.limit)} witness={self.witness}")
+
+
+def unbounded(metric: str, limit: float) -> bool:
+    """Whether a check cannot fail: an upper limit of +inf, or a lower limit at or below 0 (shares and levels are
+    never negative)."""
+    return limit == math.inf if METRICS[metric][1] == "le" else limit <= 0
 
 
 def _num(v: float) -> str:
@@ -276,7 +289,8 @@ def check_budgets(budgets, observed: pd.DataFrame) -> list:
             value = float(row[metric])
             ok = value <= limit if METRICS[metric][1] == "le" else value >= limit
             pred = row["witness_pred"]
-            lines.append(GateLine("PASS" if ok else "FAIL", b, metric, value, limit, _witness(row),
+            status = "UNBOUNDED" if unbounded(metric, limit) else "PASS" if ok else "FAIL"
+            lines.append(GateLine(status, b, metric, value, limit, _witness(row),
                                   float.fromhex(pred) if isinstance(pred, str) else None))
     return lines
 
@@ -284,9 +298,9 @@ def check_budgets(budgets, observed: pd.DataFrame) -> list:
 def _tighten_lines(lines, settings: GateSettings) -> list:
     out = []
     for line in lines:
-        if line.status != "PASS" or METRICS[line.metric][1] != "le" or line.metric in _COUNT_METRICS:
+        if line.status == "FAIL" or METRICS[line.metric][1] != "le" or line.metric in _COUNT_METRICS:
             continue
-        if line.limit > 0 and line.observed < line.limit * settings.tighten_below:
+        if line.limit > 0 and math.isfinite(line.observed) and line.observed < line.limit * settings.tighten_below:
             proposal = _round_up(line.observed * settings.headroom)
             out.append(f"TIGHTEN {line.budget.key} {line.metric} observed={_num(line.observed)} "
                        f"limit={_num(line.limit)} can tighten to {_num(proposal)}")
@@ -364,14 +378,16 @@ def _junit(lines, regressions, seconds: float) -> str:
     for line in lines:
         name = quoteattr(f"{line.budget.key} {line.metric}")
         body = "" if line.status == "PASS" else (
+            f'<skipped message={quoteattr("unbounded: " + line.text())}/>' if line.status == "UNBOUNDED" else
             f'<failure message={quoteattr(line.text())}>{escape(line.text())}</failure>')
         cases.append(f'  <testcase classname="precision.gate" name={name}>{body}</testcase>')
     for text in regressions:
         cases.append(f'  <testcase classname="precision.gate.baseline" name={quoteattr(text.split(" observed")[0])}>'
                      f'<failure message={quoteattr(text)}>{escape(text)}</failure></testcase>')
-    failures = sum(line.status != "PASS" for line in lines) + len(regressions)
+    failures = sum(line.status == "FAIL" for line in lines) + len(regressions)
+    skipped = sum(line.status == "UNBOUNDED" for line in lines)
     return ('<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<testsuite name="precision.gate" tests="{len(cases)}" failures="{failures}" '
+            f'<testsuite name="precision.gate" tests="{len(cases)}" failures="{failures}" skipped="{skipped}" '
             f'time="{seconds:.3f}">\n' + "\n".join(cases) + "\n</testsuite>\n")
 
 
@@ -382,7 +398,8 @@ def _json(lines, regressions, tighten) -> str:
                    "observed": ln.observed if math.isfinite(ln.observed) else str(ln.observed),
                    "limit": ln.limit, "witness": ln.witness} for ln in lines],
         "regressions": regressions, "tighten": tighten,
-        "passed": sum(ln.status == "PASS" for ln in lines), "failed": sum(ln.status != "PASS" for ln in lines),
+        "passed": sum(ln.status == "PASS" for ln in lines), "failed": sum(ln.status == "FAIL" for ln in lines),
+        "unbounded": sum(ln.status == "UNBOUNDED" for ln in lines),
     }, indent=2, sort_keys=True) + "\n"
 
 
@@ -394,7 +411,8 @@ def propose_budgets(settings_text: str, observed: pd.DataFrame, headroom: float,
             continue
         obs = {m: float(getattr(r, m)) for m in METRICS}
         out.append("\n[[budget]]")
-        out.append(f'variant = "{r.variant}"\nformat = "{r.format}"\nmodel = "{r.machine}"\nregion = "{r.region}"')
+        out.append("\n".join(f"{key} = {_toml_string(value)}" for key, value in (
+            ("variant", r.variant), ("format", r.format), ("machine", r.machine), ("region", r.region))))
         for metric in ("max_ulp", "p99_ulp", "mean_bits"):
             v = obs[metric]
             out.append(f"{metric} = {_toml_num(_round_up(v * headroom) if v > 0 else 0.0)}")
@@ -403,8 +421,13 @@ def propose_budgets(settings_text: str, observed: pd.DataFrame, headroom: float,
         for metric in _COUNT_METRICS:
             out.append(f"{metric} = {int(obs[metric])}")
         out.append("observed = { " + ", ".join(f"{m} = {_toml_num(v)}" for m, v in obs.items()) + " }")
-        out.append(f'witness = "{_witness(r._asdict()).replace(",", " ")}"')
+        out.append(f'witness = {_toml_string(_witness(r._asdict()).replace(",", " "))}')
     return "\n".join(out) + "\n"
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string (JSON's escaping is TOML's for these characters)."""
+    return json.dumps(str(text), ensure_ascii=False)
 
 
 def _toml_num(v: float) -> str:
@@ -431,8 +454,11 @@ class GateResult:
 
 def run_gate(budgets_path, *, study_path=None, out_dir=None, baseline=None, update_baseline=False, junit=None,
              json_path=None, cache_dir=None, use_cache=True, workers=None, scheduler=None,
-             propose=None) -> GateResult:
-    """Run the gate study, check the budgets, write the requested files; see the module docstring."""
+             propose=None, memory_limit=None, on_plan=None) -> GateResult:
+    """Run the gate study, check the budgets, write the requested files; see the module docstring.
+
+    ``memory_limit`` and ``on_plan`` go to :func:`precision.engine.sweep.run_study` (the study's plan and its
+    memory bound)."""
     started = time.perf_counter()
     if update_baseline and not baseline:
         raise ParameterError("update_baseline needs a baseline file to write (--baseline FILE)")
@@ -447,7 +473,8 @@ def run_gate(budgets_path, *, study_path=None, out_dir=None, baseline=None, upda
         except json.JSONDecodeError as exc:
             raise PrecisionError(f"--baseline={baseline}: not a baseline file ({exc.msg})") from None
     out = Path(out_dir) if out_dir else Path("out") / study.name
-    run_study(study, out, cache_dir=cache_dir, use_cache=use_cache, workers=workers, scheduler=scheduler)
+    run_study(study, out, cache_dir=cache_dir, use_cache=use_cache, workers=workers, scheduler=scheduler,
+              memory_limit=memory_limit, on_plan=on_plan)
     observed = measure(out)
     lines = check_budgets(budgets, observed)
     regressions = _baseline_lines(lines, baseline_data, settings.baseline_tolerance) if baseline_data else []
@@ -463,9 +490,11 @@ def run_gate(budgets_path, *, study_path=None, out_dir=None, baseline=None, upda
         gate_table = re.split(r"^\[\[budget\]\]", Path(budgets_path).read_text(), maxsplit=1, flags=re.M)[0]
         _atomic_text(Path(propose), propose_budgets(gate_table, observed, settings.headroom))
     seconds = time.perf_counter() - started
-    failed = sum(line.status != "PASS" for line in lines)
-    summary = (f"gate: {len(lines)} checks of {len(budgets)} budgets, {len(lines) - failed} PASS, {failed} FAIL, "
-               f"{len(regressions)} REGRESSION, {len(tighten)} can tighten ({Path(budgets_path)}, {seconds:.1f} s)")
+    failed = sum(line.status == "FAIL" for line in lines)
+    free = sum(line.status == "UNBOUNDED" for line in lines)
+    summary = (f"gate: {len(lines)} checks of {len(budgets)} budgets, {len(lines) - failed - free} PASS, {failed} FAIL, "
+               f"{len(regressions)} REGRESSION, {free} UNBOUNDED (cannot fail), {len(tighten)} can tighten "
+               f"({Path(budgets_path)}, {seconds:.1f} s)")
     if junit:
         _atomic_text(Path(junit), _junit(lines, regressions, seconds))
     if json_path:

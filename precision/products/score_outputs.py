@@ -324,6 +324,65 @@ class ScoreResult:
         return out
 
 
+#: ``precision score --budget METRIC=LIMIT``: metric -> (where it is read, comparison); "le" observed <= limit,
+#: "ge" observed >= limit (the gate's metrics, :data:`precision.products.gate.METRICS`, on the device's row).
+SCORE_BUDGET_METRICS = {
+    "max_ulp": ("summary", "le"), "max_finite_ulp": ("summary", "le"), "p99_ulp": ("summary", "le"),
+    "mean_bits": ("summary", "le"), "share_correct": ("summary", "ge"), "over_1ulp": ("summary", "le"),
+    "nan": ("summary", "le"), "inf": ("summary", "le"), "wrong_sign": ("summary", "le"), "lost_inf": ("summary", "le"),
+    "mere": ("standards", "le"), "mare": ("standards", "le"), "rmse": ("standards", "le"),
+    "allclose_share": ("standards", "ge"), "blind": ("standards", "le"),
+}
+
+#: ``precision score --fail-on CONDITION``: condition -> what fails it.
+FAIL_ON = {
+    "threshold": "the threshold standard fails",
+    "specials": "an output is special (nan, inf, wrong sign, lost inf)",
+    "incorrect": "an output is not correctly rounded",
+    "over_1ulp": "an output is more than 1 ulp off",
+    "disagree": "an output differs from --compare-with's bit for bit",
+    "hurts": "the comparison's verdict is hurts (the outputs less accurate than --compare-with's)",
+}
+
+
+def check_score(result: "ScoreResult", budgets=(), fail_on=()) -> list:
+    """``(status, line)`` per budget (``(metric, limit)``) and per ``--fail-on`` condition, status PASS or FAIL,
+    the line as ``precision score`` prints it: ``FAIL device max_ulp observed=586 limit=1``."""
+    h = result.headline
+    s = result.tables["standards.csv"]
+    s = s[(s["machine"] == DEVICE_MACHINE) & (s["region"] == "all")].iloc[0]
+    rows = {"summary": h, "standards": s}
+    out = []
+    for metric, limit in budgets:
+        where, sense = SCORE_BUDGET_METRICS[metric]
+        value = float(rows[where][metric])
+        ok = value <= limit if sense == "le" else value >= limit
+        out.append(("PASS" if ok else "FAIL", f"{'PASS' if ok else 'FAIL'} {result.label} {metric} "
+                                              f"observed={_g(value)} limit={_g(limit)}"))
+    comparison = None
+    if result.comparisons is not None and len(result.comparisons):
+        comparison = result.comparisons[result.comparisons["region"] == "all"].iloc[0]
+    for condition in fail_on:
+        if condition == "threshold":
+            failed, seen = not bool(s["threshold_pass"]), f"threshold={'pass' if s['threshold_pass'] else 'fail'}"
+        elif condition == "specials":
+            n = sum(int(h[c]) for c in ("nan", "inf", "wrong_sign", "lost_inf"))
+            failed, seen = n > 0, f"specials={n}"
+        elif condition == "incorrect":
+            failed, seen = _misses(h) > 0, f"not_correct={_misses(h)}"
+        elif condition == "over_1ulp":
+            failed, seen = int(h["over_1ulp"]) > 0, f"over_1ulp={int(h['over_1ulp'])}"
+        elif comparison is None:  # disagree, hurts: checked before the work (they need --compare-with)
+            raise ParameterError(f"--fail-on {condition} needs --compare-with VARIANT")
+        elif condition == "disagree":
+            failed, seen = int(comparison["changed"]) > 0, f"disagree={int(comparison['changed'])}"
+        else:
+            failed, seen = comparison["verdict"] == "hurts", f"verdict={comparison['verdict']}"
+        status = "FAIL" if failed else "PASS"
+        out.append((status, f"{status} {result.label} --fail-on {condition}: {seen}"))
+    return out
+
+
 def _misses(h) -> int:
     """Outputs not correctly rounded of a summary row (``share_correct`` is n_correct / count, so exact)."""
     return int(h["count"]) - int(round(float(h["share_correct"]) * int(h["count"])))

@@ -83,13 +83,17 @@ class PredSet:
     ``label``: what it samples (run.json's ``weighting``); ``keys``: its keys besides ``kind``, ``format`` and
     ``range``; ``parse(reader, params)``: its parameters into ``params`` (the reader's ``number`` and ``error``
     give the study file's one-line errors); ``values(fmt, params, seed, term)``: its exact pred values at one
-    value of the terms attribute.
+    value of the terms attribute.  Optional: ``size(fmt, params, term)``, an upper bound of the number of values
+    without drawing them (the study's plan, :mod:`precision.engine.estimate`); ``empty_reason(params, term)``,
+    why the set is empty at ``term`` (the one-line error of an empty point set).
     """
 
     label: str
     keys: frozenset
     parse: Callable
     values: Callable
+    size: Callable | None = None
+    empty_reason: Callable | None = None
 
 
 def _parse_windows(reader, params: dict) -> None:
@@ -111,9 +115,31 @@ def _window_values(fmt, params: dict, seed: int, gamma: float) -> np.ndarray:
                         params["core"], seed, gamma)
 
 
+def _window_size(fmt, params: dict, gamma: float) -> int:
+    """An upper bound of :func:`_window_values`' count without drawing: per window, ``per_window`` (or its floats
+    when fewer), plus ``2 core + 1`` floats around each root (no window at gamma >= 0)."""
+    fmt = get_format(fmt)
+    lo, hi = params["range"]
+    sign = -1.0 if params["selector"] == 1 else 1.0
+    s_lo, s_hi = (lo, hi) if sign > 0 else (-hi, -lo)
+    total = 0
+    for a, b in cancellation_windows(gamma, params["cancellation"], s_lo, s_hi):
+        oa, ob = (int(o) for o in to_ordinal(round_to_format(np.array(sorted((sign * a, sign * b))), fmt), fmt))
+        total += min(ob - oa + 1, params["per_window"])
+    centres = roots(gamma, s_lo, s_hi)
+    return total + len(centres) * (2 * params["core"] + 1 + params["per_window"] // 2)
+
+
+def _window_empty_reason(params: dict, gamma: float) -> str:
+    if gamma >= 0:
+        return "windows need gamma < 0, where the bracket of A cancels"
+    return (f"no window in range {list(params['range'])} has cancellation >= {params['cancellation']:g} at "
+            f"gamma={gamma:g} (lower cancellation or widen range)")
+
+
 #: The pred sets of this operator's studies: ``windows``, where the bracket of A cancels, per gamma
 #: (:func:`window_preds`; cancellation = C (default 2), per_window = N (default 100000), core = K (default 2048),
 #: range = [lo, hi] (default [-20, 20]), selector = 0 | 1 (A(x) or A(-x))).
 PRED_SETS = {"windows": PredSet("cancellation windows per gamma",
                                 frozenset({"cancellation", "per_window", "core", "selector"}), _parse_windows,
-                                _window_values)}
+                                _window_values, _window_size, _window_empty_reason)}

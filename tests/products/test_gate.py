@@ -41,14 +41,23 @@ def gate(capsys, root, *extra, budgets="budgets.toml"):
 def test_committed_budgets_pass_with_junit_and_json(gate_dir, capsys):
     code, lines, err = gate(capsys, gate_dir, "--junit", str(gate_dir / "j.xml"), "--json", str(gate_dir / "g.json"))
     _, budgets = load_budgets(gate_dir / "budgets.toml")
-    checks = [line for line in lines if line.startswith(("PASS", "FAIL"))]
-    assert code == 0, [line for line in lines if not line.startswith("PASS")]
-    assert len(checks) == sum(len(b.limits) for b in budgets) and all(c.startswith("PASS ") for c in checks)
-    assert re.match(r"gate: \d+ checks of \d+ budgets, \d+ PASS, 0 FAIL, 0 REGRESSION", lines[-1])
+    checks = [line for line in lines if line.startswith(("PASS", "FAIL", "UNBOUNDED"))]
+    assert code == 0, [line for line in lines if not line.startswith(("PASS", "UNBOUNDED"))]
+    assert lines[0].startswith("gate: plan: ")
+    assert len(checks) == sum(len(b.limits) for b in budgets) and all(c.startswith(("PASS ", "UNBOUNDED "))
+                                                                      for c in checks)
+    # the checks that cannot fail (limit=inf) are marked and counted apart: the committed budgets hold 56
+    free = [c for c in checks if c.startswith("UNBOUNDED ")]
+    infinite = sum(limit == float("inf") for b in budgets for _, limit in b.limits)
+    assert infinite == 56 and len(free) == infinite and all(" limit=inf " in c for c in free)
+    passed = len(checks) - len(free)
+    assert lines[-1].startswith(f"gate: {len(checks)} checks of {len(budgets)} budgets, {passed} PASS, 0 FAIL, "
+                                f"0 REGRESSION, {len(free)} UNBOUNDED (cannot fail), ")
     suite = ET.parse(gate_dir / "j.xml").getroot()
     assert suite.get("failures") == "0" and int(suite.get("tests")) == len(checks)
+    assert int(suite.get("skipped")) == len(free) and len(suite.findall("testcase/skipped")) == len(free)
     data = json.loads((gate_dir / "g.json").read_text())
-    assert data["failed"] == 0 and data["passed"] == len(checks)
+    assert data["failed"] == 0 and data["passed"] == passed and data["unbounded"] == len(free)
     # every line is parseable: status, variant, format, machine, region, metric, observed, limit, witness
     fields = checks[0].split(" ")
     assert len(fields) == 9 and fields[6].startswith("observed=") and fields[8].startswith("witness=pred=")

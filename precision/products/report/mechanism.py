@@ -24,6 +24,7 @@ from precision.products.report.answers import (effect_short, magnitude, magnitud
                                                region_shares)
 from precision.products.report.findings import cite
 from precision.products.report.tables import region_text
+from precision.io.shell import shell_join
 
 __all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_counts", "mechanism_of", "witness_at",
            "effect_of", "Effect"]
@@ -108,10 +109,10 @@ def witness_of(run, row, side: str) -> Witness | None:
 
 def explain_line(w: Witness) -> str:
     """The ``precision explain`` command line that shows the witness step by step."""
-    weight = f" --weight {w.weight}" if w.weight is not None else ""
-    attributes = "".join(f" --{name} {value}" for name, value in w.attributes)
-    return (f"precision explain {w.variant} --pred {w.pred} --target {w.target}{attributes}"
-            f"{weight} --dout {w.dout} --count {w.count} --machine {w.machine} --format {w.format}")
+    weight = ["--weight", w.weight] if w.weight is not None else []
+    attributes = [word for name, value in w.attributes for word in (f"--{name}", value)]
+    return shell_join(["precision", "explain", w.variant, "--pred", w.pred, "--target", w.target, *attributes,
+                       *weight, "--dout", w.dout, "--count", w.count, "--machine", w.machine, "--format", w.format])
 
 
 _MEMO: dict = {}

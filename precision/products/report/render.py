@@ -40,6 +40,7 @@ from precision.products.report.sections import DEFAULT_SECTIONS, section_module,
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
 from precision.io.frames import write_csv
+from precision.io.shell import shell_join
 
 __all__ = ["build_report", "report_all", "ReportContext", "FIRST_SCREEN_FINDINGS"]
 
@@ -78,8 +79,9 @@ def _guard_span(op) -> str:
 def _reproduce(run: dict, study: str) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(run.get("versions", {}).items()))
     return "\n".join([
-        f"precision run {run.get('study_file', f'studies/{study}.toml')} && precision report {study}",
-        f"(the committed copy: precision report {study} --out reports)",
+        f"{shell_join(['precision', 'run', run.get('study_file', f'studies/{study}.toml')])} && "
+        f"{shell_join(['precision', 'report', study])}",
+        f"(the committed copy: {shell_join(['precision', 'report', study, '--out', 'reports'])})",
         f"study file     {run.get('study_file')}",
         f"study sha256   {run.get('study_sha256')}",
         f"seed           {run.get('seed')}",
@@ -213,8 +215,10 @@ def build_report(study: str, runs_dir="out", out_dir="reports") -> Path:
     return write_folder(Path(out_dir) / study, lambda folder: _build(run_dir, folder, study))
 
 
-def report_all(runs_dir="out", out_dir="reports", studies_dir="studies"):
+def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_limit=None, on_plan=None):
     """Regenerate every report under ``out_dir`` (the default studies if there is none).
+
+    ``memory_limit`` and ``on_plan`` go to :func:`precision.engine.sweep.run_study` for a study run first.
 
     A study whose run folder ``runs_dir/<study>`` is missing is run first from
     ``studies_dir/<study>.toml``.
@@ -238,6 +242,7 @@ def report_all(runs_dir="out", out_dir="reports", studies_dir="studies"):
     for name in names:
         ran = False
         if not (Path(runs_dir) / name / "run.json").is_file():
-            run_study(load_study(Path(studies_dir) / f"{name}.toml"), Path(runs_dir) / name)
+            run_study(load_study(Path(studies_dir) / f"{name}.toml"), Path(runs_dir) / name,
+                      memory_limit=memory_limit, on_plan=on_plan)
             ran = True
         yield name, build_report(name, runs_dir, out_dir), ran

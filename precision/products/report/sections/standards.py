@@ -26,6 +26,7 @@ from precision.analysis.acceptance import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, B
 from precision.analysis.groups import witness_attributes, witness_fields
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import RATIO_LEVELS, standards_table, settings_from_options
+from precision.io.shell import shell_join
 
 __all__ = ["build", "verdict_table", "summary_table", "blind_table", "explain_line"]
 
@@ -36,12 +37,12 @@ _KEYS = ["variant", "machine", "format"]
 def explain_line(variant: str, machine: str, fmt: str, w: dict) -> str:
     """The ``precision explain`` command for a witness (its inputs as exact hex floats; ``w`` holds pred, target,
     the operator's attributes, weight and dout, as :func:`precision.analysis.groups.witness_fields` names them)."""
-    parts = [f"precision explain {variant} --pred {float(w['pred']).hex()} --target {int(w['target'])}",
-             " ".join(f"--{k} {float(w[k]).hex()}" for k in witness_attributes(w))]
+    words = ["precision", "explain", variant, "--pred", float(w["pred"]).hex(), "--target", int(w["target"])]
+    words += [word for k in witness_attributes(w) for word in (f"--{k}", float(w[k]).hex())]
     if not np.isnan(float(w["weight"])):
-        parts.append(f"--weight {float(w['weight']).hex()}")
-    parts.append(f"--dout {float(w['dout']).hex()} --machine {machine} --format {fmt}")
-    return " ".join(parts)
+        words += ["--weight", float(w["weight"]).hex()]
+    words += ["--dout", float(w["dout"]).hex(), "--machine", machine, "--format", fmt]
+    return shell_join(words)
 
 
 def verdict_table(standards: pd.DataFrame, summary: pd.DataFrame, max_ulp: float) -> pd.DataFrame:
