@@ -171,7 +171,8 @@ def _identity_classes(n, seed):
         c = [combos[i] for i in rng.integers(0, len(combos), m)]
         parts.append((x, *(np.array([cc[i] for cc in c]) for i in (1, 0)), g,
                       *(np.array([cc[i] for cc in c]) for i in (2, 3))))
-    out["study points"] = tuple(np.concatenate([p[i] for p in parts]) for i in range(6)) + (np.ones(k, np.int64),)
+    columns = tuple(np.concatenate([p[i] for p in parts]) for i in range(6))
+    out["study points"] = columns + (np.ones(columns[0].size, np.int64),)
     # 2. roots of A and their neighbourhoods (gamma < -1: x at each root, and -x for the other selector)
     xs, gs = [], []
     for g in _f32(np.linspace(-3.0, -1.0625, 32)):
