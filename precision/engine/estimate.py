@@ -43,12 +43,12 @@ __all__ = ["StudyPlan", "plan_study", "study_variants", "memory_limit", "parse_s
 # Measured rates (one place: update them here when the code gets faster)
 # ---------------------------------------------------------------------------
 
-#: Distinct (pred, gamma) focal terms the oracle computes per second on one core, cache empty.  Measured on the
-#: 2-core development machine (Dec 2026, mpmath oracle with its batched fast path): a stratified fp32 study of
-#: 1,019,890 terms took 19-30 s of oracle on 2 cores (17,000-27,000 per core-second), studies/quick.toml's
-#: 40,706 terms 1.5 s (13,600, start-up included).  The compiled certified path being written (several
-#: million terms per second per core, a ~20,000 points/s mpmath fallback for a small share) replaces this.
-ORACLE_TERMS_PER_CORE_SECOND = 20_000.0
+#: Distinct (pred, gamma) focal terms the oracle stage computes per second on one core, cache empty: the
+#: compiled certified path (precision.sigmoid_focal_loss_grad.oracle_fast) with the stage's bookkeeping.
+#: Measured on the 2-core development machine (Dec 2026): studies/cancellation_threshold.toml's 2,371,152 terms
+#: in 3.1 s cold on one worker (0.76 M per second, about 1 s of it loading the compiled passes; the terms
+#: alone 5.5 M per second), studies/fp32_stratified_1m.toml's 1,004,099 in 1.7 s.
+ORACLE_TERMS_PER_CORE_SECOND = 1.0e6
 
 #: Scored outputs (point x variant x machine) the evaluation, scoring and aggregation of a task handle per second
 #: on one core.  Measured on the same machine with every term cached: studies/quick.toml, 7.49 M outputs in

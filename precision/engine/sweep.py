@@ -222,9 +222,19 @@ def _compute_terms(study: Study, preds_by_term: dict, cache: TermCache, executor
         keys, inverse = np.unique(bits, return_inverse=True)
         wanted = np.zeros((keys.size, len(values)), dtype=bool)
         wanted[inverse, vidx] = True
-        signatures, group = np.unique(np.packbits(wanted, axis=1), axis=0, return_inverse=True)
+        packed = np.packbits(wanted, axis=1)
+        if packed.shape[1] <= 8:  # each x's values as one big-endian integer: a 1-D unique (fast), same order
+            code = np.zeros((keys.size, 8), dtype=np.uint8)
+            code[:, :packed.shape[1]] = packed
+            codes, group = np.unique(code.view(">u8").ravel(), return_inverse=True)
+            signatures = codes.astype(">u8").view(np.uint8).reshape(-1, 8)
+        else:
+            signatures, group = np.unique(packed, axis=0, return_inverse=True)
+        group = group.ravel()
+        order = np.argsort(group, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=len(signatures)))])
         for si in range(len(signatures)):
-            x = keys[group.ravel() == si].view(np.float64)
+            x = keys[order[bounds[si]:bounds[si + 1]]].view(np.float64)
             x = x[np.argsort(np.abs(x), kind="stable")]
             want = tuple(v for v, w in zip(values, np.unpackbits(signatures[si])[:len(values)]) if w)
             chunks += [(x[i:i + TERM_CHUNK], want) for i in range(0, x.size, TERM_CHUNK)]
