@@ -435,7 +435,7 @@ def gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1, fmt="fp3
     Examples
     --------
     >>> float(gradient(10.0, 0, 0.25, 2.0, fmt="fp32")).hex()
-    '-0x1.3c064ap-44'
+    '-0x1.3c064a0000000p-44'
     """
     f = get_format(fmt)
     if f.name == "fp64":
