@@ -1,45 +1,58 @@
 """The oracle's fast certified path: focal terms A(x, gamma) in compiled double-double arithmetic.
 
 The same mathematics as :mod:`precision.sigmoid_focal_loss_grad.oracle` (its module docstring), rewritten
-so that no division is needed.  With a = |x|, e = exp(-a), L = log1p(e), D = L - e and g1 = gamma + 1
-(exact in float64: gamma is a float32)::
+so that no division is needed.  With a = |x|, e = exp(-a), L = log1p(e), D = L - e, R = D / e**2 and
+g1 = gamma + 1 (exact in float64: gamma is a float32)::
 
-    x >= 0:  A = -M * exp(-g1 (a + L)),     M = g1 + gamma e R,   R = D / e**2  (about -1/2)
-             A = -N * exp(-(gamma a + g1 L)),   N = g1 e + gamma D       (the same, for e >= 2**-7)
-    x <  0:  A = -(1 + T) * exp(-g1 L),     T = gamma e (a + L)
+    x >= 0:  A = -(g1 e + gamma D) exp(-(gamma a + g1 L))     (regime 1: e >= 2**-7)
+             A = -(g1 + gamma e R) exp(-g1 (a + L))            (regimes 2, 3)
+    x <  0:  A = -(1 + gamma e (a + L)) exp(-g1 L)
 
 (``q**(g+1) = exp((g+1) ln q)`` with ``ln q = -(a + L)`` for x >= 0 and ``-L`` for x < 0, and
-``A = q**g * S = -(N / e) q**(g+1)`` resp. ``-(1 + T) q**(g+1)``.)  M, N and 1 + T are the bracket:
-they cancel only where A has a root (gamma < -1), and the bound below grows there by the cancellation
-factor, as the mpmath balls' do.
+``A = q**g * S = -(N / e) q**(g+1)`` resp. ``-(1 + T) q**(g+1)`` with the bracket's numerators
+N = g1 e + gamma D and 1 + T.)  The brackets cancel only where A has a root (gamma < -1, or
+gamma e (a + L) near -1); their bound then grows by the cancellation factor, as the mpmath balls' do.
 
-How each quantity is computed, with its bound (u = 2**-53; dd operations and exp as proven in
-:mod:`precision.exact.double_double`; every bound relative unless said):
+How each quantity is computed, with its bound (u = 2**-53; the dd operations and exp as proven in
+:mod:`precision.exact.double_double`; a bound is relative unless it says absolute):
 
-* e = exp(-a) by ``dd_exp``, kept as a dd significand times 2**ke (it underflows float64 from a = 745);
-  for a > EXP_ARG_MAX (5600), e < 2**-8079 is *negligible*: every term it multiplies is dropped with
-  the bound its size gives (below 2**-7000 of what it is added to).
-* e >= 2**-7: L by ``log1p_newton`` (a Newton step from the library's ``log1p``, its error measured),
-  D = L - e by a dd sum (cancellation at most 2**9).
-* e < 2**-7: R by its alternating series ``-1/2 + e/3 - e**2/4 + ...`` (orders 0-5 in dd, 6-17 in
-  float64: error below 2**-92; the first omitted term below 2**-126), or ``-1/2 + e/3`` for e < 2**-60
-  (error below e**2 / 2); L = e (1 + e R).
-* Where a quantity scaled by 2**ke meets one of order 1 (g1 + gamma e R, a + L, 1 + T, and exp of
-  -g1 L), it is added in dd when within 2**-120 of it, else dropped with its size as the bound.
-* exp's argument carries the absolute error of its dd products and sums (and of L); exp turns an
-  absolute error d into a relative one at most ``1.01 d`` (d < 2**-20).
+* :func:`_parts`, per a = |x| (shared by both signs and every gamma):
+
+  - regime 1, a < A_SERIES = 7 ln 2 (e >= 2**-7): for a < A_TAYLOR = 2**-20, e and L from their Taylor
+    series in a (``1 - a + a**2/2 - a**3/6 + a**4/24``, remainder below ``a**5/100``; ``ln 2 - a/2 + a**2/8
+    - a**4/192``, alternating, remainder below ``a**6/2000``), the float64 tails with ``4u`` each; above,
+    e by ``dd_exp`` and L by ``log1p_newton`` (its absolute bound).  D = L - e is a dd sum (cancellation at
+    most 2**9, carried by the bound).
+  - regime 2, a <= A_PLAIN = 600 (e >= 2**-866, so every dd product with e keeps a normal low part):
+    e by ``dd_exp``; R = -1/2 + e/3 - e**2/4 + ... by its alternating series (orders 0-3 in dd, 4-17 in
+    float64 with ``16u``, the first omitted term below ``e**18/20``), or ``-1/2 + e/3`` for e < 2**-60
+    (the rest below ``e**2/4``); then e R, L = e (1 + e R), a + L and e (a + L) as dd products and sums.
+  - regime 3, a > A_PLAIN: e < 2**-865 is negligible: e R, L and e (a + L) are taken as 0 with the
+    absolute bound 2**-730 (|gamma| and a are below 2**129).  Only gamma = -1, where A = e R itself, needs
+    e: kept as a significand and exponent (``dd_exp``), or far below every format past EXP_ARG_MAX.
+* :func:`_term`, per (x, gamma): the bracket M as dd products and one sum (absolute errors carried; a
+  dd operation's low part that underflows adds at most 2**-1068), exp's argument y as dd with its absolute
+  error d (exp turns it into a relative error at most ``1.01 d``; a row with d > 2**-20 is left), then
+  ``A = -M exp(y)`` and its bound ``(rel_M + rel_E + rel_M rel_E + 8u**2) (1 + 2**-30)`` (the last factor
+  covers the rounding of the bound arithmetic itself).
 
 A row whose value lies beyond 2**+-EXP_FAR (4096) is stored with its exponent clamped to +-EXP_CLAMP and
 its significand reduced to its sign (:mod:`precision.sigmoid_focal_loss_grad.terms`: no float64
-weight, dout or count brings such a value back into any format's range).  A row the path cannot bound
-below TERM_REL (a cancellation past about 2**40, an argument of exp whose size is not decided) comes back
-with ``rel = inf``, and :func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables` computes it
-with mpmath instead.
+weight, dout and count bring such a value back into any format's range); the side is decided from y
+when |y| exceeds EXP_ARG_MAX, with 8 binades of margin.  A row the path cannot bound comes back with
+``rel = inf`` and :func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables` computes it with
+mpmath, as it does every row whose bound exceeds TERM_REL (2**-62).
 
-What is proven and what is not: every step's bound follows from IEEE binary64 arithmetic and the
-proven bounds of the dd operations and exp; the library's ``log1p`` is used only as a Newton seed whose
-error the step measures.  The bounds are checked against the mpmath oracle and the Arb oracle in the
-tests (``tests/sigmoid_focal_loss_grad/test_oracle_fast.py``) and in ``benchmarks/oracle.py``.
+:func:`derive_rows` is :func:`precision.sigmoid_focal_loss_grad.terms.derive_gradient`'s certified
+decision, compiled: the same operations as its numpy definition (``terms._derive_reference``), bit for
+bit.
+
+What is proven and what is measured: every bound above follows from IEEE binary64 arithmetic (round to
+nearest, gradual underflow, no contraction into FMA: numba compiles without fast-math) and the proven
+bounds of :mod:`precision.exact.double_double`; the C library's ``log1p`` only seeds a Newton step whose
+size the bound measures.  The bounds are checked against the mpmath core at 400 bits in
+``tests/sigmoid_focal_loss_grad/test_oracle_fast.py``, and the outputs against the mpmath and Arb oracles
+by ``benchmarks/oracle.py --identity`` and ``precision oracle --check``.
 """
 
 from __future__ import annotations
@@ -59,10 +72,8 @@ __all__ = ["focal_rows", "focal_pair_rows", "derive_rows", "SAFETY"]
 #: Factor on every final bound: covers the rounding of the float64 bound arithmetic itself.
 SAFETY = 1.0 + 2.0**-30
 
-#: The regimes of a = |x|: e = exp(-a) >= 2**-7 below A_SERIES (L by a Newton step, or by its Taylor
-#: series in a below A_TAYLOR); R's series up to A_PLAIN (e >= 2**-866: every dd product with e keeps a
-#: normal low part); beyond it e is negligible (below 2**-865: every term it multiplies is dropped with
-#: its size as the bound).
+#: The regimes of a = |x| (module docstring): e = exp(-a) >= 2**-7 below A_SERIES (L by a Newton step, or
+#: by its Taylor series in a below A_TAYLOR); R's series up to A_PLAIN; beyond it e is negligible.
 A_TAYLOR = 2.0**-20
 A_SERIES = 7 * math.log(2.0)
 A_PLAIN = 600.0
