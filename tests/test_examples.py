@@ -191,3 +191,34 @@ def test_shown_in_elision():
     assert shown_in(["a", "...", "d"], ["a", "b", "c", "d"]) and not shown_in(["a", "...", "x"], ["a", "b"])
     assert shown_in(["a", "b"], ["a", "b"]) and not shown_in(["a"], ["a", "b"])
     assert shown_in(["a", "...", "c", "..."], ["a", "b", "c", "d"]) and not shown_in(["b", "..."], ["a", "b"])
+
+
+def _printed_precision_lines() -> list[str]:
+    """Every ``precision ...`` command line the README (its shell blocks and ``$`` examples) and the commands'
+    ``--help`` examples print, one line each as typed."""
+    lines = []
+    for block in readme_blocks():
+        lines += re.sub(r"\\\n\s*", "", block).splitlines()
+    lines += [line for line, _ in readme_dollar_examples()]
+    for command in _build_parser().commands:
+        lines += help_examples(command)[0]
+    return sorted({line.strip() for line in lines if re.match(r"\s*precision\s", line)})
+
+
+def test_printed_command_lines_read_the_same_in_zsh_and_bash(tmp_path):
+    """Every printed ``precision`` line hands the same arguments to the command in zsh as in bash (zsh stops
+    at an unquoted ``[...]`` or ``*`` that matches no file, bash passes it on): each line runs in both with
+    ``precision`` a shell function printing its arguments, NUL-separated."""
+    if shutil.which("zsh") is None:
+        pytest.skip("zsh is not installed here (CI installs it: .ci/run)")
+    lines = _printed_precision_lines()
+    assert len(lines) >= 30
+    stub = "precision() { printf '%s\\0' \"$@\"; }; "
+    for line in lines:
+        got = {sh: subprocess.run([sh, "-c", stub + line], cwd=tmp_path, capture_output=True, timeout=30)
+               for sh in ("bash", "zsh")}
+        piped = "|" in line  # (then the status and output are the pipe's last command's, on the stub's output)
+        assert got["zsh"].returncode == got["bash"].returncode and (got["zsh"].returncode == 0 or piped), \
+            (line, got["zsh"].stderr)
+        assert b"no matches found" not in got["zsh"].stderr, line
+        assert got["zsh"].stdout == got["bash"].stdout and (got["zsh"].stdout or piped), line

@@ -24,9 +24,10 @@ How each quantity is computed, with its bound (u = 2**-53; the dd operations and
     e by ``dd_exp`` and L by ``log1p_newton`` (its absolute bound).  D = L - e is a dd sum (cancellation at
     most 2**9, carried by the bound).
   - regime 2, a <= A_PLAIN = 600 (e >= 2**-866, so every dd product with e keeps a normal low part):
-    e by ``dd_exp``; R = -1/2 + e/3 - e**2/4 + ... by its alternating series (orders 0-3 in dd, 4-17 in
-    float64 with ``16u``, the first omitted term below ``e**18/20``), or ``-1/2 + e/3`` for e < 2**-60
-    (the rest below ``e**2/4``); then e R, L = e (1 + e R), a + L and e (a + L) as dd products and sums.
+    e by ``dd_exp``; R = -1/2 + e/3 - e**2/4 + ... by its alternating series (:func:`_series_R`: its first
+    orders in dd, the rest in float64 with ``16u``, as many as the size of e needs), or ``-1/2 + e/3``
+    for e < 2**-60 (the rest below ``e**2/4``); then e R, L = e (1 + e R), a + L and e (a + L) as dd
+    products and sums.
   - regime 3, a > A_PLAIN: e < 2**-865 is negligible: e R, L and e (a + L) are taken as 0 with the
     absolute bound 2**-730 (|gamma| and a are below 2**129).  Only gamma = -1, where A = e R itself, needs
     e: kept as a significand and exponent (``dd_exp``), or far below every format past EXP_ARG_MAX.
@@ -105,6 +106,34 @@ _LN2_HI, _LN2_LO, _R_HI, _R_LO = _constants()
 _JIT = dict(cache=True, nogil=True, error_model="numpy")
 
 
+@numba.njit(inline="always", **_JIT)
+def _series_R(eh, el, rel_e):
+    """R = D / e**2 = -1/2 + e/3 - e**2/4 + ... for 2**-60 <= e < 2**-7, with its relative bound.
+
+    Orders 0..k-1 in dd (2k operations), k..m in float64 (relative error below 16u of their sum), k and m
+    by the size of e so that the alternating series' first omitted term ``e**(m+1)/(m+3)`` stays below
+    2**-107: m = 17, 8, 4 and k = 4, 3, 2 from e = 2**-7, 2**-12, 2**-24 down.
+    """
+    if eh >= 2.0**-12:
+        k, m = 4, 17
+    elif eh >= 2.0**-24:
+        k, m = 3, 8
+    else:
+        k, m = 2, 4
+    t = _R_HI[m]
+    for j in range(m - 1, k - 1, -1):
+        t = t * eh + _R_HI[j]
+    Rh, Rl = dd_mul_fp(eh, el, t)
+    ek = eh
+    for j in range(k - 1, -1, -1):
+        Rh, Rl = dd_add(Rh, Rl, _R_HI[j], _R_LO[j])
+        if j:
+            Rh, Rl = dd_mul(Rh, Rl, eh, el)
+            ek *= eh
+    rel = (ek * abs(t) * 16.0 * U + 2.0 * k * MUL_REL + 2.0**-107) * 2.1 + rel_e * eh
+    return Rh, Rl, rel
+
+
 @numba.njit(**_JIT)
 def _parts(a):
     """What every gamma and both signs of x share at a = |x| >= 0 (see the module docstring).
@@ -149,17 +178,7 @@ def _parts(a):
             Rh, Rl = -0.5, eh * (1.0 / 3.0)          # a normalized dd: |e/3| < 2**-61
             rel_R = 2.0**-118
         else:
-            # orders 4..17 in float64 (relative error below 16 u), 0..3 in dd (eight operations)
-            t = _R_HI[17]
-            for k in range(16, 3, -1):
-                t = t * eh + _R_HI[k]
-            Rh, Rl = dd_mul_fp(eh, el, t)
-            for k in range(3, -1, -1):
-                Rh, Rl = dd_add(Rh, Rl, _R_HI[k], _R_LO[k])
-                if k:
-                    Rh, Rl = dd_mul(Rh, Rl, eh, el)
-            e2 = eh * eh
-            rel_R = (e2 * e2 * abs(t) * 16.0 * U + 8.0 * MUL_REL) * 2.1 + rel_e * eh
+            Rh, Rl, rel_R = _series_R(eh, el, rel_e)
         Qh, Ql = dd_mul(eh, el, Rh, Rl)
         aQ = abs(Qh) * (rel_e + rel_R + MUL_REL) * (1.0 + 2.0**-40) + _UNDERFLOW
         oh, ol = dd_add_fp(Qh, Ql, 1.0)
@@ -227,13 +246,11 @@ def _term(a, positive, g, p):
                     yh, yl = dd_add_fp(yh, yl, a)
                     ay += abs(yh) * ADD_FP_REL
     else:
-        # M = 1 + g e S
-        if g == 0.0:
-            Mh, Ml, errM = 1.0, 0.0, 0.0
-        else:
-            th, tl = dd_mul_fp(ESh, ESl, g)
-            Mh, Ml = dd_add_fp(th, tl, 1.0)
-            errM = abs(g) * aES + abs(th) * MUL_FP_REL + abs(Mh) * ADD_FP_REL + _UNDERFLOW
+        # M = 1 + T, T = g e S
+        th, tl = dd_mul_fp(ESh, ESl, g)
+        aT = abs(g) * aES + abs(th) * MUL_FP_REL + _UNDERFLOW if g != 0.0 else 0.0
+        Mh, Ml = dd_add_fp(th, tl, 1.0)
+        errM = aT + abs(Mh) * ADD_FP_REL
         # y = -g1 L
         crude = -g1 * Lh
         if not abs(crude) < EXP_ARG_MAX - 1.0:
@@ -241,6 +258,13 @@ def _term(a, positive, g, p):
         else:
             yh, yl = dd_mul_fp(Lh, Ll, -g1)
             ay = abs(g1) * aL + abs(yh) * MUL_FP_REL + _UNDERFLOW
+            if abs(th) < 2.0**-60 and abs(yh) < 2.0**-60:
+                # near -1 (x far below 0): A = -(1 + T)(1 + y + y**2/2 + ...) = -(1 + low), low summed in
+                # float64 (four roundings of terms below 2**-58: 4u (|T| + |y|)), the rest below |y|**3 / 5;
+                # its bound scales with T and y, so an exact value a hair off a rounding boundary is decided
+                low = ((th + yh) + (tl + yl)) + (th * yh + 0.5 * (yh * yh))
+                rel = (aT + ay * 1.01 + 4.0 * U * (abs(th) + abs(yh)) + abs(yh) ** 3 / 5 + 2.0**-1060) * SAFETY
+                return -1.0, -low, 0, rel
     if Mh == 0.0:
         return 0.0, 0.0, 0, np.inf
     rel_M = errM * (1.0 + 2.0**-40) / abs(Mh)
@@ -268,30 +292,48 @@ def _term(a, positive, g, p):
 
 @numba.njit(**_JIT)
 def _grid_rows(x, gammas, hi, lo, ex, rel):
-    """Fill rows [j, i] with A(x[i], gammas[j]); consecutive x of equal |x| share their parts."""
+    """Fill rows [j, i] with A(x[i], gammas[j]); consecutive x of equal |x| share their parts.
+
+    Two x at a time, their terms interleaved (independent chains the processor overlaps: about 1.2x).
+    """
+    n = x.size
+    p1 = _parts(0.0)
     last = -1.0
-    p = _parts(0.0)
-    for i in range(x.size):
-        a = abs(x[i])
-        if a != last:
-            p = _parts(a)
-            last = a
-        positive = x[i] >= 0.0
-        for j in range(gammas.size):
-            hi[j, i], lo[j, i], ex[j, i], rel[j, i] = _term(a, positive, gammas[j], p)
+    for i in range(0, n, 2):
+        a0 = abs(x[i])
+        p0 = p1 if a0 == last else _parts(a0)
+        pos0 = x[i] >= 0.0
+        if i + 1 < n:
+            a1 = abs(x[i + 1])
+            p1 = p0 if a1 == a0 else _parts(a1)
+            last = a1
+            pos1 = x[i + 1] >= 0.0
+            for j in range(gammas.size):
+                hi[j, i], lo[j, i], ex[j, i], rel[j, i] = _term(a0, pos0, gammas[j], p0)
+                hi[j, i + 1], lo[j, i + 1], ex[j, i + 1], rel[j, i + 1] = _term(a1, pos1, gammas[j], p1)
+        else:
+            for j in range(gammas.size):
+                hi[j, i], lo[j, i], ex[j, i], rel[j, i] = _term(a0, pos0, gammas[j], p0)
 
 
 @numba.njit(**_JIT)
 def _pair_rows(x, g, hi, lo, ex, rel):
-    """Fill row i with A(x[i], g[i]); consecutive x of equal |x| share their parts."""
+    """Fill row i with A(x[i], g[i]); consecutive x of equal |x| share their parts (two at a time, as
+    :func:`_grid_rows`)."""
+    n = x.size
+    p1 = _parts(0.0)
     last = -1.0
-    p = _parts(0.0)
-    for i in range(x.size):
-        a = abs(x[i])
-        if a != last:
-            p = _parts(a)
-            last = a
-        hi[i], lo[i], ex[i], rel[i] = _term(a, x[i] >= 0.0, g[i], p)
+    for i in range(0, n, 2):
+        a0 = abs(x[i])
+        p0 = p1 if a0 == last else _parts(a0)
+        if i + 1 < n:
+            a1 = abs(x[i + 1])
+            p1 = p0 if a1 == a0 else _parts(a1)
+            last = a1
+            hi[i], lo[i], ex[i], rel[i] = _term(a0, x[i] >= 0.0, g[i], p0)
+            hi[i + 1], lo[i + 1], ex[i + 1], rel[i + 1] = _term(a1, x[i + 1] >= 0.0, g[i + 1], p1)
+        else:
+            hi[i], lo[i], ex[i], rel[i] = _term(a0, x[i] >= 0.0, g[i], p0)
 
 
 def focal_rows(x, gammas):
@@ -323,7 +365,6 @@ def focal_pair_rows(x, g):
 # ---------------------------------------------------------------------------
 
 _SPLITTER = 134217729.0  # 2**27 + 1 (Veltkamp), as terms.py's numpy definitions
-_DD_UNIT = 2.0**-100
 _DECIDED_ABOVE, _DECIDED_BELOW = 1000, -1000
 _K_MIN = 2.0**-960  # (terms._K_MIN)
 
@@ -395,65 +436,88 @@ def _cell(c, prec, emin, emax):
     return -hi, -lo
 
 
+@numba.njit(inline="always", **_JIT)
+def _derive_one(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, neg_ex, neg_rel, prec, emin, emax):
+    """One point of :func:`derive_rows`: (rounded, exact_hi, exact_lo, left to the scalar oracle)."""
+    c0 = a * (1 - t)
+    one_minus_a = 1.0 - a
+    c1 = -(one_minus_a * t)
+    exact_c = ((1.0 - one_minus_a) == a) and (abs(t) < 2**20) and _veltkamp_prod(w, d)[1] == 0
+    wd = w * d
+    if w == 0 or d == 0 or (c0 == 0 and c1 == 0):
+        return 0.0, 0.0, 0.0, False
+    use_pos = c0 != 0 and c1 == 0
+    use_neg = c1 != 0 and c0 == 0
+    if not (use_pos or use_neg) or not exact_c:
+        return 0.0, 0.0, 0.0, True
+    if use_pos:
+        c, hi, lo, ex, rel = c0, pos_hi, pos_lo, pos_ex, pos_rel
+    else:
+        c, hi, lo, ex, rel = c1, neg_hi, neg_lo, neg_ex, neg_rel
+    k_hi, k_lo = _veltkamp_prod(c, wd)
+    if not abs(k_hi) >= _K_MIN:
+        return 0.0, 0.0, 0.0, True
+    p, e0 = _veltkamp_prod(hi, k_hi)
+    e = e0 + (hi * k_lo + lo * k_hi)
+    v_hi = p + e
+    v_lo = e - (v_hi - p)
+    err_mul = U * (2 * abs(hi * k_lo) + 2 * abs(lo * k_hi) + abs(e)) + abs(lo * k_lo) + 2.0**-1070
+    rel_mul = err_mul / abs(v_hi)
+    err_div = 0.0
+    if n != 1:  # (dividing a normalized dd by 1 gives it back bit for bit)
+        nf = float(n)
+        q1 = v_hi / nf
+        pq, eq = _veltkamp_prod(q1, nf)
+        q2 = (((v_hi - pq) - eq) + v_lo) / nf
+        err_div = 3 * U * abs(q2) + 2.0**-1070
+        v_hi = q1 + q2
+        v_lo = q2 - (v_hi - q1)
+    r = rel * (1 + 2.0**-40) + (rel_mul + err_div / abs(v_hi)) * (1 + 2.0**-40)
+    if not (math.isfinite(v_hi) and v_hi != 0 and r < 0.5):
+        return 0.0, 0.0, 0.0, True
+    binade = ex + _binade(v_hi)
+    if binade > _DECIDED_ABOVE or binade < _DECIDED_BELOW:
+        far = math.copysign(np.inf if binade > _DECIDED_ABOVE else 0.0, v_hi)
+        return far, far, 0.0, False
+    s_hi = _scaled(v_hi, ex)
+    s_lo = _scaled(v_lo, ex)
+    cand = _round_format(s_hi, prec, emin, emax)
+    lower, upper = _cell(cand, prec, emin, emax)
+    if (s_hi == lower or s_hi == upper) and s_lo != 0:  # a tie of the format: the low part picks the side
+        cand = _round_format(np.nextafter(s_hi, math.copysign(np.inf, s_lo)), prec, emin, emax)
+        lower, upper = _cell(cand, prec, emin, emax)
+    rad = abs(s_hi) * r
+    to_lower = (s_hi - lower) + s_lo
+    to_upper = (upper - s_hi) - s_lo
+    below_ok = to_lower == np.inf or to_lower > rad * (1 + 2.0**-50) + (abs(to_lower) + abs(s_lo)) * 2.0**-50 \
+        + 2.0**-1070
+    above_ok = to_upper == np.inf or to_upper > rad * (1 + 2.0**-50) + (abs(to_upper) + abs(s_lo)) * 2.0**-50 \
+        + 2.0**-1070
+    if below_ok and above_ok:
+        return cand, s_hi, s_lo, False
+    return 0.0, 0.0, 0.0, True
+
+
 @numba.njit(**_JIT)
 def derive_rows(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, neg_ex, neg_rel,
                 prec, emin, emax, rounded, exact_hi, exact_lo, todo):
     """terms.derive_gradient's certified decision per point, compiled (the same operations, bit for bit).
 
     Writes rounded (float64 holding format values), exact_hi, exact_lo; ``todo[i]`` is True where the
-    point is left to the scalar oracle (its outputs are then unspecified).
+    point is left to the scalar oracle (its outputs are then unspecified).  Two points at a time (their
+    chains interleaved).
     """
-    for i in range(t.size):
-        c0 = a[i] * (1 - t[i])
-        one_minus_a = 1.0 - a[i]
-        c1 = -(one_minus_a * t[i])
-        exact_c = ((1.0 - one_minus_a) == a[i]) and (abs(t[i]) < 2**20)
-        wd = w[i] * d[i]
-        if w[i] == 0 or d[i] == 0 or (c0 == 0 and c1 == 0):
-            rounded[i], exact_hi[i], exact_lo[i], todo[i] = 0.0, 0.0, 0.0, False
-            continue
-        use_pos = c0 != 0 and c1 == 0
-        use_neg = c1 != 0 and c0 == 0
-        if not (use_pos or use_neg) or not exact_c:
-            todo[i] = True
-            continue
-        if use_pos:
-            c, hi, lo, ex, rel = c0, pos_hi[i], pos_lo[i], pos_ex[i], pos_rel[i]
-        else:
-            c, hi, lo, ex, rel = c1, neg_hi[i], neg_lo[i], neg_ex[i], neg_rel[i]
-        k_hi, k_lo = _veltkamp_prod(c, wd)
-        if not abs(k_hi) >= _K_MIN:
-            todo[i] = True
-            continue
-        p, e = _veltkamp_prod(hi, k_hi)
-        e = e + (hi * k_lo + lo * k_hi)
-        v_hi = p + e
-        v_lo = e - (v_hi - p)
-        nf = float(n[i])
-        q1 = v_hi / nf
-        p, e = _veltkamp_prod(q1, nf)
-        q2 = (((v_hi - p) - e) + v_lo) / nf
-        v_hi = q1 + q2
-        v_lo = q2 - (v_hi - q1)
-        r = rel * (1 + 2.0**-40) + 3 * _DD_UNIT
-        if not (math.isfinite(v_hi) and v_hi != 0 and r < 0.5):
-            todo[i] = True
-            continue
-        binade = ex + _binade(v_hi)
-        if binade > _DECIDED_ABOVE or binade < _DECIDED_BELOW:
-            far = math.copysign(np.inf if binade > _DECIDED_ABOVE else 0.0, v_hi)
-            rounded[i], exact_hi[i], exact_lo[i], todo[i] = far, far, 0.0, False
-            continue
-        s_hi = _scaled(v_hi, ex)
-        s_lo = _scaled(v_lo, ex)
-        cand = _round_format(s_hi, prec, emin, emax)
-        lower, upper = _cell(cand, prec, emin, emax)
-        rad = abs(s_hi) * r
-        slack = (abs(s_hi) + (abs(lower) if math.isfinite(lower) else 0.0)) * 2.0**-50
-        below_ok = ((s_hi - lower) + s_lo) > rad + slack
-        slack = (abs(s_hi) + (abs(upper) if math.isfinite(upper) else 0.0)) * 2.0**-50
-        above_ok = ((upper - s_hi) - s_lo) > rad + slack
-        if below_ok and above_ok:
-            rounded[i], exact_hi[i], exact_lo[i], todo[i] = cand, s_hi, s_lo, False
-        else:
-            todo[i] = True
+    size = t.size
+    for i in range(0, size - 1, 2):
+        j = i + 1
+        rounded[i], exact_hi[i], exact_lo[i], todo[i] = _derive_one(
+            t[i], a[i], w[i], d[i], n[i], pos_hi[i], pos_lo[i], pos_ex[i], pos_rel[i], neg_hi[i], neg_lo[i],
+            neg_ex[i], neg_rel[i], prec, emin, emax)
+        rounded[j], exact_hi[j], exact_lo[j], todo[j] = _derive_one(
+            t[j], a[j], w[j], d[j], n[j], pos_hi[j], pos_lo[j], pos_ex[j], pos_rel[j], neg_hi[j], neg_lo[j],
+            neg_ex[j], neg_rel[j], prec, emin, emax)
+    if size % 2:
+        i = size - 1
+        rounded[i], exact_hi[i], exact_lo[i], todo[i] = _derive_one(
+            t[i], a[i], w[i], d[i], n[i], pos_hi[i], pos_lo[i], pos_ex[i], pos_rel[i], neg_hi[i], neg_lo[i],
+            neg_ex[i], neg_rel[i], prec, emin, emax)

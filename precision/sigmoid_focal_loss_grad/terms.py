@@ -61,8 +61,6 @@ TERM_REL = 2.0**-62
 #: precision; eight more bits bring every bound below it at no measurable cost per operation.
 TERM_EXTRA_BITS = 8
 
-#: Relative bound of one double-double operation (products, quotients), with margin.
-DD_UNIT = 2.0**-100
 
 #: Binade exponents beyond which a derived value is decided as inf / 0 for
 #: every sweep format (fp16, bf16, fp32; their ranges end at 2**128 and 2**-149).
@@ -72,6 +70,7 @@ _DECIDED_BELOW = -1000
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitting constant for float64
 #: The smallest |c * weight * dout| the derivation takes: its product's error term is then a normal float64.
 _K_MIN = 2.0**-960
+_U = 2.0**-53  # float64's unit roundoff
 
 
 @dataclass(frozen=True)
@@ -375,8 +374,8 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
         c0 = a * (1 - t)
         one_minus_a = 1.0 - a
         c1 = -(one_minus_a * t)
-        # exactness of the coefficients in float64 (else: scalar fallback)
-        exact_c = ((1.0 - one_minus_a) == a) & (np.abs(t) < 2**20)
+        # exactness of the coefficients and of weight * dout in float64 (else: scalar fallback)
+        exact_c = ((1.0 - one_minus_a) == a) & (np.abs(t) < 2**20) & (_two_prod(w, d)[1] == 0)
         wd = w * d
         structural_zero = (w == 0) | (d == 0) | ((c0 == 0) & (c1 == 0))
         use_pos = (c0 != 0) & (c1 == 0)
@@ -390,9 +389,23 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
         k_hi, k_lo = _two_prod(c, wd)
         # a product near or below float64's underflow has no exact error term (the scalar oracle takes it)
         tiny = ~(np.abs(k_hi) >= _K_MIN)
-        v_hi, v_lo = _dd_mul(hi, lo, k_hi, k_lo)
-        v_hi, v_lo = _dd_div_int(v_hi, v_lo, n.astype(np.float64))
-        r = rel * (1 + 2.0**-40) + 3 * DD_UNIT
+        # v = (hi + lo) K, then / count, each with its rounding bound measured on its own terms (so a value
+        # a hair off a rounding boundary keeps a ball that small): the product's cross terms and sum (2u,
+        # u) and its dropped lo * k_lo; the quotient's remainder term (3u of it; none for count 1)
+        p, e0 = _two_prod(hi, k_hi)
+        e = e0 + (hi * k_lo + lo * k_hi)
+        v_hi = p + e
+        v_lo = e - (v_hi - p)
+        err_mul = _U * (2 * np.abs(hi * k_lo) + 2 * np.abs(lo * k_hi) + np.abs(e)) + np.abs(lo * k_lo) + 2.0**-1070
+        nf = n.astype(np.float64)
+        q1 = v_hi / nf
+        pq, eq = _two_prod(q1, nf)
+        q2 = (((v_hi - pq) - eq) + v_lo) / nf
+        err_div = np.where(n == 1, 0.0, 3 * _U * np.abs(q2) + 2.0**-1070)
+        rel_mul = err_mul / np.abs(v_hi)
+        v_hi = q1 + q2
+        v_lo = q2 - (v_hi - q1)
+        r = rel * (1 + 2.0**-40) + (rel_mul + err_div / np.abs(v_hi)) * (1 + 2.0**-40)
         _, e_v = np.frexp(v_hi)
         binade = ex + e_v.astype(np.int64) - 1
         above = binade > _DECIDED_ABOVE
@@ -403,11 +416,21 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
         s_lo = np.ldexp(v_lo, shift.astype(np.int32))
         cand = round_to_format(s_hi, f)
         lower, upper = _cell_bounds(cand, f)
+        # s_hi exactly on a rounding boundary (a tie of the format): the low part says on which side the value
+        # lies, and the rounding of the next float64 that way is its candidate
+        tie = ((s_hi == lower) | (s_hi == upper)) & (s_lo != 0)
+        if tie.any():
+            cand = round_to_format(np.where(tie, np.nextafter(s_hi, np.copysign(np.inf, s_lo)), s_hi), f)
+            lower, upper = _cell_bounds(cand, f)
+        # the distances to the cell's ends, each computed with two roundings (at most 2u |D| + u |s_lo|):
+        # decided when the ball's radius and that error fit inside both
         rad = np.abs(s_hi) * r
-        slack = (np.abs(s_hi) + np.where(np.isfinite(lower), np.abs(lower), 0.0)) * 2.0**-50
-        below_ok = ((s_hi - lower) + s_lo) > rad + slack
-        slack = (np.abs(s_hi) + np.where(np.isfinite(upper), np.abs(upper), 0.0)) * 2.0**-50
-        above_ok = ((upper - s_hi) - s_lo) > rad + slack
+        to_lower = (s_hi - lower) + s_lo
+        to_upper = (upper - s_hi) - s_lo
+        below_ok = (to_lower == np.inf) | (to_lower > rad * (1 + 2.0**-50) + (np.abs(to_lower) + np.abs(s_lo))
+                                           * 2.0**-50 + 2.0**-1070)
+        above_ok = (to_upper == np.inf) | (to_upper > rad * (1 + 2.0**-50) + (np.abs(to_upper) + np.abs(s_lo))
+                                           * 2.0**-50 + 2.0**-1070)
         decided = in_range & below_ok & above_ok & (r < 0.5)
         sign = np.sign(v_hi)
         far = (above | below) & (r < 0.5)
@@ -443,17 +466,10 @@ def gradient(pred, target, alpha, gamma, weight=1.0, dout=1.0, count=1, fmt="fp3
     x, t, a, g, w, d, n = oracle.broadcast_inputs(pred, target, alpha, gamma, weight, dout, count)
     shape = x.shape
     x, t, a, g, w, d, n = (arr.ravel() for arr in (x, t, a, g, w, d, n))
+    # each point's one term: A(-x) where only the negative selector's coefficient is nonzero, else A(x) (a
+    # point needing both, t outside {0, 1}, goes to the scalar oracle; a structural zero needs none)
     with np.errstate(all="ignore"):
-        need = {1: (a * (1 - t) != 0) & (w * d != 0), -1: ((1 - a) * t != 0) & (w * d != 0)}
-    sides = {}
-    for sign, mask in need.items():
-        table = absent_table(x.size)
-        if mask.any():
-            got = focal_term_table(sign * x[mask], g[mask])
-            columns = table.as_arrays()
-            for name, values in got.as_arrays().items():
-                columns[name][mask] = values
-            table = TermTable.from_arrays(columns)
-        sides[sign] = table
-    derived = derive_gradient(x, t, a, g, w, d, n, f, sides[1], sides[-1])
+        only_neg = (a * (1 - t) == 0) & ((1 - a) * t != 0)
+    table = focal_term_table(np.where(only_neg, -x, x), g)
+    derived = derive_gradient(x, t, a, g, w, d, n, f, table, table)
     return derived.rounded.reshape(shape)

@@ -41,12 +41,12 @@ def _points():
     return x[np.argsort(np.abs(x), kind="stable")]
 
 
-def _truth(x, g):
-    """A(x, g) from the mpmath oracle's ball, at 400 bits or more until its relative bound is below 2**-200."""
-    prec = 400
+def _truth(x, g, bits=200):
+    """A(x, g) from the mpmath oracle's ball, at 400 bits or more until its relative bound is below 2**-bits."""
+    prec = max(400, 2 * bits)
     while True:
         ball = oracle.focal_term(float(x), float(g), prec)
-        if ball.true_rel < 2.0**-200:
+        if ball.true_rel < 2.0**-bits:
             return mpmath.mpf(ball.mid)
         prec *= 2
         assert prec <= 1 << 14
@@ -56,13 +56,15 @@ def _check_rows(x, gammas, rows):
     hi, lo, ex, rel = rows
     counts = {"bounded": 0, "far": 0, "left": 0}
     worst = 0.0
-    with mpmath.workprec(400):
-        for j, g in enumerate(gammas):
-            for i, xi in enumerate(x):
-                if not rel[j, i] <= terms.TERM_REL:
-                    counts["left"] += 1
-                    continue
-                truth = _truth(xi, g)
+    for j, g in enumerate(gammas):
+        for i, xi in enumerate(x):
+            if not rel[j, i] <= terms.TERM_REL:
+                counts["left"] += 1
+                continue
+            # (a bound can be far below 2**-200 where A is -1 plus a tiny term: the truth to 64 bits beyond it)
+            bits = max(200, int(-math.log2(rel[j, i])) + 64)
+            with mpmath.workprec(2 * bits):
+                truth = _truth(xi, g, bits)
                 if abs(ex[j, i]) == oracle.EXP_CLAMP:
                     counts["far"] += 1
                     # only the side and the sign are kept: both must be right
@@ -102,6 +104,20 @@ def test_rows_near_the_roots_of_A():
             counts, worst = _check_rows(xs[order], [g], rows)
             assert counts["bounded"] >= 6 and worst > 2.0**-85, counts  # the cancellation shows, and is covered
             assert (rows[3][0][np.isin(order, np.arange(near.size, xs.size))] <= terms.TERM_REL).all()
+
+
+def test_rows_near_minus_one_bound_their_tiny_correction():
+    """Far below 0, A = -(1 + low) with |low| from 2**-60 down to 2**-1000: the bound scales with low (not
+    with 1), and holds against a truth to 64 bits beyond it."""
+    rng = np.random.default_rng(3)
+    xs = -np.sort(_f32(np.exp(rng.uniform(math.log(42), math.log(900), 60))))
+    rows = oracle_fast.focal_rows(xs, [-3.0, -1.0, 0.0, 2.0])
+    counts, worst = _check_rows(xs, [-3.0, -1.0, 0.0, 2.0], rows)
+    assert counts["bounded"] == xs.size * 4
+    # where the correction is far below 2**-60 the bound is a small multiple of it, not of 1
+    low, rel = np.abs(rows[1]), rows[3]
+    near = (rows[0] == -1.0) & (rows[2] == 0) & (low < 2.0**-70)
+    assert near.sum() > xs.size and (rel[near] <= 2.0**-45 * low[near] + 2.0**-700).all()  # (past |x| = 600: 2**-727)
 
 
 def test_a_float64_at_a_root_leaves_the_fast_path_and_mpmath_settles_it():
