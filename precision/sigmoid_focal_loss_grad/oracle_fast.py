@@ -291,49 +291,40 @@ def _term(a, positive, g, p):
 
 
 @numba.njit(**_JIT)
-def _grid_rows(x, gammas, hi, lo, ex, rel):
-    """Fill rows [j, i] with A(x[i], gammas[j]); consecutive x of equal |x| share their parts.
-
-    Two x at a time, their terms interleaved (independent chains the processor overlaps: about 1.2x).
+def _rows(x, gammas, hi, lo, ex, rel):
+    """Fill rows [j, i] with A(x[i], gammas[j, i or 0]): ``gammas`` is (m, 1) (every gamma at every x) or
+    (1, n) (each x its own).  Consecutive x of equal |x| share their parts; two x at a time, their terms
+    interleaved (independent chains the processor overlaps: about 1.2x).
     """
     n = x.size
+    own = gammas.shape[1] > 1
     p1 = _parts(0.0)
     last = -1.0
     for i in range(0, n, 2):
         a0 = abs(x[i])
         p0 = p1 if a0 == last else _parts(a0)
         pos0 = x[i] >= 0.0
+        k0 = i if own else 0
         if i + 1 < n:
             a1 = abs(x[i + 1])
             p1 = p0 if a1 == a0 else _parts(a1)
             last = a1
             pos1 = x[i + 1] >= 0.0
-            for j in range(gammas.size):
-                hi[j, i], lo[j, i], ex[j, i], rel[j, i] = _term(a0, pos0, gammas[j], p0)
-                hi[j, i + 1], lo[j, i + 1], ex[j, i + 1], rel[j, i + 1] = _term(a1, pos1, gammas[j], p1)
+            k1 = i + 1 if own else 0
+            for j in range(gammas.shape[0]):
+                hi[j, i], lo[j, i], ex[j, i], rel[j, i] = _term(a0, pos0, gammas[j, k0], p0)
+                hi[j, i + 1], lo[j, i + 1], ex[j, i + 1], rel[j, i + 1] = _term(a1, pos1, gammas[j, k1], p1)
         else:
-            for j in range(gammas.size):
-                hi[j, i], lo[j, i], ex[j, i], rel[j, i] = _term(a0, pos0, gammas[j], p0)
+            for j in range(gammas.shape[0]):
+                hi[j, i], lo[j, i], ex[j, i], rel[j, i] = _term(a0, pos0, gammas[j, k0], p0)
 
 
-@numba.njit(**_JIT)
-def _pair_rows(x, g, hi, lo, ex, rel):
-    """Fill row i with A(x[i], g[i]); consecutive x of equal |x| share their parts (two at a time, as
-    :func:`_grid_rows`)."""
-    n = x.size
-    p1 = _parts(0.0)
-    last = -1.0
-    for i in range(0, n, 2):
-        a0 = abs(x[i])
-        p0 = p1 if a0 == last else _parts(a0)
-        if i + 1 < n:
-            a1 = abs(x[i + 1])
-            p1 = p0 if a1 == a0 else _parts(a1)
-            last = a1
-            hi[i], lo[i], ex[i], rel[i] = _term(a0, x[i] >= 0.0, g[i], p0)
-            hi[i + 1], lo[i + 1], ex[i + 1], rel[i + 1] = _term(a1, x[i + 1] >= 0.0, g[i + 1], p1)
-        else:
-            hi[i], lo[i], ex[i], rel[i] = _term(a0, x[i] >= 0.0, g[i], p0)
+def _run(x, gammas):
+    """(hi, lo, exp, rel) arrays [m, n] of :func:`_rows` (x: n values; gammas: (m, 1) or (1, n))."""
+    shape = (gammas.shape[0], x.size)
+    hi, lo, ex, rel = np.empty(shape), np.empty(shape), np.empty(shape, dtype=np.int64), np.empty(shape)
+    _rows(x, gammas, hi, lo, ex, rel)
+    return hi, lo, ex, rel
 
 
 def focal_rows(x, gammas):
@@ -344,20 +335,14 @@ def focal_rows(x, gammas):
     the row (the caller computes it with mpmath).
     """
     x = np.ascontiguousarray(x, dtype=np.float64).ravel()
-    gammas = np.ascontiguousarray(gammas, dtype=np.float64).ravel()
-    shape = (gammas.size, x.size)
-    hi, lo, ex, rel = np.empty(shape), np.empty(shape), np.empty(shape, dtype=np.int64), np.empty(shape)
-    _grid_rows(x, gammas, hi, lo, ex, rel)
-    return hi, lo, ex, rel
+    return _run(x, np.array(gammas, dtype=np.float64).reshape(-1, 1))
 
 
 def focal_pair_rows(x, g):
     """Term-table columns (hi, lo, exp, rel) of A(x[i], g[i]) for broadcast arrays (flattened)."""
     x, g = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(g, dtype=np.float64))
     x, g = np.array(x.ravel(), order="C"), np.array(g.ravel(), order="C")  # writable copies (numba's types)
-    hi, lo, ex, rel = np.empty(x.size), np.empty(x.size), np.empty(x.size, dtype=np.int64), np.empty(x.size)
-    _pair_rows(x, g, hi, lo, ex, rel)
-    return hi, lo, ex, rel
+    return tuple(c.ravel() for c in _run(x, g.reshape(1, -1)))  # (one x: (1, 1), the same row either way)
 
 
 # ---------------------------------------------------------------------------
