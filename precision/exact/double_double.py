@@ -271,7 +271,7 @@ def log1p_newton(eh, el, rel_e, seed):
     logarithm, the bound measures the step actually taken).
     """
     wh, wl, k = dd_exp(-seed, 0.0)
-    scale = 2.0**k
+    scale = pow2(k)
     wh, wl = wh * scale, wl * scale
     sh, sl = dd_add_fp(eh, el, 1.0)
     ph, pl = dd_mul(sh, sl, wh, wl)

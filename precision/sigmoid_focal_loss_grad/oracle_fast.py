@@ -263,7 +263,7 @@ def _term(a, positive, g, p):
                 # float64 (four roundings of terms below 2**-58: 4u (|T| + |y|)), the rest below |y|**3 / 5;
                 # its bound scales with T and y, so an exact value a hair off a rounding boundary is decided
                 low = ((th + yh) + (tl + yl)) + (th * yh + 0.5 * (yh * yh))
-                rel = (aT + ay * 1.01 + 4.0 * U * (abs(th) + abs(yh)) + abs(yh) ** 3 / 5 + 2.0**-1060) * SAFETY
+                rel = (aT + ay * 1.01 + 4.0 * U * (abs(th) + abs(yh)) + abs(yh * yh * yh) / 5 + 2.0**-1060) * SAFETY
                 return -1.0, -low, 0, rel
     if Mh == 0.0:
         return 0.0, 0.0, 0, np.inf
