@@ -64,7 +64,6 @@ __all__ = [
     "ORACLE_VERSION",
     "Ball",
     "focal_term",
-    "focal_terms",
     "gradient_ball",
     "round_gradient",
     "gradient",
@@ -385,26 +384,6 @@ def focal_term(x: float, gamma: float, prec: int) -> Ball:
     """
     parts = _SigmoidParts(libmp.mpf_abs(libmp.from_float(x)), prec)
     return _focal_from_parts(parts, x >= 0, libmp.from_float(gamma), gamma)
-
-
-def focal_terms(x: float, gammas, signs=(1, -1), prec: int | None = None, extra_bits: int = 0) -> dict:
-    """A(s x, g) for every g in ``gammas`` and s in ``signs``, sharing exp and log1p.
-
-    Returns ``{(s, g): Ball}``.  The working precision is ``prec``, or else
-    each gamma's own :func:`_initial_prec` plus ``extra_bits`` (gammas with
-    the same precision share exp and log1p), so a ball never depends on the
-    other gammas asked for with it.
-    """
-    out = {}
-    parts_at = {}
-    for g in gammas:
-        p = prec if prec is not None else _initial_prec(x, g) + extra_bits
-        if p not in parts_at:
-            parts_at[p] = _SigmoidParts(libmp.mpf_abs(libmp.from_float(x)), p)
-        G = libmp.from_float(g)
-        for s in signs:
-            out[(s, g)] = _focal_from_parts(parts_at[p], s * x >= 0, G, g)
-    return out
 
 
 @functools.lru_cache(maxsize=4096)

@@ -161,14 +161,13 @@ def focal_term_tables(x, gammas) -> dict:
     order = None if np.all(magnitude[1:] >= magnitude[:-1]) else np.argsort(magnitude, kind="stable")
     xo = xs if order is None else xs[order]
     hi, lo, ex, rel = focal_rows(xo, gammas)
+    if order is not None:
+        back = np.empty_like(order)
+        back[order] = np.arange(order.size)
     tables = {}
     for j, g in enumerate(gammas):
         table = _settled(xo, np.full(xo.size, g), (hi[j], lo[j], ex[j], rel[j]))
-        if order is not None:
-            back = np.empty_like(order)
-            back[order] = np.arange(order.size)
-            table = table.take(back)
-        tables[g] = table
+        tables[g] = table if order is None else table.take(back)
     return tables
 
 
@@ -219,14 +218,6 @@ def _tight_row(x: float, g: float, ball):
     return _ball_to_row(ball)
 
 
-def _table_from_rows(rows) -> TermTable:
-    if not rows:
-        return TermTable(np.empty(0), np.empty(0), np.empty(0, np.int64), np.empty(0))
-    hi, lo, ex, rel = zip(*rows)
-    return TermTable(np.array(hi, dtype=np.float64), np.array(lo, dtype=np.float64),
-                     np.array(ex, dtype=np.int64), np.array(rel, dtype=np.float64))
-
-
 # ---------------------------------------------------------------------------
 # Double-double helpers (Dekker, Veltkamp), vectorized
 # ---------------------------------------------------------------------------
@@ -244,23 +235,6 @@ def _two_prod(a, b):
     bh, bl = _split(b)
     e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
     return p, e
-
-
-def _dd_mul(ahi, alo, bhi, blo):
-    """Double-double product, relative error below 2**-102."""
-    p, e = _two_prod(ahi, bhi)
-    e = e + (ahi * blo + alo * bhi)
-    s = p + e
-    return s, e - (s - p)
-
-
-def _dd_div_int(hi, lo, n):
-    """Double-double divided by positive integers n (float64 exact), error below 2**-102."""
-    q1 = hi / n
-    p, e = _two_prod(q1, n)
-    q2 = (((hi - p) - e) + lo) / n
-    s = q1 + q2
-    return s, q2 - (s - q1)
 
 
 @dataclass(frozen=True)
