@@ -254,8 +254,8 @@ class TermCache:
 #: Version of the stored task results' layout (:mod:`precision.engine.task`); part of every key.
 #: 4: one bundle file per task holding every piece (was one file per piece); 5: histograms stored as int32;
 #: 6: a bundle stores each distinct array once (:meth:`ResultCache.put_bundle`); 7: its alias table as lines
-#: of tab-separated names (was JSON).
-RESULTS_VERSION = 7
+#: of tab-separated names (was JSON); 8: each piece holds its holes' extents (``extent``, ``extent_count``).
+RESULTS_VERSION = 8
 
 #: Separates a piece's key from its array's name inside a bundle.
 _PIECE_SEP = "/"

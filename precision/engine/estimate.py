@@ -216,11 +216,8 @@ def _axis_count(axis: PredAxis, term, operator: str) -> float:
             return float(size(axis.format, dict(axis.params), term))
         return 1.0
     if axis.kind == "exhaustive":
-        values = fmt.finite_values()
-        r = axis.get("range")
-        if r is not None:
-            values = values[(values >= r[0]) & (values <= r[1])]
-        return float(values.size)
+        start, stop = fmt.finite_positions(*axis.get("range", (None, None)))
+        return float(max(0, stop - start))
     if axis.kind == "stratified":
         return _stratified_count(axis)
     if axis.kind == "grid":
@@ -285,6 +282,9 @@ class StudyPlan:
         Memory at peak: this process (points, terms, tables) and the working workers.
     oracle_seconds, evaluation_seconds, seconds : float
         The estimated time of the oracle (nothing cached), of the evaluation, and in all.
+    block : int
+        A streamed study's preds per block (each block a task's tile: :mod:`precision.engine.stream`); 0 for a
+        study run whole.
     """
 
     study: str
@@ -301,10 +301,13 @@ class StudyPlan:
     oracle_seconds: float
     evaluation_seconds: float
     seconds: float
+    block: int = 0
 
     def line(self) -> str:
         """The plan in one line, printed before a study runs."""
-        return (f"{self.study}: plan: {self.points:,} points ({self.preds:,} preds) in {self.tasks} tasks, "
+        blocks = (f" ({self.units:,} blocks of up to {self.block:,} preds, each block a task's tile)"
+                  if self.block else "")
+        return (f"{self.study}: plan: {self.points:,} points ({self.preds:,} preds) in {self.tasks:,} tasks{blocks}, "
                 f"{self.outputs:,} scored outputs, {self.terms:,} oracle terms before the cache; "
                 f"memory at peak ~{format_bytes(self.memory_bytes)}; estimated {format_seconds(self.seconds)} "
                 f"on {self.workers} worker{'s' if self.workers != 1 else ''} (oracle "
@@ -360,6 +363,8 @@ def plan_study(study: Study, workers: int | None = None, scheduler: str | None =
     terms = sum(preds_at.values()) * sides
     # (per term value, per profile: the preds a tensor of the profile's format holds; all, unless counted)
     kept = {(term, profile): preds_at[term] for term in term_values for profile in study.profiles}
+    if study.streamed:
+        return _streamed_plan(study, preds_at[term_values[0]], sides, workers, scheduler)
     if sum(preds_at.values()) <= EXACT_COUNT_PREDS:  # small sets are drawn and counted exactly
         drawn = study_preds_by_term(study)
         preds_at = {term: float(drawn[term].size) for term in term_values}
@@ -405,3 +410,34 @@ def plan_study(study: Study, workers: int | None = None, scheduler: str | None =
     return StudyPlan(study.name, int(round(sum(preds_at.values()))), int(round(points)), int(tasks), int(units),
                      int(round(outputs)), int(round(terms)), int(used), int(requested), int(cores), int(memory),
                      oracle_seconds, evaluation_seconds, seconds)
+
+
+def _streamed_plan(study: Study, preds: float, sides: int, workers: int | None, scheduler: str | None) -> StudyPlan:
+    """The plan of a streamed study (:attr:`~precision.engine.study.Study.streamed`): its blocks of
+    ``[pred] block`` preds (:attr:`~precision.engine.study.Study.stream_block`) are its units of work; each worker holds one block's
+    terms and tensors, this process no pred at all (its tables' groups only)."""
+    op = get_operator(study.operator)
+    start, stop = get_format(study.pred.format).finite_positions(*study.pred.get("range", (None, None)))
+    size = study.stream_block
+    blocks = len(range(start // size * size, stop, size)) if stop > start else 0
+    others = [values for name, values in study.attributes if name != op.TERMS_ATTRIBUTE]
+    combos = math.prod(len(v) for v in others) * len(study.weights) * len(study.douts)
+    T, M, V = len(study.targets), len(study.machines), len(study_variants(study))
+    values = len(study.term_values) * len(study.profiles)
+    points = preds * values * combos * M * T
+    tasks = blocks * values * combos * M
+    terms = preds * len(study.term_values) * sides
+    cores = os.cpu_count() or 1
+    requested = workers or cores
+    used = max(1, min(requested, blocks))
+    local = scheduler is None or scheduler == "local"
+    run_cores = min(used, cores) if local else used
+    oracle_seconds = terms / (ORACLE_TERMS_PER_CORE_SECOND * run_cores)
+    evaluation_seconds = (points * V / EVALUATION_OUTPUTS_PER_CORE_SECOND
+                          + tasks * TASK_OVERHEAD_SECONDS) / run_cores
+    block = min(size, preds)
+    memory = BYTES_PER_PROCESS + (used * (BYTES_PER_WORKER + block * (T * M * BYTES_PER_ELEMENT
+                                                                       + sides * BYTES_PER_TERM)) if local else 0)
+    return StudyPlan(study.name, int(preds), int(round(points)), int(tasks), int(blocks), int(round(points * V)),
+                     int(round(terms)), int(used), int(requested), int(cores), int(memory), oracle_seconds,
+                     evaluation_seconds, RUN_OVERHEAD_SECONDS + oracle_seconds + evaluation_seconds, size)

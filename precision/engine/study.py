@@ -11,7 +11,8 @@ A study file (``studies/NAME.toml``)::
     kind = "exhaustive"               # exhaustive | stratified | grid | list | file | normal | uniform_real
                                       # | the operator's own (its PRED_SETS: windows)
     format = "fp16"                   # values are exact in this format
-    # exhaustive:   range = [lo, hi] (optional filter)
+    # exhaustive:   range = [lo, hi] (optional filter); fp32: streamed in blocks, the study's only set,
+    #               block = 2097152 (optional: preds per block, a power of two; a block is a task's tile)
     # stratified:   per_binade = N, range = [lo, hi] (optional), both signs
     # grid:         start, stop, num, spacing = "linear" | "log"
     # list:         values = ["-0x1.4p+0", "2.5", ...]
@@ -79,7 +80,7 @@ from precision.engine.operators import DEFAULT_OPERATOR, OPERATORS, get_operator
 from precision.machine import get_machine
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "PER_POINT_MODES",
-           "AttributionSpec", "region_labels", "SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_options"]
+           "AttributionSpec", "region_labels", "STREAMED_FORMATS", "STREAM_BLOCK", "SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_options"]
 
 #: The engine's pred kinds; an operator adds its own (its ``PRED_SETS``, drawn per value of its terms attribute).
 PRED_KINDS = ("exhaustive", "stratified", "grid", "list", "file", "normal", "uniform_real")
@@ -89,12 +90,21 @@ SAMPLING_LABELS = {
     "list": "list", "file": "list", "normal": "normal over reals", "uniform_real": "uniform over reals",
 }
 PER_POINT_MODES = ("all", "incorrect", "over_1ulp", "worst", "none")
+#: Formats whose exhaustive sets are streamed: enumerated block by block (precision.engine.stream), never held
+#: whole.
+STREAMED_FORMATS = ("fp32",)
+#: Preds per block of a streamed set: the positions [k * STREAM_BLOCK, (k + 1) * STREAM_BLOCK) of the format's
+#: finite values in ascending order (:meth:`precision.exact.formats.Format.finite_positions`), cut by the range.
+#: A block is one task's tensor (pred x target), so it is the tile of a tile-level guard (G4's fallback); fp32's
+#: 4,278,190,080 finite values are 2,040 blocks, none straddling zero, each a quarter binade (a subnormal block:
+#: 2^21 consecutive subnormals).
+STREAM_BLOCK = 1 << 21
 #: per_point = "worst" keeps this many worst points per (variant, target, region) of each task.
 WORST_PER_GROUP = 8
 _INPUT_FORMATS = ("fp16", "fp32")
 _TOP_KEYS = {"name", "description", "seed", "operator", "pred", "points", "run", "report"}
 _PRED_KEYS = {
-    "exhaustive": {"kind", "format", "range"},
+    "exhaustive": {"kind", "format", "range", "block"},
     "stratified": {"kind", "format", "range", "per_binade"},
     "grid": {"kind", "format", "start", "stop", "num", "spacing"},
     "list": {"kind", "format", "values"},
@@ -122,6 +132,7 @@ SECTION_OPTIONS = {
     "dominant": {"variants": ("strings", ())},
     "attribution": {},
     "summary": {},
+    "extents": {},
     "ablation": {},
     "selector": {},
     "standards": {"third_party": ("string", "golden"), "third_party_machine": ("string", "ieee"),
@@ -222,6 +233,17 @@ class Study:
         none): the sweep computes and caches exact-value terms, and groups its tasks, per value."""
         name = get_operator(self.operator).TERMS_ATTRIBUTE
         return (None,) if name is None else self.values(name)
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the study's one pred set is an exhaustive set of a :data:`STREAMED_FORMATS` format, run in
+        blocks (:mod:`precision.engine.stream`)."""
+        return self.pred.kind == "exhaustive" and self.pred.format in STREAMED_FORMATS
+
+    @property
+    def stream_block(self) -> int:
+        """Preds per block of a streamed study (``[pred] block``, default :data:`STREAM_BLOCK`)."""
+        return int(self.pred.get("block", STREAM_BLOCK))
 
     @property
     def pred(self) -> PredAxis:
@@ -371,8 +393,8 @@ def _parse_pred(reader: _Reader, op) -> PredAxis:
     kind = reader.string("kind", (*PRED_KINDS, *op.PRED_SETS))
     sub = _Reader(reader.path, reader.table, reader.prefix, _pred_keys(op)[kind])
     fmt = sub.string("format", tuple(FORMATS), default="fp16" if kind in ("exhaustive",) else "fp32")
-    if kind == "exhaustive" and fmt not in ("fp16", "bf16"):
-        raise sub.error("format", f"{fmt!r}; exhaustive sweeps enumerate fp16 or bf16 (use stratified for fp32)")
+    if kind == "exhaustive" and fmt not in ("fp16", "bf16", "fp32"):
+        raise sub.error("format", f"{fmt!r}; exhaustive sweeps enumerate fp16, bf16 or fp32")
     params = {}
     if sub.has("range"):
         r = sub.array("range")
@@ -382,6 +404,13 @@ def _parse_pred(reader: _Reader, op) -> PredAxis:
         if not lo < hi:
             raise sub.error("range", f"{r!r}; expected lo < hi")
         params["range"] = (lo, hi)
+    if sub.has("block"):
+        block = sub.number("block", integer=True, positive=True)
+        if kind != "exhaustive" or fmt not in STREAMED_FORMATS:
+            raise sub.error("block", f"{block}; only an exhaustive {' or '.join(STREAMED_FORMATS)} set is run in blocks")
+        if block & (block - 1) or not 1 << 10 <= block <= 1 << 24:
+            raise sub.error("block", f"{block}; expected a power of two from 1024 to 16777216 (preds per block)")
+        params["block"] = block
     if kind == "stratified":
         params["per_binade"] = sub.number("per_binade", integer=True, positive=True)
     elif kind == "grid":
@@ -520,10 +549,29 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     attribution = _parse_attribution(run, variants, per_point, op)
     stages = _parse_stages(run, variants, op)
     report = _parse_report(top, data, op) if "report" in data else None
+    if any(axis.kind == "exhaustive" and axis.format in STREAMED_FORMATS for axis in pred_sets):
+        _check_streamed(top, pred_sets, profiles, attribution, stages)
     return Study(name, description, seed, pred_sets, tuple(dict.fromkeys(targets)), attributes,
                  tuple(dict.fromkeys(weights)), tuple(dict.fromkeys(douts)), reduction, count, profiles, edges,
                  tuple(dict.fromkeys(variants)), tuple(dict.fromkeys(machines)), per_point, text, path, bands,
                  compare, report, attribution, plugin_paths, region_names, separate, stages, operator)
+
+
+def _check_streamed(top: "_Reader", pred_sets, profiles, attribution, stages) -> None:
+    """A streamed set (:data:`STREAMED_FORMATS`: every fp32 in a range, in blocks) stands alone, runs profiles
+    of its own format and no step that needs every point at once (attribution, run stages)."""
+    fmt = pred_sets[0].format
+    if len(pred_sets) > 1:
+        raise top.error("pred", f"an exhaustive {fmt} set is streamed in blocks and stands alone; remove the "
+                                "other [[pred]] sets (run them as a study of their own)")
+    wrong = [p.name for p in profiles if p.pred != fmt]
+    if wrong:
+        raise top.error("points.profiles", f"{wrong}; an exhaustive {fmt} set runs profiles whose pred format is "
+                                           f"{fmt} (a narrower format's values are a study of their own)")
+    if attribution is not None or stages:
+        step = "attribution" if attribution is not None else stages[0]
+        raise top.error(f"run.{step}", f"not available on an exhaustive {fmt} set (streamed in blocks, it never "
+                                       "holds every point at once); run it on a sampled study")
 
 
 def _parse_stages(run: "_Reader", variants, op) -> tuple:

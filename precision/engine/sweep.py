@@ -116,7 +116,7 @@ from precision.engine.estimate import (EXACT_COUNT_PREDS, memory_limit as defaul
                                       study_variants)
 from precision.engine.points import check_point_sets, study_preds_by_term
 from precision.io.frames import columns_from_arrays, frame_from_arrays, frame_to_arrays, hex_floats, stack_arrays
-from precision.engine.task import (PRED_BIN_EDGES, Task, TaskResult, exact_input, machine_siblings, run_task,
+from precision.engine.task import (EXTENT_LEVELS, PRED_BIN_EDGES, Task, TaskResult, exact_input, machine_siblings, run_task,
                                    run_tasks, share_terms, source_digest, task_digest, variant_digest)
 from precision.io.frames import write_csv
 
@@ -330,6 +330,10 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     warnings, also in :attr:`RunResult.notes`): the workers capped past the cores, preds a profile cannot
     hold, a point set empty at some attribute value.
     """
+    if study.streamed:  # (an exhaustive fp32 set: in blocks; imported here, that module builds on this one)
+        from precision.engine.stream import run_streamed
+        return run_streamed(study, out_dir, cache_dir=cache_dir, use_cache=use_cache, scheduler=scheduler,
+                            workers=workers, memory_limit=memory_limit, on_plan=on_plan)
     started = time.perf_counter()
     out = Path(out_dir)
     chunk_dir = out / "chunks"
@@ -669,86 +673,163 @@ def _held_part(arrays: dict, points_room: int) -> tuple[dict, int]:
     return part, points_room
 
 
-def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
-                   aside=None, read=None, points_room: int = 0, recomputed: list | None = None) -> tuple[list, int]:
-    """Assemble the tables from the task chunks, one whole chunk in memory at a time (and every task's
-    :func:`_held_part`); (unsupported, fallbacks).
+@dataclass
+class Gathered:
+    """What the tables read of a run's tasks, gathered (from their chunks) or folded (a streamed run's blocks):
+    ``stats``, their group statistics stacked with their ``task`` index; ``predbins``, the pred-bin maxima by
+    (variant, machine, profile, term value); ``extent`` and ``extent_count``, the holes' extents by task index
+    (:func:`precision.engine.task.hole_extents`, [V, T, L, 2] and [V, T, L]); the unsupported (variant,
+    profile) pairs; the points whose rounding fell back to mpmath."""
 
-    ``read``: the :func:`_held_part` of tasks already read, by task index; the others are read here and their
-    parts added to it, their kept points while they fit in ``points_room`` more bytes (the chunks of the others
-    are read again for their comparisons and points).
+    stats: GroupStats
+    predbins: dict
+    extent: dict
+    extent_count: dict
+    unsupported: set
+    fallback: int
 
-    The fine groups' table, the comparisons' tables and the kept points (:func:`_write_aside`) are written by
-    ``aside`` (a function that runs a call and returns its future: :func:`precision.engine.executor.fork_aside`,
-    in a process of its own, which holds the stacked statistics and ``read`` by the fork) while this process
-    writes the coarser group tables and the fine groups' raw statistics; by this process after them without
-    it.
-    """
-    region_names = study.regions
-    band_names = get_operator(study.operator).band_labels(study.bracket_edges)  # ["all"] without bands
-    bands = len(band_names) > 1
+    def add(self, ti: int, task, variants, arrays: dict) -> None:
+        """Add a task's (or a block's) counts, pred-bin maxima and extents to those of task index ``ti``."""
+        self.fallback += int(arrays["fallback"])
+        for vi in arrays["unsupported"].tolist():
+            self.unsupported.add((variants[vi], task.profile.name))
+        for vi, v in enumerate(variants):
+            key = (v, task.machine, task.profile.name, task.term)
+            cur = arrays["pred_max"][vi]
+            self.predbins[key] = cur if key not in self.predbins else np.fmax(self.predbins[key], cur)
+        extent, count = arrays["extent"], arrays["extent_count"]
+        if ti in self.extent:  # (a later block: its preds follow the earlier ones')
+            held = self.extent[ti]
+            extent = np.stack([np.fmin(held[..., 0], extent[..., 0]), np.fmax(held[..., 1], extent[..., 1])], axis=-1)
+            count = self.extent_count[ti] + count
+        self.extent[ti], self.extent_count[ti] = extent, count
+
+
+def _gather(tasks, chunk_dir: Path, variants, read: dict, points_room: int, recomputed) -> Gathered:
+    """:class:`Gathered` of the finished tasks' chunks, one whole chunk in memory at a time (and every task's
+    :func:`_held_part`: ``read``, by task index, completed here)."""
     stats_parts = []
-    unsupported = set()
-    predbins = {}
-    fallback = 0
-    names = np.asarray(variants, dtype=object)
-    read = {} if read is None else read
+    gathered = Gathered(None, {}, {}, {}, set(), 0)
     for ti, task in enumerate(tasks):
         if ti not in read:  # (a chunk of an earlier run into this folder)
             read[ti], points_room = _held_part(_read_task(task, chunk_dir, recomputed), points_room)
         arrays = read[ti]
-        fallback += int(arrays["fallback"])
-        # numbers only here (the task's index, its group ids): the key columns are decoded once, below
+        # numbers only here (the task's index, its group ids): the key columns are decoded once, later
         stats_parts.append((ti, {k: v for k, v in arrays.items() if k.startswith("stats.")}))
-        for vi in arrays["unsupported"].tolist():
-            unsupported.add((variants[vi], task.profile.name))
-        for vi, v in enumerate(variants):
-            key = (v, task.machine, task.profile.name, task.term)
-            cur = arrays["pred_max"][vi]
-            predbins[key] = cur if key not in predbins else np.fmax(predbins[key], cur)
+        gathered.add(ti, task, variants, arrays)
+    gathered.stats = _stack_tasks(stats_parts, "stats", GroupStats)
+    return gathered
+
+
+def _write_outputs(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
+                   aside=None, read=None, points_room: int = 0, recomputed: list | None = None) -> tuple[list, int]:
+    """Assemble the tables from the task chunks (:func:`_gather`, :func:`write_gathered`); (unsupported,
+    fallbacks).
+
+    ``read``: the :func:`_held_part` of tasks already read, by task index; the others are read here and their
+    parts added to it, their kept points while they fit in ``points_room`` more bytes (the chunks of the others
+    are read again for their comparisons and points).
+    """
+    read = {} if read is None else read
+    gathered = _gather(tasks, chunk_dir, variants, read, points_room, recomputed)
+    write_gathered(study, out, tasks, variants, comparisons, gathered, aside, (chunk_dir, read))
+    return sorted(gathered.unsupported), gathered.fallback
+
+
+def write_gathered(study: Study, out: Path, tasks, variants, comparisons, gathered: Gathered, aside=None,
+                   chunks=None, paired: PairedStats | None = None) -> None:
+    """Write every table of a run from its :class:`Gathered` statistics.
+
+    ``tasks``: the run's tasks (for a streamed run, one per block's task index: their keys, not their preds,
+    are read); the comparisons and kept points come from ``chunks`` (the chunk folder and the tasks' held
+    parts: the chunks are read again for them) or, stacked already, from ``paired`` (the kept points then
+    written already).
+
+    The fine groups' table, the comparisons' tables and the kept points (:func:`_write_aside`) are written by
+    ``aside`` (a function that runs a call and returns its future: :func:`precision.engine.executor.fork_aside`,
+    in a process of its own, which holds the stacked statistics and the held parts by the fork) while this
+    process writes the coarser group tables and the fine groups' raw statistics; by this process after them
+    without it.
+    """
+    region_names = study.regions
+    band_names = get_operator(study.operator).band_labels(study.bracket_edges)  # ["all"] without bands
+    bands = len(band_names) > 1
+    names = np.asarray(variants, dtype=object)
     bracket = ["bracket"] if bands else []
     fine_keys = list(group_keys(get_operator(study.operator))) + bracket
     context = _TaskColumns(tasks, region_names, band_names)
-    stats = _stack_tasks(stats_parts, "stats", GroupStats)
-    stats = context.decoded(stats, {"variant": names[stats.frame["variant"].to_numpy(np.int64)]},
+    stats = context.decoded(gathered.stats, {"variant": names[gathered.stats.frame["variant"].to_numpy(np.int64)]},
                             ("witness_", "finite_witness_", *ACCEPTANCE_MAXIMA.values()), ["group", "task"], fine_keys)
     # (the key columns of both raw tables, and the decoder of their rows: one for the groups and the pairs)
     layout = (fine_keys, list(pair_keys(get_operator(study.operator))) + bracket, context, region_names, band_names)
     # (every chunk read, a damaged one recomputed, before another process reads them)
-    side = None if aside is None else aside(_write_aside, study, out, tasks, chunk_dir, variants, comparisons, stats,
-                                            layout, read)
+    side = None if aside is None else aside(_write_aside, study, out, tasks, chunks, variants, comparisons, stats,
+                                            layout, paired)
     try:
         # the fine groups' raw sums and histograms, for re-merging by reports and the gate, are written while the
         # tables are merged (hashing and writing them, 110 MB for fp16_exhaustive, release the interpreter's lock)
         with ThreadPoolExecutor(1) as background:
             raw_written = background.submit(_write_raw, out, stats)
-            _write_tables(study, out, stats, variants, region_names, band_names, predbins)
+            _write_tables(study, out, stats, variants, region_names, band_names, gathered.predbins)
+            _atomic_csv(out / "extents.csv", extents_table(tasks, variants, study.machines, context, gathered))
             raw_written.result()
     finally:
         if side is not None:  # (its files are in place before the caller removes the folder on a failure)
             wait([side])
     if side is None:
-        _write_aside(study, out, tasks, chunk_dir, variants, comparisons, stats, layout, read)
+        _write_aside(study, out, tasks, chunks, variants, comparisons, stats, layout, paired)
     else:
         side.result()
-    return sorted(unsupported), fallback
 
 
-def _write_aside(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons, stats, layout,
-                 read) -> None:
+def extents_table(tasks, variants, machines, context: "_TaskColumns", gathered: Gathered) -> pd.DataFrame:
+    """``extents.csv``: per (variant, machine, format, profile, attributes, weight, dout, target) and error
+    level (``level_ulp``, :data:`~precision.engine.task.EXTENT_LEVELS`): ``over``, the outputs more than that
+    many ulp off (specials included), and ``first_pred`` / ``last_pred``, the smallest and the largest pred of
+    one of them (hex; empty when none is): the hole's extent (on a streamed set, every value of the format
+    between them was evaluated)."""
+    rows = {"task": [], "variant": [], "target": [], "level_ulp": [], "over": [], "first_pred": [], "last_pred": []}
+    for ti in sorted(gathered.extent):
+        extent, count = gathered.extent[ti], gathered.extent_count[ti]
+        for vi, v in enumerate(variants):
+            if (v, tasks[ti].profile.name) in gathered.unsupported:
+                continue
+            for j, t in enumerate(tasks[ti].targets):
+                for k, level in enumerate(EXTENT_LEVELS):
+                    for name, value in (("task", ti), ("variant", v), ("target", t), ("level_ulp", level),
+                                        ("over", int(count[vi, j, k])), ("first_pred", extent[vi, j, k, 0]),
+                                        ("last_pred", extent[vi, j, k, 1])):
+                        rows[name].append(value)
+    frame = pd.DataFrame(rows)
+    keys = context.keys(frame.assign(group=0)) if len(frame) else {}
+    cols = {name: keys[name] for name in ("machine", "format", "profile", *context.numbers) if name in keys}
+    frame = frame.assign(**cols).drop(columns="task")
+    lead = ["variant", "machine", "format", "profile", *[c for c in context.numbers], "target", "level_ulp"]
+    frame = frame[[c for c in lead if c in frame.columns] + ["over", "first_pred", "last_pred"]]
+    frame = sort_table(frame, variants, machines)
+    for col in ("first_pred", "last_pred"):
+        values = frame[col].to_numpy(np.float64)
+        frame[col] = np.where(np.isnan(values), "", hex_floats(values))
+    return frame
+
+
+def _write_aside(study: Study, out: Path, tasks, chunks, variants, comparisons, stats, layout,
+                 paired: PairedStats | None) -> None:
     """What a process aside writes while the run's process writes the coarser group tables and the fine
-    groups' raw statistics: the fine groups' table, the comparisons' tables and the kept points."""
+    groups' raw statistics: the fine groups' table, the comparisons' tables and (from ``chunks``) the kept
+    points."""
     fine_keys, paired_keys, context, region_names, band_names = layout
     _write_fine_table(study, out, stats, variants, fine_keys, region_names, band_names)
-    _write_paired_and_points(study, out, tasks, chunk_dir, variants, comparisons, read, context, paired_keys)
+    if paired is None:
+        chunk_dir, read = chunks
+        paired = _paired_and_points(out, tasks, chunk_dir, variants, read)
+    _write_paired(study, out, paired, variants, comparisons, context, paired_keys)
 
 
-def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, variants, comparisons,
-                             read: dict, context: "_TaskColumns", paired_keys: list) -> None:
-    """``comparisons.csv``, ``paired_raw.parquet``, ``paired_hist.npz`` and ``points.parquet`` from the task
-    chunks: their parts held in ``read`` (:func:`_held_part`, by task index), the others read here (this may
-    run in a process of its own, :func:`_write_outputs`); their rows decoded by ``context``, keyed by
-    ``paired_keys``."""
+def _paired_and_points(out: Path, tasks, chunk_dir: Path, variants, read: dict) -> PairedStats:
+    """The comparisons of the task chunks, stacked with their task index, and ``points.parquet`` written
+    from them: their parts held in ``read`` (:func:`_held_part`, by task index), the others read here (this
+    may run in a process of its own, :func:`write_gathered`)."""
     paired_parts = []
     points_tmp = out / "points.parquet.tmp"
     points = _PointsWriter(points_tmp, variants)
@@ -762,7 +843,13 @@ def _write_paired_and_points(study: Study, out: Path, tasks, chunk_dir: Path, va
             points.add(task, columns_from_arrays(arrays, "points"))
     points.close()
     os.replace(points_tmp, out / "points.parquet")
-    paired = _stack_tasks(paired_parts, "paired", PairedStats)
+    return _stack_tasks(paired_parts, "paired", PairedStats)
+
+
+def _write_paired(study: Study, out: Path, paired: PairedStats, variants, comparisons, context: "_TaskColumns",
+                  paired_keys: list) -> None:
+    """``comparisons.csv``, ``paired_raw.parquet`` and ``paired_hist.npz`` from the stacked comparisons (rows
+    with a task index, decoded by ``context``, keyed by ``paired_keys``)."""
     if len(paired):
         which = paired.frame["comparison"].to_numpy(np.int64)
         cols = {name: np.asarray([getattr(c, attr) for c in comparisons], dtype=object)[which]

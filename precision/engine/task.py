@@ -57,8 +57,12 @@ from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile
 
 __all__ = ["Task", "TaskResult", "run_task", "run_tasks", "machine_siblings", "share_terms", "task_terms",
-           "exact_input", "PRED_BIN_EDGES", "variant_digest", "shared_digest", "task_digest", "source_digest",
+           "exact_input", "PRED_BIN_EDGES", "EXTENT_LEVELS", "hole_extents", "variant_digest", "shared_digest", "task_digest", "source_digest",
            "module_closure"]
+
+#: Error levels (ulp) of the holes' extents: per variant and selector, the first and the last pred whose output
+#: is more than this many ulp off (a special output counts as past every level).
+EXTENT_LEVELS = (1.0, 2.0**10, 2.0**20)
 
 #: Symmetric-log pred bins for the per-bin maxima (plots): 0, then +-2**k.
 PRED_BIN_EDGES = np.concatenate([-np.exp2(np.arange(128, -25, -0.5)), [0.0], np.exp2(np.arange(-24, 128.5, 0.5))])
@@ -309,7 +313,8 @@ class TaskResult:
     kept per-point rows (numeric columns: ``variant``, ``index`` into the
     flattened pred x target tensor, ``computed``, ``err_ulp``, ``err_bits``,
     ``class``, ``exact_hi``, ``exact_lo``, ``rounded``).  ``pred_max`` is the
-    max ulp error per variant and symmetric-log pred bin (:data:`PRED_BIN_EDGES`).
+    max ulp error per variant and symmetric-log pred bin (:data:`PRED_BIN_EDGES`); ``extent`` and
+    ``extent_count`` the holes' extents per variant (:func:`hole_extents`: [V, T, L, 2] and [V, T, L]).
     ``reused`` counts the pieces taken from the result cache, ``computed_pieces``
     those computed.
     """
@@ -320,6 +325,8 @@ class TaskResult:
     pred_max: np.ndarray
     fallback: int
     unsupported: np.ndarray
+    extent: np.ndarray
+    extent_count: np.ndarray
     reused: int = 0
     computed_pieces: int = 0
 
@@ -327,7 +334,8 @@ class TaskResult:
         """npz-storable arrays (the chunk file of a finished task)."""
         return {**self.stats.to_arrays("stats"), **self.paired.to_arrays("paired"),
                 **frame_to_arrays(self.points[list(_POINT_COLUMNS)], "points"),
-                "pred_max": self.pred_max, "fallback": np.array(self.fallback),
+                "pred_max": self.pred_max, "extent": self.extent, "extent_count": self.extent_count,
+                "fallback": np.array(self.fallback),
                 "unsupported": np.asarray(self.unsupported, dtype=np.int16), "reused": np.array(self.reused),
                 "computed_pieces": np.array(self.computed_pieces)}
 
@@ -335,7 +343,8 @@ class TaskResult:
     def from_arrays(cls, arrays: dict) -> "TaskResult":
         return cls(GroupStats.from_arrays(arrays, "stats"), PairedStats.from_arrays(arrays, "paired"),
                    frame_from_arrays(arrays, "points"), arrays["pred_max"],
-                   int(arrays["fallback"]), arrays["unsupported"], int(arrays["reused"]),
+                   int(arrays["fallback"]), arrays["unsupported"], arrays["extent"], arrays["extent_count"],
+                   int(arrays["reused"]),
                    int(arrays["computed_pieces"]))
 
 
@@ -472,11 +481,32 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     points = {"index": idx.astype(np.int64), "computed": c64[idx], "err_ulp": err[idx], "err_bits": bits[idx],
               "class": cls[idx], "exact_hi": tensor.exact[0][idx], "exact_lo": tensor.exact[1][idx],
               "rounded": tensor.rounded[idx].astype(np.float64)}
-    piece = {**stats, **frame_to_arrays(points, "points"), "pred_max": pred_max, "unsupported": np.array(0)}
+    first_last, over = hole_extents(task.preds, per_point)
+    piece = {**stats, **frame_to_arrays(points, "points"), "pred_max": pred_max, "extent": first_last,
+             "extent_count": over, "unsupported": np.array(0)}
     number = sum(len(held) for held in seen.values())
     scored = piece, (number, raw, np.isnan(computed), err, cls)
     seen.setdefault(key, []).append(scored)
     return scored
+
+
+def hole_extents(preds: np.ndarray, worst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first and last pred, count) of the outputs past each of :data:`EXTENT_LEVELS`, per selector.
+
+    ``preds``: the task's preds, ascending; ``worst``: errors [P, T] in ulp, NaN read as inf (a special output
+    is past every level).  Returns float64 [T, L, 2] (NaN where no output passes a level) and int64 [T, L].
+    """
+    T, L = worst.shape[1], len(EXTENT_LEVELS)
+    first_last = np.full((T, L, 2), np.nan)
+    over = np.zeros((T, L), dtype=np.int64)
+    for j in range(T):
+        column = worst[:, j]
+        for k, level in enumerate(EXTENT_LEVELS):
+            where = np.flatnonzero(column > level)
+            over[j, k] = where.size
+            if where.size:
+                first_last[j, k] = preds[where[0]], preds[where[-1]]
+    return first_last, over
 
 
 #: Every how many elements a task's outputs are sampled for the key that finds equal outputs (a key, not a proof:
@@ -665,14 +695,18 @@ def _assemble(task: Task, pieces: dict, pairs: dict, fallback: int, reused: int,
     task's variant and comparison order; stacked as packed arrays, no frame built."""
     supported = [i for i in range(len(task.variants)) if not int(pieces[i]["unsupported"])]
     pred_max = np.full((len(task.variants), PRED_BIN_EDGES.size - 1), np.nan, dtype=np.float32)
+    extent = np.full((len(task.variants), len(task.targets), len(EXTENT_LEVELS), 2), np.nan)
+    extent_count = np.zeros(extent.shape[:3], dtype=np.int64)
     for i in supported:
         pred_max[i] = pieces[i]["pred_max"]
+        extent[i], extent_count[i] = pieces[i]["extent"], pieces[i]["extent_count"]
     compared = [ci for ci in range(len(task.comparisons)) if pairs[ci] is not None]
     points = stack_arrays([pieces[i] for i in supported], "points", "variant", supported)
     if not supported:  # every variant unsupported here: no kept rows, with the columns they would have
         points = frame_to_arrays(pd.DataFrame({c: np.empty(0) for c in _POINT_COLUMNS}), "points")
     return {**stack_arrays([pieces[i] for i in supported], "stats", "variant", supported, hist=True),
             **stack_arrays([pairs[ci] for ci in compared], "paired", "comparison", compared, hist=True),
-            **points, "pred_max": pred_max, "fallback": np.array(fallback),
+            **points, "pred_max": pred_max, "extent": extent, "extent_count": extent_count,
+            "fallback": np.array(fallback),
             "unsupported": np.asarray([i for i in range(len(task.variants)) if i not in supported], dtype=np.int16),
             "reused": np.array(reused), "computed_pieces": np.array(computed)}

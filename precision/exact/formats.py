@@ -170,6 +170,56 @@ class Format:
 
     # -- enumeration ---------------------------------------------------------
 
+    def finite_positions(self, lo: float | None = None, hi: float | None = None) -> tuple[int, int]:
+        """``[start, stop)``: the positions of the finite values in ``[lo, hi]`` among every finite value in
+        ascending order, -0 just before +0 (position 0 is the most negative finite value,
+        ``finite_count - 1`` the largest); ``lo``/``hi`` None: unbounded.  An empty range gives start >= stop.
+
+        Examples
+        --------
+        >>> get_format("fp32").finite_positions()
+        (0, 4278190080)
+        >>> get_format("fp16").finite_positions(0.0, 1.0)   # -0, +0 and the 15,360 values in (0, 1]
+        (31743, 47105)
+        """
+        half = self.finite_count // 2
+        start = 0 if lo is None else self._position(lo, up=True)
+        stop = self.finite_count if hi is None else self._position(hi, up=False) + 1
+        return max(0, min(start, 2 * half)), max(0, min(stop, 2 * half))
+
+    def _position(self, value: float, up: bool) -> int:
+        """The position (:meth:`finite_positions`) of the smallest finite value >= ``value`` (``up``), else of
+        the largest <= it; past either end: -1 or finite_count."""
+        half = self.finite_count // 2
+        if value > self.max_finite:
+            return 2 * half
+        if value < -self.max_finite:
+            return -1
+        r = float(round_to_format(np.float64(value), self))
+        ordinal = int(to_ordinal(np.float64(r), self))
+        if up and r < value:
+            ordinal += 1
+        elif not up and r > value:
+            ordinal -= 1
+        if ordinal == 0:  # a zero: -0 is the first value >= a lo in (-tiny, 0], +0 the last <= a hi in [0, tiny)
+            return half - 1 if up else half
+        return half + ordinal if ordinal > 0 else half - 1 + ordinal
+
+    def values_at(self, start: int, stop: int) -> np.ndarray:
+        """The finite values at positions ``[start, stop)`` (:meth:`finite_positions`), ascending, in the
+        format's dtype.
+
+        Examples
+        --------
+        >>> get_format("fp32").values_at(2139095039, 2139095042).tolist()
+        [-1e-45, -0.0, 0.0, 1e-45]
+        """
+        half = self.finite_count // 2
+        p = np.arange(start, stop, dtype=np.int64)
+        sign_bit = np.int64(1) << np.int64(self.width - 1)
+        bits = np.where(p < half, (half - 1 - p) | sign_bit, p - half)
+        return bits.astype(self.uint_dtype).view(self.dtype)
+
     def finite_values(self) -> np.ndarray:
         """Every finite value of a 16-bit format, in ascending bit-pattern order.
 

@@ -23,6 +23,9 @@ section         what it shows
 ``summary``     accuracy per variant, format and machine, headline maxima
                 labelled exhaustive or sampled and set against the known
                 witnesses (hunts, corpora) re-evaluated, plots
+``extents``     where the holes are: per variant, machine and selector, the
+                outputs past 1, 2^10 and 2^20 ulp and the first and last
+                pred of each (exact on an exhaustive set)
 ``ablation``    each guard's comparisons per region and gamma
 ``selector``    statistics per selector and region
 ``standards``   the acceptance standards (MERE / MARE / RMSE threshold and
