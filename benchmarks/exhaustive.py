@@ -36,7 +36,7 @@ from precision.engine.estimate import format_seconds, study_variants
 from precision.engine.operators import get_operator
 from precision.engine.study import load_study
 from precision.engine.stream import _Fold, _by_task, _placeholder_tasks, block_preds, run_block, study_blocks
-from precision.engine.sweep import _PointsWriter
+from precision.engine.tables import _PointsWriter
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "fp32_exhaustive.toml"
 #: The target: the whole study, kernel and candidate on ieee, in this many seconds on this machine.

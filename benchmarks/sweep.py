@@ -48,7 +48,7 @@ import numpy as np
 from precision.engine.cache import TermCache
 from precision.engine.executor import InlineExecutor, make_executor
 from precision.sigmoid_focal_loss_grad.guards import evaluate, evaluate_variants
-from precision.engine.task import _Tensor
+from precision.engine.task import _Tensor, build_tasks
 from precision.sigmoid_focal_loss_grad import FIRED_STEPS
 from precision.sigmoid_focal_loss_grad.terms import derive_gradient
 from precision.engine.study import load_study
@@ -119,7 +119,7 @@ def _derivation_seconds(study, preds, terms) -> float:
 
 def _shared_evaluation_seconds(study, preds, terms, variants) -> float:
     """Seconds of the pipeline's variant evaluation alone (every task's variants together, no scoring)."""
-    return _evaluation_seconds(sweep._build_tasks(study, {g: preds for g in study.values("gamma")}, terms, variants,
+    return _evaluation_seconds(build_tasks(study, {g: preds for g in study.values("gamma")}, terms, variants,
                                                   [], None))
 
 
@@ -267,7 +267,7 @@ def full_study_figures(path: Path = STUDY, repeat: int = 1) -> None:
     # the shared evaluation on the run's workers, concurrently, as the run evaluates (the oracle's focal terms
     # are timed on them too); its certified derivations run in the tasks, so split over the workers, as on the
     # slice.  For reference: the evaluation on one core, split ideally over the workers.
-    tasks = sweep._build_tasks(study, preds_by_gamma, terms, variants, [], None)
+    tasks = build_tasks(study, preds_by_gamma, terms, variants, [], None)
     shared = _evaluation_on_workers(tasks, workers)
     one_core = _evaluation_seconds(tasks)
     oracle_seconds += _derivation_seconds(study, preds, terms) / workers

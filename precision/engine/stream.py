@@ -41,9 +41,8 @@ from precision.engine.estimate import format_seconds, memory_limit as default_me
 from precision.engine.executor import InlineExecutor, make_executor
 from precision.engine.operators import get_operator, term_chunk
 from precision.engine.study import Study
-from precision.engine.sweep import (Gathered, RunResult, _PointsWriter, _build_tasks, _stack_tasks, _write_run_json,
-                                    write_gathered)
-from precision.engine.task import machine_siblings, run_tasks, shared_digest, variant_digest
+from precision.engine.tables import Gathered, RunResult, _PointsWriter, _stack_tasks, write_gathered, write_run_json
+from precision.engine.task import build_tasks, machine_siblings, run_tasks, shared_digest, variant_digest
 from precision.errors import PrecisionError, RunNote
 from precision.exact.formats import get_format
 from precision.io.frames import columns_from_arrays
@@ -79,7 +78,7 @@ def _placeholder_tasks(study: Study, variants, comparisons) -> list:
     start = study_blocks(study)[0][0]
     one = block_preds(study, (start, start + 1))
     terms = {v: (op.absent_table(1), op.absent_table(1)) for v in study.term_values}
-    return _build_tasks(study, {v: one for v in study.term_values}, terms, variants, comparisons, None)
+    return build_tasks(study, {v: one for v in study.term_values}, terms, variants, comparisons, None)
 
 
 def _block_key(study: Study, variants, comparisons, block) -> str:
@@ -132,7 +131,7 @@ def run_block(job) -> dict:
     get_operator(study.operator).ensure_loaded(list(study.plugins), {})
     preds = block_preds(study, block)
     terms = _block_terms(study, preds)
-    tasks = _build_tasks(study, {v: preds for v in study.term_values}, terms, variants, comparisons, None)
+    tasks = build_tasks(study, {v: preds for v in study.term_values}, terms, variants, comparisons, None)
     arrays = {}
     for group in machine_siblings(tasks):
         for ti, result in zip(group, run_tasks([tasks[i] for i in group])):
@@ -306,7 +305,7 @@ def run_streamed(study: Study, out_dir, *, cache_dir=None, use_cache: bool = Tru
                                int(plan.terms), 0, fold.gathered.fallback, time.perf_counter() - started,
                                sorted(fold.gathered.unsupported), 0, computed, recomputed * len(tasks),
                                executor.workers, notes)
-            _write_run_json(study, staging, result)
+            write_run_json(study, staging, result)
             for path in sorted(staging.iterdir()):
                 os.replace(path, out / path.name)
         except OSError as exc:

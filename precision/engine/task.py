@@ -36,6 +36,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import itertools
 import json
 import uuid
 from dataclasses import dataclass
@@ -54,9 +55,9 @@ from precision.analysis.groups import GroupStats, Grouping, packed_histogram
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer
 from precision.engine.operators import get_operator
-from precision.engine.study import WORST_PER_GROUP, Profile
+from precision.engine.study import WORST_PER_GROUP, Profile, Study
 
-__all__ = ["Task", "TaskResult", "run_task", "run_tasks", "machine_siblings", "share_terms", "task_terms",
+__all__ = ["Task", "TaskResult", "build_tasks", "task_key", "run_task", "run_tasks", "machine_siblings", "share_terms", "task_terms",
            "exact_input", "PRED_BIN_EDGES", "EXTENT_LEVELS", "hole_extents", "variant_digest", "shared_digest", "task_digest", "source_digest",
            "module_closure"]
 
@@ -292,6 +293,51 @@ def task_digest(task: Task) -> str:
                              shared=shared_digest(task.operator)),
                         sort_keys=True).encode())
     return h.hexdigest()
+
+
+def task_key(task: Task) -> str:
+    """The chunk file's name: the task's inputs, machine, variants with their source digests, comparisons."""
+    h = hashlib.sha256()
+    h.update(json.dumps(dict(inputs=task_digest(task), machine=task.machine,
+                             variants=[(v, variant_digest(v, task.operator)) for v in task.variants],
+                             comparisons=[list(c) for c in task.comparisons]), sort_keys=True).encode())
+    return h.hexdigest()[:32]
+
+
+def build_tasks(study: Study, preds_by_term: dict, terms, variants, comparisons, result_cache) -> list:
+    """The study's tasks: per machine and profile, per value of the terms attribute (sharing its terms), per
+    combination of the other attributes' values (in the operator's order), weight and dout."""
+    op = get_operator(study.operator)
+    term_name = op.TERMS_ATTRIBUTE
+    others = [(name, values) for name, values in study.attributes if name != term_name]
+    index = {v: i for i, v in enumerate(variants)}
+    pairs = tuple((index[c.with_variant], index[c.without_variant]) for c in comparisons)
+    plugins = tuple((str(p), get_operator(study.operator).plugin_digest(p)) for p in study.plugins)
+    golden = (study.report.options_of("standards") if study.report is not None else {}).get("golden", "exact")
+    tasks = []
+    for machine in study.machines:
+        for profile in study.profiles:
+            fmt = get_format(profile.pred)
+            for term in study.term_values:
+                # a tensor of the profile's pred format holds only the values exact in it
+                preds = preds_by_term[term]
+                exact = round_to_format(preds, fmt).astype(np.float64).view(np.int64) == preds.view(np.int64)
+                if not exact.any():
+                    continue
+                pos, neg = terms[term]
+                if not exact.all():  # (all exact: the tasks share the tables themselves)
+                    preds, pos, neg = preds[exact], pos.take(exact), neg.take(exact)
+                for combination in itertools.product(*(values for _, values in others)):
+                    given = {term_name: term, **dict(zip((name for name, _ in others), combination))}
+                    attributes = tuple((name, given[name]) for name in op.ATTRIBUTES)
+                    for weight in study.weights:
+                        for dout in study.douts:
+                            task = Task("", study.operator, machine, profile, attributes, weight, dout,
+                                        study.reduction, study.count, study.targets, variants, study.region_edges,
+                                        study.per_point, preds, pos, neg, study.bracket_edges, pairs,
+                                        result_cache, plugins=plugins, golden=golden)
+                            tasks.append(dataclasses.replace(task, key=task_key(task)))
+    return tasks
 
 
 def _key(*parts) -> str:

@@ -40,17 +40,17 @@ def test_a_full_disk_in_the_process_writing_the_comparisons_is_the_same_one_line
     run's process writes the group tables: a full disk there (and only there) is the run's one-line error, and
     no table is left behind."""
     import os
-    from precision.engine import sweep
+    from precision.engine import tables
     study = tmp_path / "tiny.toml"
     study.write_text(TINY)
     run = os.getpid()
-    real = sweep._atomic_parquet
+    real = tables._atomic_parquet
 
     def full_elsewhere(path, frame):
         if os.getpid() != run and Path(path).name == "paired_raw.parquet":
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(path, frame)
-    monkeypatch.setattr(sweep, "_atomic_parquet", full_elsewhere)
+    monkeypatch.setattr(tables, "_atomic_parquet", full_elsewhere)
     out = tmp_path / "out"
     assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "2"]) == 2
     err = capsys.readouterr().err
@@ -128,22 +128,22 @@ print(before, os.getpriority(os.PRIO_PROCESS, 0), len(fused._reduce.signatures) 
 
 
 def test_full_disk_leaves_no_partial_tables(tmp_path, monkeypatch, capsys):
-    from precision.engine import sweep
+    from precision.engine import tables
     study = tmp_path / "tiny.toml"
     study.write_text(TINY)
-    real = sweep._atomic_csv
+    real = tables._atomic_csv
 
     def failing(path, frame):
         if path.name == "by_gamma.csv":
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, frame)
-    monkeypatch.setattr(sweep, "_atomic_csv", failing)
+    monkeypatch.setattr(tables, "_atomic_csv", failing)
     out = tmp_path / "out"
     assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err and "nothing was written" in err
     assert sorted(p.name for p in out.iterdir()) == ["chunks"]  # no table, no staging folder
-    monkeypatch.setattr(sweep, "_atomic_csv", real)
+    monkeypatch.setattr(tables, "_atomic_csv", real)
     assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "1"]) == 0
     assert (out / "summary.csv").exists() and (out / "by_gamma.csv").exists()
 
@@ -152,7 +152,7 @@ def test_a_full_disk_while_the_raw_tables_are_written_beside_the_others_is_the_s
                                                                                              capsys):
     """hist.npz and groups_raw.parquet are written on a thread while the tables are merged: its failure is the
     run's own one line, nothing written, the next run whole."""
-    from precision.engine import cache, sweep
+    from precision.engine import cache, tables
     study = tmp_path / "tiny.toml"
     study.write_text(TINY)
     real = cache.atomic_write_npz
@@ -161,13 +161,13 @@ def test_a_full_disk_while_the_raw_tables_are_written_beside_the_others_is_the_s
         if Path(path).name == "hist.npz":
             raise OSError(errno.ENOSPC, "No space left on device")
         real(path, arrays, durable)
-    monkeypatch.setattr(sweep, "atomic_write_npz", failing)
+    monkeypatch.setattr(tables, "atomic_write_npz", failing)
     out = tmp_path / "out"
     assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "No space left on device" in err and "nothing was written" in err
     assert sorted(p.name for p in out.iterdir()) == ["chunks"]
-    monkeypatch.setattr(sweep, "atomic_write_npz", real)
+    monkeypatch.setattr(tables, "atomic_write_npz", real)
     assert main(["run", str(study), "--out", str(out), "--no-cache", "--workers", "1"]) == 0
     assert (out / "hist.npz").exists() and (out / "groups_raw.parquet").exists() and (out / "summary.csv").exists()
 

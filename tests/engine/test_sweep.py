@@ -59,16 +59,18 @@ def assert_same_tables(a, b):
 
 
 def _count_chunk_reads(monkeypatch, folder):
-    """Count the chunk reads (``sweep._read_task``) of this process and of those it forks: one empty file per
-    read in ``folder``; returns a function giving the keys of the tasks read, sorted, one per read."""
-    from precision.engine import sweep
+    """Count the chunk reads (``tables._read_task``, which the run reads through too) of this process and of those
+    it forks: one empty file per read in ``folder``; returns a function giving the keys of the tasks read, sorted,
+    one per read."""
+    from precision.engine import sweep, tables
     folder.mkdir()
-    real_read = sweep._read_task
+    real_read = tables._read_task
 
     def read_task(task, chunk_dir, *recomputed):
         (folder / f"{task.key}-{os.getpid()}-{len(list(folder.iterdir()))}").write_text("")
         return real_read(task, chunk_dir, *recomputed)
     monkeypatch.setattr(sweep, "_read_task", read_task)
+    monkeypatch.setattr(tables, "_read_task", read_task)
     return lambda: sorted(p.name.split("-")[0] for p in folder.iterdir())
 
 
@@ -186,8 +188,8 @@ class TestDeterminism:
 
     def test_points_written_in_small_batches_are_the_same_rows(self, reference_run, tmp_path, monkeypatch):
         import pyarrow.parquet as pq
-        from precision.engine import sweep
-        monkeypatch.setattr(sweep, "POINTS_BATCH_ROWS", 100)
+        from precision.engine import tables
+        monkeypatch.setattr(tables, "POINTS_BATCH_ROWS", 100)
         run_study(small_study(), tmp_path / "o", cache_dir=tmp_path / "c", workers=1)
         batched, whole = (pq.ParquetFile(Path(d) / "points.parquet") for d in (tmp_path / "o", reference_run[0]))
         assert batched.metadata.num_row_groups > whole.metadata.num_row_groups
@@ -199,7 +201,7 @@ class TestDeterminism:
         """The kept points of the chunks read while the tasks run are held up to POINTS_HELD_BYTES in all, the
         others' read again from their chunk files (in the process aside): the same tables either way, and the
         chunks read again are exactly those whose points were not held."""
-        from precision.engine import sweep
+        from precision.engine import sweep, tables
         from precision.engine.cache import read_checked_npz
         sizes = sorted(sum(v.nbytes for k, v in read_checked_npz(f).items() if k.startswith("points."))
                        for f in (reference_run[0] / "chunks").glob("*.safetensors"))
@@ -211,6 +213,7 @@ class TestDeterminism:
             held.append("points.values" in part)
             return part, left
         monkeypatch.setattr(sweep, "_held_part", held_part)
+        monkeypatch.setattr(tables, "_held_part", held_part)
         reads = _count_chunk_reads(monkeypatch, tmp_path / "reads")
         result = run_study(small_study(), tmp_path / "o", cache_dir=tmp_path / "c", workers=2)
         assert_same_tables(read_tables(reference_run[0]), read_tables(tmp_path / "o"))
@@ -466,7 +469,7 @@ def test_task_results_stack_as_arrays_as_they_do_as_frames(reference_run, prefix
     from precision.analysis.groups import GroupStats
     from precision.analysis.paired import PairedStats
     from precision.engine.cache import read_checked_npz
-    from precision.engine.sweep import _stack_tasks
+    from precision.engine.tables import _stack_tasks
     cls = {"stats": GroupStats, "paired": PairedStats}[prefix]
     chunks = sorted((reference_run[0] / "chunks").glob("*.safetensors"))
     parts = [(ti, read_checked_npz(p)) for ti, p in enumerate(chunks)]

@@ -290,7 +290,7 @@ class TestSharedTerms:
         pbg = study_preds_by_term(study)
         terms, _, _ = sweep._compute_terms(study, pbg, TermCache(None), InlineExecutor())
         variants = sweep._variants_of(study)
-        tasks = sweep._build_tasks(study, pbg, terms, variants, [], None)
+        tasks = task.build_tasks(study, pbg, terms, variants, [], None)
         shared = task.share_terms(tasks, tmp_path)
         # 2 gammas x 2 formats: the fp16 list holds only fp16 values, so both formats share one table per gamma
         files = sorted(tmp_path.glob("terms-*.safetensors"))
