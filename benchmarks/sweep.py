@@ -143,7 +143,7 @@ _SHARED_TASKS: list = []
 def _evaluation_share(indices) -> float:
     """:func:`_evaluation_seconds` of these of :data:`_SHARED_TASKS`, in a worker, its compiled passes loaded
     first (once per process, as a run's worker loads them: not the machines' cost)."""
-    sweep._load_compiled(True)
+    sweep._load_compiled(("ieee", "npu"))
     return _evaluation_seconds([_SHARED_TASKS[i] for i in indices])
 
 

@@ -291,7 +291,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
         # tables' merges) in a thread from the first finished task (a thread loading them sooner slows the
         # building of the tasks, which the idle workers wait for)
         load = max((p.size for p in preds_by_term.values()), default=0) * len(study.targets) >= COMPILED_MIN_POINTS
-        warm = functools.partial(executor.warm, _load_compiled_idly, "npu" in study.machines) if load else None
+        warm = functools.partial(executor.warm, _load_compiled_idly, tuple(study.machines)) if load else None
         terms, pairs, pairs_cached = _compute_terms(study, preds_by_term, cache, executor, on_idle=warm)
         tasks = build_tasks(study, preds_by_term, terms, variants, comparisons,
                              None if cache_folder is None else str(cache_folder))
@@ -386,17 +386,25 @@ def _run_stage(study: Study, stage, tasks, executor, cache_folder) -> dict:
     return tables
 
 
-def _load_compiled(machines: bool = False) -> None:
-    """Load the compiled passes into this process (numba: about half a second): the analysis's, and with
-    ``machines`` the npu machine's."""
+def _load_compiled(machines: tuple = ()) -> None:
+    """Load the compiled passes into this process (numba: about half a second): the analysis's, and those of
+    the ``machines`` (specs): the fp32 fma and select of every machine, the npu Power, the ieee exp, ln and
+    pow."""
     from precision.analysis import fused
     fused.load()
-    if machines:
+    models = {spec.split("+")[0] for spec in machines}
+    if models:
+        from precision.machine import arith_fused
+        arith_fused.load()
+    if "npu" in models:
         from precision.machine import npu_fused
         npu_fused.load()
+    if "ieee" in models:
+        from precision.machine import ieee_fused
+        ieee_fused.load()
 
 
-def _load_compiled_idly(machines: bool) -> None:
+def _load_compiled_idly(machines: tuple) -> None:
     """:func:`_load_compiled` in a thread of the lowest priority (on Linux, where a thread has its own
     niceness), so that it takes only what the other processes leave of the cores: a worker that falls idle
     while this process builds the tasks loads there without slowing it."""

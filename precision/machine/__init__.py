@@ -70,6 +70,11 @@ shares) and :func:`get_machine`; one math-library module per model
 ``ln`` and ``pow``, chosen once when a machine is built.
 :mod:`~precision.machine.fma` is the exact fused multiply-add and
 :mod:`~precision.machine.rounding` the compute-format rounding helpers.
+Arrays of :data:`~precision.machine.compiled.COMPILED_MIN_POINTS` elements or
+more take compiled passes equal to the numpy definitions bit for bit:
+:mod:`~precision.machine.npu_fused` (the npu Power),
+:mod:`~precision.machine.ieee_fused` (the ieee fp32 exp, ln and pow) and
+:mod:`~precision.machine.arith_fused` (the fp32 fma, select).
 Operator-free; may import only :mod:`precision.exact` and :mod:`precision.errors`.
 """
 

@@ -13,12 +13,14 @@ Division, ``exp``, ``ln`` and ``pow`` go to the model's math library
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from precision.errors import ParameterError
 from precision.exact.formats import FP32, RNE, Format, get_format, round_to_format
+from precision.machine.compiled import COMPILED_MIN_POINTS
 from precision.machine.fma import fma32, fma_round_to_odd
 from precision.machine.ieee import IeeeLibrary
 from precision.machine.library import MathLibrary
@@ -336,7 +338,7 @@ class Machine:
         """
         a, b, c = (self._daz(self._in(v)) for v in (a, b, c))
         if self.fmt is FP32:
-            out = np.asarray(fma32(*np.broadcast_arrays(a, b, c)))
+            out = np.asarray(fma32(a, b, c))
         else:
             a, b, c = np.broadcast_arrays(as_f64(a), as_f64(b), as_f64(c))
             out = round_into(fma_round_to_odd(a, b, c), self.fmt)
@@ -395,7 +397,13 @@ class Machine:
 
     def select(self, cond, a, b) -> np.ndarray:
         """cond ? a : b elementwise (np.where); no arithmetic, bits kept."""
-        out = np.asarray(np.where(np.asarray(cond, dtype=bool), self._in(a), self._in(b)), dtype=self.dtype)
+        cond, a, b = np.asarray(cond, dtype=bool), self._in(a), self._in(b)
+        shape = np.broadcast_shapes(cond.shape, a.shape, b.shape)
+        if math.prod(shape) >= COMPILED_MIN_POINTS:  # the same bits, without numpy's branch per lane
+            from precision.machine.arith_fused import select_pass  # (numba, imported when first needed)
+            out = select_pass(cond, a, b, shape)
+        else:
+            out = np.asarray(np.where(cond, a, b), dtype=self.dtype)
         self._count("select", out)
         return out
 

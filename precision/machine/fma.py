@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from precision.machine.compiled import COMPILED_MIN_POINTS
+
 __all__ = ["fma_round_to_odd", "fma32"]
 
 
@@ -57,6 +59,20 @@ def fma32(a, b, c):
     a, b, c: float32 arrays or scalars (broadcast).  Bit-identical to
     ``fma_round_to_odd(a, b, c).astype(float32)`` (the reference, kept for
     the rare lanes below and for the tests), at a fraction of the cost.
+    Results of :data:`~precision.machine.compiled.COMPILED_MIN_POINTS`
+    elements or more come from one compiled pass, the exact fused operation
+    itself (:func:`precision.machine.arith_fused.fma32_pass`); smaller ones from
+    :func:`_fma32_numpy`, the numpy definition below.
+    """
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+    if np.prod(shape, dtype=np.int64) < COMPILED_MIN_POINTS:
+        return _fma32_numpy(a, b, c)
+    from precision.machine.arith_fused import fma32_pass  # (numba, imported when first needed)
+    return fma32_pass(a, b, c, shape)
+
+
+def _fma32_numpy(a, b, c):
+    """:func:`fma32` in numpy (the definition the compiled pass equals).
 
     Fast path.  ``p = a*b`` is exact in float64 (two 24-bit significands,
     exponents within [-298, 256]) and ``s = RN64(p + c)``; the result is

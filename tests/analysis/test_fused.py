@@ -275,10 +275,11 @@ def test_a_run_uses_only_the_forms_load_compiles(tmp_path):
     from precision.analysis import fused
     from precision.engine.study import parse_study
     from precision.engine.sweep import run_study
-    from precision.machine import npu_fused
+    from precision.machine import arith_fused, ieee_fused, npu_fused
     fused.load()
-    npu_fused.load()
-    kernels = [getattr(module, name) for module in (fused, npu_fused) for name in dir(module)
+    for module in (npu_fused, ieee_fused, arith_fused):
+        module.load()
+    kernels = [getattr(module, name) for module in (fused, npu_fused, ieee_fused, arith_fused) for name in dir(module)
                if name.startswith("_") and hasattr(getattr(module, name), "signatures")]
     loaded = {k.py_func.__name__: len(k.signatures) for k in kernels}
     assert {"_score", "_reduce", "_top_k", "_compare", "_merge_runs", "_terms", "_finish", "_special_cases"} <= \
@@ -395,7 +396,8 @@ from precision.engine.study import parse_study
 from precision.engine.sweep import run_study
 study = parse_study(open({str(tmp_path / "small.toml")!r}).read(), "small.toml")
 run_study(study, {str(tmp_path / "out")!r}, cache_dir={str(tmp_path / "cache")!r}, workers=1)
-print(any(m in sys.modules for m in ("precision.analysis.fused", "precision.machine.npu_fused")))
+print(any(m in sys.modules for m in ("precision.analysis.fused", "precision.machine.npu_fused",
+                                     "precision.machine.ieee_fused", "precision.machine.arith_fused")))
 """
     (tmp_path / "small.toml").write_text(_two_variant_study("small", '"-1.0", "0.0", "0x1.4p+0"', "fp16", "ieee"))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

@@ -118,7 +118,7 @@ import os
 from precision.analysis import fused
 from precision.engine import sweep
 before = os.getpriority(os.PRIO_PROCESS, 0)
-sweep._load_compiled_idly(True)
+sweep._load_compiled_idly(("ieee", "npu"))
 print(before, os.getpriority(os.PRIO_PROCESS, 0), len(fused._reduce.signatures) > 0)
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

@@ -333,7 +333,7 @@ class TestIeeeTranscendentals:
         wrong = np.array([mid - 2 * math.ulp(mid)])
         assert np.float32(wrong[0]) == f32("0x1.fa6634p-22")
         lib = IeeeLibrary(get_machine("ieee").model, FP32)
-        exact = lambda i: (lambda p: libmp.mpf_exp(libmp.from_float(float(x)), p, libmp.round_nearest))
+        exact = lambda xi: (lambda p: libmp.mpf_exp(libmp.from_float(xi), p, libmp.round_nearest))
         assert float(lib._round_settled(wrong, (np.array([float(x)]),), exact)[0]) == float.fromhex("0x1.fa6636p-22")
 
     @pytest.mark.parametrize(
