@@ -314,6 +314,16 @@ class StudyPlan:
                 f"{format_seconds(self.oracle_seconds)} when nothing is cached, evaluation "
                 f"{format_seconds(self.evaluation_seconds)})")
 
+    def workers_note(self, requested: int | None) -> str | None:
+        """The note of a run asked for more workers (``--workers``) than this machine has cores; None
+        otherwise."""
+        if requested is None or requested <= self.cores:
+            return None
+        units = f"{self.units} blocks" if self.block else f"{self.units} units of work and its oracle chunks"
+        return (f"--workers={requested} is more than this machine's {self.cores} cores; capped at {self.workers} "
+                f"(the study's {units} use no more)" + (", the rest sharing cores" if self.workers > self.cores
+                                                        else ""))
+
     def to_json(self) -> dict:
         """The plan as a JSON object (``run --json``)."""
         return asdict(self)

@@ -41,7 +41,8 @@ from precision.engine.estimate import format_seconds, memory_limit as default_me
 from precision.engine.executor import InlineExecutor, make_executor
 from precision.engine.operators import get_operator, term_chunk
 from precision.engine.study import Study
-from precision.engine.tables import Gathered, RunResult, _PointsWriter, _stack_tasks, write_gathered, write_run_json
+from precision.engine.tables import (Gathered, RunResult, _PointsWriter, _stack_tasks, make_output_folder,
+                                     write_gathered, write_run_json)
 from precision.engine.task import build_tasks, machine_siblings, run_tasks, shared_digest, variant_digest
 from precision.errors import PrecisionError, RunNote
 from precision.exact.formats import get_format
@@ -234,10 +235,7 @@ def run_streamed(study: Study, out_dir, *, cache_dir=None, use_cache: bool = Tru
         raise PrecisionError(f"{study.path}: pred: the point set is empty (exhaustive over range [{lo:g}, {hi:g}] "
                              f"holds no finite {study.pred.format} value); expected at least one pred value: "
                              "change pred.range")
-    notes = []
-    if workers is not None and workers > plan.cores:
-        notes.append(f"--workers={workers} is more than this machine's {plan.cores} cores; capped at "
-                     f"{plan.workers} (the study's {plan.units} blocks use no more)")
+    notes = [plan.workers_note(workers)] if plan.workers_note(workers) else []
     for note in notes:
         warnings.warn(note, RunNote, stacklevel=2)
     if on_plan is not None:
@@ -248,12 +246,7 @@ def run_streamed(study: Study, out_dir, *, cache_dir=None, use_cache: bool = Tru
     executor = make_executor(scheduler, workers if workers == 1 else plan.workers)
     staging = None
     try:
-        try:
-            chunk_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise PrecisionError(f"--out={out}: cannot create the output folder ({exc.strerror})") from None
-        if not os.access(out, os.W_OK):
-            raise PrecisionError(f"--out={out}: the output folder is not writable")
+        make_output_folder(out)
         tasks = _placeholder_tasks(study, variants, comparisons)
         keys = [_block_key(study, variants, comparisons, b) for b in blocks]
         paths = [chunk_dir / f"{k}.safetensors" for k in keys]

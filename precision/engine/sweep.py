@@ -105,7 +105,8 @@ from precision.engine.stream import run_streamed
 from precision.engine.study import Study, region_labels
 from precision.engine.tables import (COMPARISON_KEYS, POINTS_HELD_BYTES, RunResult, _held_part, _read_task,
                                      _write_outputs, code_digest, comparison_table, group_keys, hex_witnesses,
-                                     load_paired, load_stats, pair_keys, sort_table, write_run_json)
+                                     load_paired, load_stats, make_output_folder, pair_keys, sort_table,
+                                     write_run_json)
 from precision.engine.task import (PRED_BIN_EDGES, TaskResult, build_tasks, machine_siblings, run_tasks, share_terms,
                                    source_digest, task_digest, variant_digest)
 from precision.io.frames import frame_from_arrays, frame_to_arrays, write_csv
@@ -262,10 +263,8 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     if not small:
         preds_by_term = study_preds_by_term(study)
         notes = check_point_sets(study, preds_by_term)
-    if workers is not None and workers > plan.cores:
-        notes.insert(0, f"--workers={workers} is more than this machine's {plan.cores} cores; capped at "
-                        f"{plan.workers} (the study's {plan.units} units of work and its oracle chunks use no more)"
-                        + (", the rest sharing cores" if plan.workers > plan.cores else ""))
+    if plan.workers_note(workers):
+        notes.insert(0, plan.workers_note(workers))
     for note in notes:
         warnings.warn(note, RunNote, stacklevel=2)
     variants = _variants_of(study)
@@ -277,12 +276,7 @@ def run_study(study: Study, out_dir, *, cache_dir=None, use_cache: bool = True, 
     # worker running a pass its parent loaded can run it ten times slower, benchmarks/fork.py)
     terms_folder = None
     try:
-        try:
-            chunk_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise PrecisionError(f"--out={out}: cannot create the output folder ({exc.strerror})") from None
-        if not os.access(out, os.W_OK):
-            raise PrecisionError(f"--out={out}: the output folder is not writable")
+        make_output_folder(out)
         cache_folder = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
         cache = TermCache(cache_folder, operator=study.operator)
         ResultCache(cache_folder)  # created here, once, before the workers use it

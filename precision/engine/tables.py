@@ -39,7 +39,7 @@ from precision.errors import PrecisionError
 from precision.io.files import atomic_open
 from precision.io.frames import columns_from_arrays, hex_floats, stack_arrays, write_csv
 
-__all__ = ["RunResult", "Gathered", "code_digest", "write_gathered", "write_run_json", "extents_table", "load_stats",
+__all__ = ["RunResult", "Gathered", "code_digest", "make_output_folder", "write_gathered", "write_run_json", "extents_table", "load_stats",
            "load_paired", "sort_table", "comparison_table", "hex_witnesses", "group_keys", "pair_keys",
            "COMPARISON_KEYS", "POINTS_BATCH_ROWS", "POINTS_HELD_BYTES"]
 
@@ -513,6 +513,19 @@ class _PointsWriter:
             pd.DataFrame().to_parquet(self.path, index=False)
         else:
             self.writer.close()
+
+
+def make_output_folder(out: Path) -> Path:
+    """Create the run folder ``out`` and its ``chunks`` folder (returned), and check that both can be written:
+    a one-line :class:`~precision.errors.PrecisionError` before any work otherwise."""
+    chunk_dir = out / "chunks"
+    try:
+        chunk_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PrecisionError(f"--out={out}: cannot create the output folder ({exc.strerror})") from None
+    if not os.access(out, os.W_OK):
+        raise PrecisionError(f"--out={out}: the output folder is not writable")
+    return chunk_dir
 
 
 def _write_raw(out: Path, stats: GroupStats) -> None:
