@@ -32,6 +32,7 @@ from precision.errors import ParameterError
 from precision.products.report import DEFAULT_STUDIES
 from precision.products.report.answers import answers_json, merged_shorts, pointer_text
 from precision.products.report.document import Bullets, Code, Details, Heading, Para, Table, to_markdown
+from precision.products.report.defects import defect_lines, defect_table
 from precision.products.report.findings import findings_json
 from precision.products.report.glossary import guard_table, scope_table, used_terms
 from precision.products.report.load import RunData, load_run
@@ -104,6 +105,18 @@ def _study_text(run: dict) -> tuple:
         return str(run.get("study")), ""
 
 
+def _defect_blocks(defects, op) -> list:
+    """The page's first block: the production kernel's defects on the study's points (special outputs, errors
+    over 2^20 ulp), per machine, realistic inputs first, with place, step, cause and fix; nothing when none."""
+    lines = defect_lines(defects, op.TERMS_ATTRIBUTE)
+    if not lines:
+        return []
+    return [Heading("Defects of the kernel", 2, "defects"),
+            Para("Special outputs (NaN, inf, wrong sign, lost inf) and finite errors over 2^20 ulp of the "
+                 "production kernel on this study's points, realistic inputs first (tables/defects.csv).", "note"),
+            Bullets(lines)]
+
+
 def _answer_blocks(answers: list, scope) -> list:
     """The page's opening: each question with its headline answers, then the study's scope in one line."""
     blocks = []
@@ -150,7 +163,10 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
 
     answers = [a for s in sections for a in s.answers]
     scope = scope_table(run)
-    first = _answer_blocks(answers, scope)
+    defects = defect_table(run)
+    if len(defects):
+        _write_csv(defects, tdir / "defects.csv")
+    first = _defect_blocks(defects, run.operator) + _answer_blocks(answers, scope)
     for s in sections:
         first += s.first
     if top:
@@ -216,7 +232,8 @@ def build_report(study: str, runs_dir="out", out_dir="reports") -> Path:
 
 
 def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_limit=None, on_plan=None):
-    """Regenerate every report under ``out_dir`` (the default studies if there is none).
+    """Regenerate every report under ``out_dir`` (the default studies if there is none), then the review page
+    (:func:`precision.products.report.review.build_review`: ``index.md``, ``index.html``, ``review.json``).
 
     ``memory_limit`` and ``on_plan`` go to :func:`precision.engine.sweep.run_study` for a study run first.
 
@@ -246,3 +263,5 @@ def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_
                       memory_limit=memory_limit, on_plan=on_plan)
             ran = True
         yield name, build_report(name, runs_dir, out_dir), ran
+    from precision.products.report.review import build_review  # the review page, from the reports just written
+    build_review(out)
