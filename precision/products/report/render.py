@@ -105,24 +105,28 @@ def _study_text(run: dict) -> tuple:
         return str(run.get("study")), ""
 
 
+#: The question the defect lines answer, first among a report's answers.
+DEFECT_QUESTION = ("What does the production kernel get badly wrong on these points (special outputs: NaN, inf, "
+                   "wrong sign, lost inf; finite errors over 2^20 ulp), where, why, and what fixes it?")
+
+
 def _defect_blocks(defects, op) -> list:
-    """The page's first block: the production kernel's defects on the study's points (special outputs, errors
-    over 2^20 ulp), per machine, realistic inputs first, with place, step, cause and fix; nothing when none."""
+    """The first answer of the page: the production kernel's defects on the study's points, per machine,
+    realistic inputs first, with place, step, cause and fix (tables/defects.csv); nothing when there are none."""
     lines = defect_lines(defects, op.TERMS_ATTRIBUTE)
     if not lines:
         return []
-    return [Heading("Defects of the kernel", 2, "defects"),
-            Para("Special outputs (NaN, inf, wrong sign, lost inf) and finite errors over 2^20 ulp of the "
-                 "production kernel on this study's points, realistic inputs first (tables/defects.csv).", "note"),
-            Bullets(lines)]
+    return [Para(DEFECT_QUESTION, "question"), Bullets(lines)]
 
 
-def _answer_blocks(answers: list, scope) -> list:
-    """The page's opening: each question with its headline answers, then the study's scope in one line."""
+def _answer_blocks(answers: list, scope, defects: list = ()) -> list:
+    """The page's opening: the kernel's defects (``defects``, blocks of :func:`_defect_blocks`), each question with
+    its headline answers, then the study's scope in one line."""
     blocks = []
     questions = list(dict.fromkeys(a.question for a in answers if a.headline))
-    if questions:
+    if questions or defects:
         blocks.append(Heading("Answers", 2, "answers"))
+    blocks += list(defects)
     for q in questions:
         blocks += [Para(q, "question"), Bullets(merged_shorts([a for a in answers if a.headline
                                                                and a.question == q]))]
@@ -166,7 +170,7 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
     defects = defect_table(run)
     if len(defects):
         _write_csv(defects, tdir / "defects.csv")
-    first = _defect_blocks(defects, run.operator) + _answer_blocks(answers, scope)
+    first = _answer_blocks(answers, scope, _defect_blocks(defects, run.operator))
     for s in sections:
         first += s.first
     if top:

@@ -257,7 +257,7 @@ def _defects(reports: dict, term: str | None) -> list:
                     "step": r.get("step") if isinstance(r.get("step"), str) else None,
                     "cause": r.get("cause") if isinstance(r.get("cause"), str) else None,
                     "explain": r.get("explain") if isinstance(r.get("explain"), str) else None,
-                    "fix": fix_text, "link": f"{r['study']}/report.html#defects"})
+                    "fix": fix_text, "link": f"{r['study']}/report.html#answers"})
     return out
 
 
