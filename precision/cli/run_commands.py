@@ -184,6 +184,7 @@ def cmd_report(args) -> int:
         for study, folder, ran in report_all(runs, out, studies_dir=studies, memory_limit=memory_limit(
                 args.memory_limit), on_plan=_print_plan):
             print(f"{study}: {'ran the study, ' if ran else ''}report -> {folder / 'report.html'}")
+        print(f"review: decisions -> {out / 'index.html'} (open first)")
         return 0
     runs = Path(args.runs)
     if runs.exists():  # a missing run folder gets build_report's own message (run the study first)

@@ -11,7 +11,7 @@ attributes (``alpha``, ``gamma``), ``weight`` (``None`` for absent) and
 
 from __future__ import annotations
 
-__all__ = ["guard_blocked", "not_exercised_reason"]
+__all__ = ["guard_blocked", "not_exercised_reason", "decision_assumption"]
 
 #: Where a guard's condition would hold, for a run whose axes allow it but whose points never meet it.
 _CONDITION = {
@@ -46,3 +46,22 @@ def not_exercised_reason(guard: str, axes: dict, number=str) -> str:
         alphas = ", ".join(number(float(a)) for a in axes.get("alpha", []))
         return f"1 - alpha does not round to 1 for any alpha of the study ({alphas})"
     return _CONDITION.get(guard, "its condition holds at none of the study's points")
+
+
+def decision_assumption(guard: str, fired: int, count: int) -> str | None:
+    """The assumption a keep / drop of ``guard`` rests on when it acted on ``fired`` of ``count`` compared points,
+    where the production kernel may not meet it (the review page then says ``depends``); None when there is none.
+
+    G4's fallback runs per ``ubFormer`` tile, only in tiles holding a clamped base (spec S4); a study whose points
+    form one tile (the emulation's default, ``tile=None``) runs it wherever one point anywhere is clamped, so on
+    every point when one is: an upper bound on how often the fallback acts in the kernel.
+
+    >>> decision_assumption("G4", 10, 10)
+    'the whole task is one tile (G4 ran on all 10 points; the kernel runs it per ubFormer tile that holds a clamped base, so this is an upper bound)'
+    >>> decision_assumption("G4", 3, 10) is None, decision_assumption("G5", 10, 10) is None
+    (True, True)
+    """
+    if guard == "G4" and count and fired == count:
+        return (f"the whole task is one tile (G4 ran on all {count:,} points; the kernel runs it per ubFormer tile "
+                "that holds a clamped base, so this is an upper bound)")
+    return None

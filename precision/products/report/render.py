@@ -32,6 +32,7 @@ from precision.errors import ParameterError
 from precision.products.report import DEFAULT_STUDIES
 from precision.products.report.answers import answers_json, merged_shorts, pointer_text
 from precision.products.report.document import Bullets, Code, Details, Heading, Para, Table, to_markdown
+from precision.products.report.defects import defect_lines, defect_table
 from precision.products.report.findings import findings_json
 from precision.products.report.glossary import guard_table, scope_table, used_terms
 from precision.products.report.load import RunData, load_run
@@ -104,12 +105,28 @@ def _study_text(run: dict) -> tuple:
         return str(run.get("study")), ""
 
 
-def _answer_blocks(answers: list, scope) -> list:
-    """The page's opening: each question with its headline answers, then the study's scope in one line."""
+#: The question the defect lines answer, first among a report's answers.
+DEFECT_QUESTION = ("What does the production kernel get badly wrong on these points (special outputs: NaN, inf, "
+                   "wrong sign, lost inf; finite errors over 2^20 ulp), where, why, and what fixes it?")
+
+
+def _defect_blocks(defects, op) -> list:
+    """The first answer of the page: the production kernel's defects on the study's points, per machine,
+    realistic inputs first, with place, step, cause and fix (tables/defects.csv); nothing when there are none."""
+    lines = defect_lines(defects, op.TERMS_ATTRIBUTE)
+    if not lines:
+        return []
+    return [Para(DEFECT_QUESTION, "question"), Bullets(lines)]
+
+
+def _answer_blocks(answers: list, scope, defects: list = ()) -> list:
+    """The page's opening: the kernel's defects (``defects``, blocks of :func:`_defect_blocks`), each question with
+    its headline answers, then the study's scope in one line."""
     blocks = []
     questions = list(dict.fromkeys(a.question for a in answers if a.headline))
-    if questions:
+    if questions or defects:
         blocks.append(Heading("Answers", 2, "answers"))
+    blocks += list(defects)
     for q in questions:
         blocks += [Para(q, "question"), Bullets(merged_shorts([a for a in answers if a.headline
                                                                and a.question == q]))]
@@ -150,7 +167,10 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
 
     answers = [a for s in sections for a in s.answers]
     scope = scope_table(run)
-    first = _answer_blocks(answers, scope)
+    defects = defect_table(run)
+    if len(defects):
+        _write_csv(defects, tdir / "defects.csv")
+    first = _answer_blocks(answers, scope, _defect_blocks(defects, run.operator))
     for s in sections:
         first += s.first
     if top:
@@ -216,7 +236,8 @@ def build_report(study: str, runs_dir="out", out_dir="reports") -> Path:
 
 
 def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_limit=None, on_plan=None):
-    """Regenerate every report under ``out_dir`` (the default studies if there is none).
+    """Regenerate every report under ``out_dir`` (the default studies if there is none), then the review page
+    (:func:`precision.products.report.review.build_review`: ``index.md``, ``index.html``, ``review.json``).
 
     ``memory_limit`` and ``on_plan`` go to :func:`precision.engine.sweep.run_study` for a study run first.
 
@@ -246,3 +267,5 @@ def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_
                       memory_limit=memory_limit, on_plan=on_plan)
             ran = True
         yield name, build_report(name, runs_dir, out_dir), ran
+    from precision.products.report.review import build_review  # the review page, from the reports just written
+    build_review(out)
