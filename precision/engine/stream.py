@@ -21,6 +21,7 @@ Progress: a bar with its ETA on a terminal, else a line on stderr every :data:`P
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
@@ -48,10 +49,13 @@ from precision.errors import PrecisionError, RunNote
 from precision.exact.formats import get_format
 from precision.io.frames import columns_from_arrays
 
-__all__ = ["study_blocks", "block_preds", "run_block", "run_streamed", "PROGRESS_SECONDS"]
+__all__ = ["study_blocks", "block_preds", "run_block", "run_streamed", "PROGRESS_SECONDS", "ETA_BLOCKS"]
 
 #: Seconds between two progress lines on stderr when it is not a terminal (a log).
 PROGRESS_SECONDS = 60.0
+#: The ETA reads the rate of the last this many blocks computed (not the first ones', which load the compiled
+#: passes, nor those of parts of the range far cheaper or dearer than the rest).
+ETA_BLOCKS = 64
 
 #: Separates a task's index from an array's name in a block's chunk file.
 _SEP = "/"
@@ -191,16 +195,18 @@ class _Progress:
         self.name, self.total, self.preds_total = name, total, preds_total
         self.done, self.preds_done, self.preds_now = done, 0, 0
         self.started = self.printed = time.monotonic()
+        self.recent = collections.deque(maxlen=ETA_BLOCKS)  # (time, preds computed by then) of the last blocks
         self.bar = tqdm(total=preds_total, desc=name, unit="pred", unit_scale=True, leave=False,
                         disable=not sys.stderr.isatty())
 
     def update(self, preds: int, fresh: bool) -> None:
         self.done += 1
         self.preds_done += preds
+        now = time.monotonic()
         if fresh:
             self.preds_now += preds
+            self.recent.append((now, self.preds_now))
         self.bar.update(preds)
-        now = time.monotonic()
         if self.bar.disable and now - self.printed >= PROGRESS_SECONDS and self.done < self.total:
             self.printed = now
             print(self.line(now), file=sys.stderr, flush=True)
@@ -208,7 +214,9 @@ class _Progress:
     def line(self, now: float) -> str:
         elapsed = now - self.started
         left = self.preds_total - self.preds_done
-        eta = format_seconds(left * elapsed / self.preds_now) if self.preds_now and left else "-"
+        (t0, p0), (t1, p1) = (self.recent[0], self.recent[-1]) if len(self.recent) > 1 else ((self.started, 0),
+                                                                                             (now, self.preds_now))
+        eta = format_seconds(left * (t1 - t0) / (p1 - p0)) if p1 > p0 and left else "-"
         return (f"{self.name}: {self.done:,}/{self.total:,} blocks, {self.preds_done:,} of {self.preds_total:,} "
                 f"preds ({100 * self.preds_done / max(self.preds_total, 1):.1f}%), {format_seconds(elapsed)} "
                 f"elapsed, ETA {eta}")

@@ -29,7 +29,7 @@ range = [{lo}, {hi}]
 {block}
 [points]
 target = [0, 1]
-alpha = [0.25, 1.0]
+alpha = [0.25]
 gamma = [2.0, -1.5]
 profiles = ["fp32"]
 regions = [-8, 0, 8, 16.01]
@@ -98,7 +98,7 @@ def test_fp32_positions_and_blocks():
     assert len(blocks) == 2040 and all(b - a == STREAM_BLOCK for a, b in blocks)
     assert (2_139_095_040, 2_139_095_040 + STREAM_BLOCK) in blocks  # one block starts at +0: none straddles zero
     plan = plan_study(study)
-    assert plan.preds == 4_278_190_080 and plan.units == 2040 and plan.tasks == 2040 * 2 * 2 * 2
+    assert plan.preds == 4_278_190_080 and plan.units == 2040 and plan.tasks == 2040 * 2 * 2  # gammas x machines
     assert plan.memory_bytes < 8 << 30  # bounded by the blocks, not by the 4.3e9 preds
 
 
@@ -178,7 +178,7 @@ def test_kill_9_then_resume_gives_identical_tables(tmp_path):
     done = len(list((out / "chunks").glob("*.safetensors")))
     assert 3 <= done < 16 and not (out / "summary.csv").exists()
     assert main(["run", str(study), "--out", str(out), "--workers", "2"]) == 0
-    assert json.loads((out / "run.json").read_text())["tasks_reused"] >= done * 4  # 4 tasks a block
+    assert json.loads((out / "run.json").read_text())["tasks_reused"] >= done * 2  # 2 tasks a block
     assert main(["run", str(study), "--out", str(tmp_path / "clean"), "--workers", "2"]) == 0
     assert_tables_equal(tables(out), tables(tmp_path / "clean"))
 
@@ -226,4 +226,4 @@ def test_the_report_gives_each_hole_its_extent(tmp_path, capsys):
     exact = np.array([oracle.gradient(v, 0, 0.25, 2.0) for v in x], dtype=np.float64).ravel()
     assert (ulp_error(out, exact, "fp32") > 2**20).tolist() == [False, True, True, False]
     page = (folder / "report.md").read_text()
-    assert "## Where the holes are" in page and "alpha 0.25, gamma 2, target 0: 949 outputs more than 2^20 ulp off, the first at pred = 0x1.9bf31ep+3 (12.873427)" in page
+    assert "## Where the holes are" in page and "gamma 2, target 0: 949 outputs more than 2^20 ulp off, the first at pred = 0x1.9bf31ep+3 (12.873427)" in page
