@@ -37,7 +37,8 @@ from precision.exact.formats import get_format, round_to_format
 
 __all__ = ["StudyPlan", "plan_study", "study_variants", "memory_limit", "parse_size", "format_bytes", "format_seconds",
            "ORACLE_TERMS_PER_CORE_SECOND", "EVALUATION_OUTPUTS_PER_CORE_SECOND", "RUN_OVERHEAD_SECONDS",
-           "DEFAULT_MEMORY_FRACTION", "MEMORY_LIMIT_ENV"]
+           "DEFAULT_MEMORY_FRACTION", "MEMORY_LIMIT_ENV", "STREAMED_TERMS_PER_CORE_SECOND",
+           "STREAMED_OUTPUTS_PER_CORE_SECOND"]
 
 # ---------------------------------------------------------------------------
 # Measured rates (one place: update them here when the code gets faster)
@@ -64,6 +65,15 @@ RUN_OVERHEAD_SECONDS = 1.0
 #: chunk.  Measured: studies/gate.toml (112 tasks, 4.0 M outputs) ran in 5.8 s where the outputs alone account for
 #: 2.8 s on 2 cores, so about 0.05 core-seconds a task.
 TASK_OVERHEAD_SECONDS = 0.05
+
+#: A streamed study's rates (precision.engine.stream: each block's terms computed where it runs, no cache, no
+#: stage bookkeeping): distinct terms per core-second of the compiled certified path, and scored outputs per
+#: core-second of the rest of a block's job (certified roundings, evaluation, scoring, its chunk).  Measured on
+#: the 2-core development machine (Dec 2026), studies/fp32_exhaustive.toml: a block of 2^21 preds x 2
+#: selectors, kernel and candidate on ieee, in 2.26 s alone, 0.45 s of it the terms; on ieee and npu, 2,040
+#: blocks in the wall time its run.json records.
+STREAMED_TERMS_PER_CORE_SECOND = 9.0e6
+STREAMED_OUTPUTS_PER_CORE_SECOND = 3.0e6
 
 #: Pred values drawn and deduplicated per second in this process (blocks of sorted values, one pass).
 GENERATE_POINTS_PER_SECOND = 2.0e7
@@ -442,9 +452,8 @@ def _streamed_plan(study: Study, preds: float, sides: int, workers: int | None, 
     used = max(1, min(requested, blocks))
     local = scheduler is None or scheduler == "local"
     run_cores = min(used, cores) if local else used
-    oracle_seconds = terms / (ORACLE_TERMS_PER_CORE_SECOND * run_cores)
-    evaluation_seconds = (points * V / EVALUATION_OUTPUTS_PER_CORE_SECOND
-                          + tasks * TASK_OVERHEAD_SECONDS) / run_cores
+    oracle_seconds = terms / (STREAMED_TERMS_PER_CORE_SECOND * run_cores)
+    evaluation_seconds = (points * V / STREAMED_OUTPUTS_PER_CORE_SECOND + tasks * TASK_OVERHEAD_SECONDS) / run_cores
     block = min(size, preds)
     memory = BYTES_PER_PROCESS + (used * (BYTES_PER_WORKER + block * (T * M * BYTES_PER_ELEMENT
                                                                        + sides * BYTES_PER_TERM)) if local else 0)

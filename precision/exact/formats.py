@@ -211,8 +211,8 @@ class Format:
 
         Examples
         --------
-        >>> get_format("fp32").values_at(2139095039, 2139095042).tolist()
-        [-1e-45, -0.0, 0.0, 1e-45]
+        >>> [float(v).hex() for v in get_format("fp32").values_at(2139095038, 2139095042)]
+        ['-0x1.0000000000000p-149', '-0x0.0p+0', '0x0.0p+0', '0x1.0000000000000p-149']
         """
         half = self.finite_count // 2
         p = np.arange(start, stop, dtype=np.int64)
