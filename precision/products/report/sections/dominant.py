@@ -113,7 +113,9 @@ def _causes_text(causes: pd.DataFrame, w: dict, op) -> tuple[str, list] | None:
     return f"of its {n_all.text} attributed points {n_over.text} are over 1 ulp: " + ", ".join(parts), nums
 
 
-def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame, op) -> tuple[str, list]:
+def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame, op, machines: int) -> tuple[str, list]:
+    """One group's line: its worst machine's max finite error and witness, where its error is born, and its
+    special outputs counted over the run's ``machines`` machines (said so when there are several)."""
     r = t.iloc[i]
     w = {"variant": r["variant"], "format": r["format"], "target": int(r["target"]), "region": r["region"]}
     mx, cnt = cite("max_finite_ulp", T, t, w, "max_finite_ulp"), cite("count", T, t, w, "count")
@@ -121,14 +123,15 @@ def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame, op) -> tuple[str, list]
     nums = [cnt] + [c for c in specials if c.value]
     head = f"{r['format']}, t={int(r['target'])}, {region_text(r['region'])}, {r['variant']}"
     bad = ", ".join(f"{c.text} {c.name}" for c in specials if c.value)
-    tail = f"; {bad} of {cnt.text} outputs." if bad else f"; no special output of {cnt.text}."
+    over = f" on the {machines} machines" if machines > 1 else ""
+    tail = f"; {bad} of {cnt.text} outputs{over}." if bad else f"; no special output of {cnt.text}{over}."
     born = _causes_text(causes, w, op)
     if born is not None:
         nums += born[1]
     if np.isnan(r["max_finite_ulp"]):
-        return f"{head}: no finite output" + (f"; {born[0]}" if born else "") + f"; {bad} of {cnt.text}.", nums
+        return f"{head}: no finite output" + (f"; {born[0]}" if born else "") + f"; {bad} of {cnt.text}{over}.", nums
     nums.append(mx)
-    text = f"{head}: {mx.text} ulp on {r['machine']} at {inputs_text(r, 'finite_witness_', attributes=op.ATTRIBUTES)}"
+    text = f"{head}: {mx.text} ulp (its worst machine: {r['machine']}) at {inputs_text(r, 'finite_witness_', attributes=op.ATTRIBUTES)}"
     described = describe_error(r["max_finite_ulp"], r["finite_witness_computed"], r["finite_witness_exact"],
                                r["format"])
     if born is None:
@@ -149,7 +152,7 @@ def build(ctx) -> Section:
     causes = dominant_causes(run, variants)
     if not causes.empty:
         section.tables[TC] = causes
-    lines = [_line(t, i, causes, run.operator) for i in range(len(t))]
+    lines = [_line(t, i, causes, run.operator, len(run.machines)) for i in range(len(t))]
     source = ("where the error is born from the attribution of each group's kept points (attribution.csv)"
               if not causes.empty else "what the error is at each group's witness")
     section.first = [Heading("What dominates the error", 2, "dominant"),
