@@ -72,6 +72,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="the run's workers (default: cores)")
     parser.add_argument("--full", action="store_true", help="run the whole study (hours) and time it")
     args = parser.parse_args()
+    for name in ("blocks", "workers"):
+        if getattr(args, name) < 1:
+            print(f"exhaustive.py: --{name}={getattr(args, name)}; expected a positive integer", file=sys.stderr)
+            return 2
     study = dataclasses.replace(load_study(args.study), machines=(args.machine,))
     variants = study_variants(study)
     comparisons = get_operator(study.operator).find_comparisons(variants, study.compare)

@@ -67,3 +67,42 @@ def test_fork_benchmark_refuses_bad_sizes():
     proc = subprocess.run([sys.executable, str(BENCH / "fork.py"), "--repeat", "0"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "--repeat=0" in proc.stderr
+
+
+EXHAUSTIVE_SLICE = """
+name = "slice"
+[pred]
+kind = "exhaustive"
+format = "fp32"
+range = [1.0, 1.002]
+block = 1024
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [2.0]
+profiles = ["fp32"]
+[run]
+variants = ["kernel", "candidate"]
+machines = ["ieee", "npu"]
+per_point = "worst"
+"""
+
+
+def test_exhaustive_benchmark_projects_the_whole_study(tmp_path):
+    """Two blocks of a 17-block slice timed both ways, projected to the slice on 2 workers, PASS (seconds)."""
+    (tmp_path / "s.toml").write_text(EXHAUSTIVE_SLICE)
+    out = _run("exhaustive.py", "--study", str(tmp_path / "s.toml"), "--blocks", "2", "--workers", "2")
+    assert re.search(r"^# slice: kernel, candidate on ieee; 17 blocks of up to 1,024 preds x 2 selectors; 2 timed",
+                     out, re.M), out
+    rows = re.findall(r"^ +\S+ +\S+ +([0-9,]+) +([0-9.]+) +([0-9.]+) +([0-9.]+)$", out, re.M)
+    assert [r[0] for r in rows] == ["1,024", "394"], out  # the first block and the last (cut by the range)
+    assert re.search(r"^projected whole study on 2 workers: .+ \(evaluation limit .+; ratio to the evaluation limit "
+                     r"[0-9.]+\)$", out, re.M), out
+    assert re.search(r"^PASS projected .+ target 30.0 min$", out, re.M), out
+
+
+def test_exhaustive_benchmark_refuses_zero_blocks():
+    proc = subprocess.run([sys.executable, str(BENCH / "exhaustive.py"), "--blocks", "0"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr == "exhaustive.py: --blocks=0; expected a positive integer\n"
+
