@@ -57,7 +57,9 @@ from precision.sigmoid_focal_loss_grad.guards import (GUARD_NAMES, GUARD_PURPOSE
                                                       evaluate_variants, get_variant, list_variants, recipe_call,
                                                       variant_fired, variant_guards, variant_names)
 from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS, FIRED_MEANING, FIRED_STEPS
-from precision.sigmoid_focal_loss_grad.exercise import decision_assumption, guard_blocked, not_exercised_reason
+from precision.sigmoid_focal_loss_grad.exercise import (TILED_GUARDS, decision_assumption, guard_blocked,
+                                                        not_exercised_reason)
+from precision.sigmoid_focal_loss_grad.tiling import PRODUCTION_TILE, ub_former
 from precision.sigmoid_focal_loss_grad.plugins import (check_study_variants, ensure_loaded, load_plugins,
                                                        plugin_digest, variant_source)
 # 5. which variants are compared with which
@@ -89,7 +91,7 @@ __all__ = [
     # 4. recipes, guards, registry, plugins
     "GUARD_NAMES", "GUARD_PURPOSE", "bind_recipe", "evaluate", "evaluate_variants", "get_variant", "list_variants",
     "recipe_call", "variant_names", "FIRED_COLUMNS", "FIRED_MEANING", "FIRED_STEPS", "variant_fired", "variant_guards",
-    "guard_blocked", "not_exercised_reason", "decision_assumption",
+    "guard_blocked", "not_exercised_reason", "decision_assumption", "TILED_GUARDS", "PRODUCTION_TILE", "ub_former",
     "check_study_variants", "ensure_loaded", "load_plugins", "plugin_digest", "variant_source",
     # 5. comparisons; run stages
     "PRODUCTION_THRESHOLD", "find_comparisons", "g5_threshold", "threshold_name", "is_production",

@@ -11,7 +11,15 @@ attributes (``alpha``, ``gamma``), ``weight`` (``None`` for absent) and
 
 from __future__ import annotations
 
-__all__ = ["guard_blocked", "not_exercised_reason", "decision_assumption"]
+from precision.sigmoid_focal_loss_grad.tiling import PRODUCTION_TILE
+
+__all__ = ["guard_blocked", "not_exercised_reason", "decision_assumption", "TILED_GUARDS"]
+
+#: Guards whose verdict depends on the tile: guard -> (the study that runs it at the production tile, the
+#: production variant per output format).  The review decides such a guard at the production tile from that
+#: study and shows the whole-task-as-one-tile verdict beside it as the upper bound
+#: (precision.products.report.review).
+TILED_GUARDS = {"G4": ("g4_tiling", {fmt: f"kernel[tile={n}]" for fmt, n in PRODUCTION_TILE.items()})}
 
 #: Where a guard's condition would hold, for a run whose axes allow it but whose points never meet it.
 _CONDITION = {
@@ -54,7 +62,9 @@ def decision_assumption(guard: str, fired: int, count: int) -> str | None:
 
     G4's fallback runs per ``ubFormer`` tile, only in tiles holding a clamped base (spec S4); a study whose points
     form one tile (the emulation's default, ``tile=None``) runs it wherever one point anywhere is clamped, so on
-    every point when one is: an upper bound on how often the fallback acts in the kernel.
+    every point when one is: an upper bound on how often the fallback acts in the kernel.  The production tile
+    (:data:`precision.sigmoid_focal_loss_grad.tiling.PRODUCTION_TILE`) is run by the ``g4_tiling`` study
+    (:data:`TILED_GUARDS`).
 
     >>> decision_assumption("G4", 10, 10)
     'the whole task is one tile (G4 ran on all 10 points; the kernel runs it per ubFormer tile that holds a clamped base, so this is an upper bound)'

@@ -189,3 +189,94 @@ def test_printed_command_lines_are_shell_safe(review, where):
         for word in shlex.split(c):
             if re.search(r"[\[\]*?]", word):
                 assert f"'{word}'" in c, c  # a glob character is never bare (zsh: no matches found)
+
+
+# ---------------------------------------------------------------------------
+# G4 per tile assumption (the g4_tiling study): the production tile decides, the one-tile verdict is its bound
+# ---------------------------------------------------------------------------
+
+_VERDICT_COLUMNS = ["subject", "comparison", "kind", "with_variant", "without_variant", "machine", "format", "profile",
+                    "region", "count", "fired", "changed", "better", "worse", "specials_fixed", "specials_caused",
+                    "median_change_bits", "exercised", "not_exercised_because", "verdict"]
+
+
+def _verdict(with_, machine, fmt, region, count, changed, better, worse, med, verdict, fired=None):
+    subject = "G4" if with_ == "kernel" else with_
+    kind = "guard" if with_ == "kernel" else "declared"
+    return [subject, f"{with_} vs kernel-G4", kind, with_, "kernel-G4", machine, fmt, fmt, region, count,
+            count if fired is None and with_ == "kernel" else fired, changed, better, worse, 0, 0, med, True, None,
+            verdict]
+
+
+def _fake_report(out: Path, study: str, rows: list):
+    (out / study / "tables").mkdir(parents=True)
+    (out / study / "findings.json").write_text("{}")
+    pd.DataFrame(rows, columns=_VERDICT_COLUMNS).to_csv(out / study / "tables" / "verdicts.csv", index=False)
+
+
+@pytest.fixture(scope="module")
+def tiled_review(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiled")
+    # the whole-task-as-one-tile verdict of a broad study (guard_ablation's figures on npu fp32)
+    _fake_report(out, "ablation", [
+        _verdict("kernel", "npu", "fp32", "all", 1264590, 40557, 1126, 17518, -22.0, "hurts"),
+        _verdict("kernel", "ieee", "fp32", "all", 1264590, 0, 0, 0, None, "no_effect")])
+    # the tiling study: production tile and one tile on the same points
+    _fake_report(out, "g4_tiling", [
+        _verdict("kernel", "npu", "fp32", "all", 110886, 3211, 715, 269, 0.578125, "helps"),
+        _verdict("kernel[tile=3008]", "npu", "fp32", "all", 110886, 2379, 11, 269, -16.0, "hurts"),
+        _verdict("kernel[tile=3008]", "npu", "fp32", "rare: -80 <= x < -20 (p^g underflows)", 48282, 0, 0, 0, None,
+                 "no_effect"),
+        _verdict("kernel", "npu", "fp32", "rare: -80 <= x < -20 (p^g underflows)", 48282, 830, 702, 0, 0.578125,
+                 "helps"),
+        # fp16 (as measured): outputs change only where both sides are over 2^20 ulp: no evidence either way
+        _verdict("kernel", "npu", "fp16", "all", 29892, 2241, 0, 0, 0.0, "inconclusive"),
+        _verdict("kernel[tile=3200]", "npu", "fp16", "all", 29892, 2241, 0, 0, 0.0, "inconclusive"),
+        # the fp32 tile on the fp16 profile is not the production tile there: left out
+        _verdict("kernel[tile=3008]", "npu", "fp16", "all", 29892, 5, 5, 0, 1.0, "helps")])
+    build_review(out)
+    return out
+
+
+def test_g4_is_decided_at_the_production_tile_with_the_one_tile_bound_beside_it(tiled_review):
+    from precision.analysis.decision import Evidence
+
+    data = json.loads((tiled_review / "review.json").read_text())
+    cell = next(d for d in data["decisions"] if d["guard"] == "G4" and d["machine"] == "npu")
+    at_tile = decide_cell([Evidence("G4", "npu", "fp32", verdict="hurts", count=110886, fired=110886, changed=2379,
+                                    better=11, worse=269, median_change_bits=-16.0),
+                           Evidence("G4", "npu", "fp16", verdict="inconclusive", count=29892, fired=29892,
+                                    changed=2241, median_change_bits=0.0)])
+    assert (cell["decision"], cell["effect"], cell["word"]) == ("drop", "strongly", "drop (strongly)")
+    assert cell["word"] == at_tile.word
+    assert cell["reason"].startswith("at the production tile (3,008 (fp32) / 3,200 (fp16) elements, g4_tiling): "
+                                     "drop (strongly): hurts fp32: 11 better / 269 worse, median -16 b")
+    assert [p["assumption"] for p in cell["per_tile"]] == ["production tile (3,008 (fp32) / 3,200 (fp16) elements)",
+                                                           "whole task as one tile (upper bound)"]
+    # the bound: the broad study says drop, the tiling study's own one-tile run says keep: depends on the study
+    bound = cell["per_tile"][1]
+    assert bound["decision"] == "depends"
+    assert "ablation: drop (strongly), hurts fp32: 1,126 better / 17,518 worse, median -22 b" in bound["reason"]
+    assert "g4_tiling: keep (slightly), helps fp32: 715 better / 269 worse, median +0.58 b" in bound["reason"]
+    # no 'depends on an assumption' left where the production tile was measured
+    assert "assumption" not in (cell["on"] or "")
+    assert "G4 (strongly) at the production tile" in data["production"]
+    # a machine the tiling study did not run keeps the one-tile verdict, labelled as resting on it
+    ieee = next(d for d in data["decisions"] if d["guard"] == "G4" and d["machine"] == "ieee")
+    assert ieee["per_tile"] is None and ieee["decision"] == "depends" and "one tile" in ieee["reason"]
+
+
+def test_the_review_page_names_the_tile_in_g4s_cell_and_table(tiled_review):
+    page = (tiled_review / "index.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| G4 "))
+    cells = row.split(" | ")
+    npu = cells[2]  # guard, ieee, npu
+    assert npu.startswith("**drop (strongly)**: at tile 3,008 / 3,200: drop (strongly), hurts fp32: 11 better / "
+                          "269 worse, median -16 b; one tile (upper bound): depends, ")
+    assert "## G4 per tile assumption: the production tile and the one-tile upper bound" in page
+    assert ("| npu | fp32 | rare: -80 <= x < -20 (p^g underflows) | no effect (0 of 48,282 changed) | helps: 702 "
+            "better / 0 worse of 830 changed, median +0.58 b |") in page
+    assert ("| npu | fp16 | all | inconclusive: 0 better / 0 worse of 2,241 changed, median +0 b | inconclusive: 0 "
+            "better / 0 worse of 2,241 changed, median +0 b |") in page
+    html_page = (tiled_review / "index.html").read_text()
+    assert "id='tiling-g4'" in html_page and "at tile 3,008 / 3,200" in html_page

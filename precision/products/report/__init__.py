@@ -14,7 +14,8 @@ from __future__ import annotations
 __all__ = ["build_report", "report_all", "DEFAULT_STUDIES"]
 
 #: The studies whose reports are committed under reports/.
-DEFAULT_STUDIES = ("guard_ablation", "cancellation_threshold", "subnormal_recovery", "q_precision", "candidate")
+DEFAULT_STUDIES = ("guard_ablation", "cancellation_threshold", "subnormal_recovery", "q_precision", "candidate",
+                   "g4_tiling")
 
 
 def __getattr__(name):  # PEP 562: the renderer is imported when first asked for

@@ -9,6 +9,10 @@
    the report section behind it (:mod:`precision.analysis.decision` is the rule; its thresholds are
    printed under the table); which machine model stands for which device
    (:mod:`precision.machine.devices`) and the decision for the production device in words;
+1b. for a guard whose verdict depends on the tile (G4, the operator's ``TILED_GUARDS``), the decision at the
+   production tile (the ``g4_tiling`` report: ``kernel[tile=ubFormer] vs kernel-G4``) with the whole task as
+   one tile beside it as the upper bound, each with its numbers, and a table of both per region
+   (:func:`tile_rows`); machines the tiling study did not run keep the one-tile verdict, labelled;
 2. the **G5 threshold** as one recommendation (:func:`threshold_recommendation`): the plateau of
    thresholds whose net cannot be told from the best, its simplest value and the size of the change;
 3. the kernel's **defects** (every report's ``defects.csv``), realistic inputs first;
@@ -29,7 +33,7 @@ import html
 import json
 import math
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -101,6 +105,108 @@ def _evidence(study, r, guard, alternative, assumption, anchor="verdicts") -> Ev
                     if r.get("median_change_bits") is not None else math.nan, alternative, assumption,
                     r.get("not_exercised_because") if isinstance(r.get("not_exercised_because"), str) else None,
                     f"{study}/report.html#{anchor}")
+
+
+# ---------------------------------------------------------------------------
+# Guards whose verdict depends on the tile (G4): the production tile against the upper bound
+# ---------------------------------------------------------------------------
+
+def _tiled(op) -> dict:
+    """guard -> (study, {format: production variant}) of the operator's tile-dependent guards."""
+    return dict(getattr(op, "TILED_GUARDS", {}) or {})
+
+
+def _tile_of(variant: str) -> str:
+    m = re.search(r"tile=(\d+)", variant)
+    return f"{int(m.group(1)):,}" if m else "one tile"
+
+
+def tile_rows(reports: dict, op) -> dict:
+    """guard -> the rows of its tiling study's verdicts.csv at the production tile and as one tile.
+
+    Each entry: ``study``, ``tiles`` ({format: production variant}), ``production`` (Evidence at the
+    production tile, region ``all``, per machine and format: ``kernel[tile=N] vs kernel-Gi``), ``upper``
+    (the same study's ``kernel vs kernel-Gi`` rows: the whole task as one tile, without the assumption
+    label, which they are the measure of) and ``regions`` (every region's row of both, for the page's table).
+    Guards whose study has no report are left out.
+    """
+    out = {}
+    for guard, (study, variants) in _tiled(op).items():
+        folder = reports.get(study)
+        if folder is None:
+            continue
+        v = _table(folder, "verdicts.csv")
+        if v.empty:
+            continue
+        prod, upper, regions = [], [], []
+        for r in v.to_dict("records"):
+            fmt = r["format"]
+            tile = variants.get(fmt)
+            if r["without_variant"] != f"{KERNEL}-{guard}":
+                continue
+            if r["with_variant"] == tile:
+                which = "production"
+            elif r["with_variant"] == KERNEL:
+                which = "upper"
+            else:
+                continue
+            regions.append({"guard": guard, "machine": r["machine"], "format": fmt, "assumption": which,
+                            "tile": _tile_of(r["with_variant"]), "region": r["region"],
+                            "comparison": r["comparison"], "count": _int(r.get("count")),
+                            "changed": _int(r.get("changed")), "better": _int(r.get("better")),
+                            "worse": _int(r.get("worse")), "specials_fixed": _int(r.get("specials_fixed")),
+                            "specials_caused": _int(r.get("specials_caused")),
+                            "median_change_bits": None if pd.isna(r.get("median_change_bits"))
+                            else float(r["median_change_bits"]), "verdict": r["verdict"]})
+            if r["region"] != "all":
+                continue
+            e = _evidence(study, r, guard, None, None)
+            if which == "production":
+                # the tile row is a declared comparison, without the guard's fired count: the points it was
+                # compared on stand in (a no_effect row then reads 'acted on ... points' as 'compared on')
+                prod.append(replace(e, fired=e.count))
+            else:
+                upper.append(e)
+        out[guard] = {"study": study, "tiles": {f: _tile_of(n) for f, n in variants.items()},
+                      "production": prod, "upper": upper, "regions": regions}
+    return out
+
+
+def _tile_words(tiles: dict) -> str:
+    """'3,008 (fp32) / 3,200 (fp16) elements'."""
+    return " / ".join(f"{n} ({f})" for f, n in sorted(tiles.items(), reverse=True)) + " elements"
+
+
+def _tiled_cell(guard: str, machine: str, tiled: dict, upper_rows: list):
+    """The decision of a tile-dependent guard on one machine: at the production tile (the cell's decision), with
+    the whole-task-as-one-tile decision beside it as the upper bound; None when its study did not run there."""
+    t = tiled.get(guard)
+    prod = [e for e in (t["production"] if t else []) if e.machine == machine]
+    if not prod:
+        return None
+    at_tile = decide_cell(prod)
+    at_tile = replace(at_tile, reason=at_tile.reason.replace("acted on ", "compared on "))
+    # the upper bound: every one-tile row of the guard on this machine (other studies and the tiling study's
+    # own), decided as measured (without the label that makes a keep or drop 'depends')
+    bound_rows = [replace(e, assumption=None) for e in upper_rows + [e for e in t["upper"] if e.machine == machine]]
+    upper = decide_cell(bound_rows) if bound_rows else None
+    tiles = _tile_words(t["tiles"])
+    reason = f"at the production tile ({tiles}, {t['study']}): {at_tile.word}: {at_tile.reason}"
+    if upper is not None:
+        reason += f"; whole task as one tile (upper bound): {upper.word}: {upper.reason}"
+    per = [{"assumption": f"production tile ({tiles})", "word": at_tile.word, "decision": at_tile.decision,
+            "reason": at_tile.reason, "study": t["study"],
+            "link": at_tile.basis.link if at_tile.basis is not None else ""}]
+    if upper is not None:
+        studies = list(dict.fromkeys(e.study for e in bound_rows))
+        by_study = {st: decide_cell([e for e in bound_rows if e.study == st]) for st in studies}
+        short = "; ".join(f"{st}: {d.word}, {d.reason}" for st, d in by_study.items()) if len(studies) > 1 \
+            else upper.reason
+        per.append({"assumption": "whole task as one tile (upper bound)", "word": upper.word,
+                    "decision": upper.decision, "reason": short,
+                    "study": upper.basis.study if upper.basis is not None else "",
+                    "link": upper.basis.link if upper.basis is not None else ""})
+    return at_tile, reason, per, tuple(prod) + tuple(bound_rows)
 
 
 # ---------------------------------------------------------------------------
@@ -331,7 +437,7 @@ def _blind_spots(reports: dict) -> list:
     return out
 
 
-def _scope(reports: dict) -> list:
+def _scope(reports: dict, tiled: dict | None = None) -> list:
     lines = []
     for study, folder in reports.items():
         s = _table(folder, "scope.csv")
@@ -340,9 +446,17 @@ def _scope(reports: dict) -> list:
         missing = s[~s["exercised"].astype(str).eq("True")]
         for r in missing.to_dict("records"):
             lines.append(f"{study}: {r['guard']} not exercised ({r['why not']})")
+    t = (tiled or {}).get("G4")
+    if t is None:
+        lines.append("G4 at the production tiling: every study runs the whole task as one tile, so G4's fallback acts "
+                     "wherever a base is clamped anywhere; the per-ubFormer-tile behaviour of the kernel is not "
+                     "measured (an upper bound).")
+    else:
+        lines.append(f"G4 at the production tiling: measured by {t['study']} only (tile {_tile_words(t['tiles'])}, "
+                     "the UB split of the Ascend 950's 248 KiB UB), on sorted preds, where the clamped bases fill as "
+                     "few tiles as they can; every other study runs the whole task as one tile (an upper bound); a "
+                     "task too small to fill the cores has a smaller tile (its per-core block), not measured.")
     lines += [
-        "G4 at the production tiling: every study runs the whole task as one tile, so G4's fallback acts wherever "
-        "a base is clamped anywhere; the per-ubFormer-tile behaviour of the kernel is not measured (an upper bound).",
         "Device outputs: no report scores outputs of a real Ascend device; the npu model's Exp, Ln and Div are "
         "proxies within their documented 1 ulp (npu_math.md §7).",
         "Verdicts on a grid: alpha, gamma, weight and dout are measured on each study's grid of values, not "
@@ -374,12 +488,19 @@ def review_data(out) -> dict:
     machines = _machines(evidence)
     guards = list(op.GUARD_NAMES)
     decisions = []
+    tiled = tile_rows(reports, op)
     for g in guards:
         for m in machines:
-            d = decide_cell([e for e in evidence if e.guard == g and e.machine == m])
+            rows = [e for e in evidence if e.guard == g and e.machine == m]
+            d = decide_cell(rows)
+            reason, per_tile = d.reason, None
+            cell = _tiled_cell(g, m, tiled, [e for e in rows if e.study != tiled.get(g, {}).get("study")])
+            if cell is not None:
+                at_tile, reason, per_tile, used = cell
+                d = replace(at_tile, reason=reason, evidence=used)
             decisions.append({"guard": g, "name": op.GUARD_NAMES[g], "machine": m, "decision": d.decision,
                               "effect": d.effect, "to": d.to, "on": d.on, "word": d.word, "reason": d.reason,
-                              "link": _cell_link(d, g),
+                              "link": _cell_link(d, g), "per_tile": per_tile,
                               "evidence": [{"study": e.study, "comparison": e.comparison, "format": e.format,
                                             "verdict": e.verdict, "exercised": e.exercised, "better": e.better,
                                             "worse": e.worse, "changed": e.changed,
@@ -393,7 +514,9 @@ def review_data(out) -> dict:
             "production_model": PRODUCTION_MODEL, "thresholds": asdict(THRESHOLDS), "rule": rule_text(),
             "decisions": decisions, "production": _production_words(decisions),
             "threshold": thresholds, "defects": _defects(reports, term), "candidate": _candidate(reports),
-            "blind_spots": _blind_spots(reports), "scope": _scope(reports)}
+            "blind_spots": _blind_spots(reports), "scope": _scope(reports, tiled),
+            "tiling": [{"guard": g, "study": t["study"], "tiles": t["tiles"], "rows": t["regions"]}
+                       for g, t in tiled.items()]}
 
 
 def _production_words(decisions: list) -> str:
@@ -411,9 +534,33 @@ def _production_words(decisions: list) -> str:
             parts.append("undecided: " + ", ".join(f"{d['guard']} (on {d['on']})" for d in ds))
         else:
             parts.append(f"{kind} " + ", ".join(d["guard"] + (f" ({d['effect']})" if d["effect"] not in ("none",)
-                                                              else "") for d in ds))
+                                                              else "") + (" at the production tile"
+                                                                          if d.get("per_tile") else "")
+                                                for d in ds))
     return (f"On the production device, {device_of(PRODUCTION_MODEL)} (machine model {PRODUCTION_MODEL}): "
             + "; ".join(parts) + ".")
+
+
+def _tile_label(assumption: str) -> str:
+    """'production tile (3,008 (fp32) / ...)' -> 'at tile 3,008 / 3,200'; the upper bound -> 'one tile (bound)'."""
+    if assumption.startswith("production tile"):
+        return "at tile " + " / ".join(re.findall(r"(\d[\d,]*) \(", assumption))
+    return "one tile (upper bound)"
+
+
+def _tile_cell(r) -> str:
+    """One region's row of a tile assumption: 'hurts: 133 better / 289 worse of 1,850 changed, median -11 b'."""
+    if r is None:
+        return "not run"
+    if r["verdict"] == "no_effect":
+        return f"no effect (0 of {r['count']:,} changed)"
+    med = r["median_change_bits"]
+    text = f"{r['verdict']}: {r['better']:,} better / {r['worse']:,} worse of {r['changed']:,} changed"
+    if med is not None and math.isfinite(med):
+        text += f", median {med:+.2g} b"
+    if r["specials_fixed"] or r["specials_caused"]:
+        text += f", specials {r['specials_fixed']:,} fixed / {r['specials_caused']:,} caused"
+    return text
 
 
 def _short(reason: str, n: int = 90) -> str:
@@ -482,6 +629,9 @@ def _render(data: dict, reports_dir: Path) -> tuple[str, str]:
         for m in machines:
             d = by[(g, m)]
             reason = _short(d["reason"])
+            if d.get("per_tile"):  # a tile-dependent guard: one short line per tile assumption
+                reason = "; ".join(f"{_tile_label(p['assumption'])}: {p['word']}, {_short(p['reason'], 170)}"
+                                   for p in d["per_tile"])
             cells_md.append(f"**{d['word']}**: {reason} " + _md_link("→", _md_href(d["link"], reports_dir))
                             if d["link"] else f"**{d['word']}**: {reason}")
             link = f" <a href='{esc(d['link'], quote=True)}'>→ {esc(d['link'].split('/')[0])}</a>" if d["link"] else ""
@@ -507,6 +657,35 @@ def _render(data: dict, reports_dir: Path) -> tuple[str, str]:
              "outlined):</p><table class='wrap'><thead><tr><th>machine model</th><th>device it stands for</th>"
              f"<th>behaviour</th><th>source</th></tr></thead><tbody>{''.join(dev_h)}</tbody></table>"
              f"<p class='rule'>{esc(rule)}</p>")
+
+    # tile-dependent guards (G4): the decision per tile assumption, region by region
+    for t in data.get("tiling", []):
+        title_t = f"{t['guard']} per tile assumption: the production tile and the one-tile upper bound"
+        anchor_t = f"tiling-{t['guard'].lower()}"
+        intro = (f"{t['guard']} acts per tile (the kernel's ubFormer: {_tile_words(t['tiles'])}, from the "
+                 "operator's UB split on the Ascend 950); the decision above is the one at that tile, from "
+                 f"{t['study']}; every other study runs the whole task as one tile, an upper bound on where it acts. "
+                 "Region by region (common: a clamped base on most points; rare: none of the region's own), "
+                 "better / worse outputs with the guard against without it, and the median change in bits.")
+        md.append(f"## {title_t}\n")
+        md.append(intro + "\n")
+        h.append(f"<h2 id='{anchor_t}'>{html.escape(title_t)}</h2><p class='note'>{html.escape(intro)}</p>")
+        cols = ["machine", "format", "region", "production tile", "one tile (upper bound)"]
+        md.append("| " + " | ".join(cols) + " |")
+        md.append("|" + "---|" * len(cols))
+        keyed = {}
+        for r in t["rows"]:
+            keyed.setdefault((r["machine"], r["format"], r["region"]), {})[r["assumption"]] = r
+        rows_t = []
+        for (m, f, region), both in keyed.items():
+            vals = [m, f, region, _tile_cell(both.get("production")), _tile_cell(both.get("upper"))]
+            md.append("| " + " | ".join(v.replace("|", "\\|") for v in vals) + " |")
+            rows_t.append("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in vals) + "</tr>")
+        md.append(f"\n{_md_link(t['study'] + ' report', _md_href(t['study'] + '/report.html#verdicts', reports_dir))}\n")
+        h.append("<details><summary>every region, both tile assumptions</summary><table class='wrap'><thead><tr>"
+                 + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + f"</tr></thead><tbody>{''.join(rows_t)}"
+                 f"</tbody></table></details><p><a href='{html.escape(t['study'], quote=True)}/report.html#verdicts'>"
+                 f"{html.escape(t['study'])} report</a></p>")
 
     # threshold
     if data["threshold"]:
