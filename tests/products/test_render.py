@@ -35,7 +35,9 @@ PROBE = """<script>
   var out = {grid: box(grid), findings: box(document.getElementById('findings')),
              answers: box(answers), first_answer: box(first),
              height: window.innerHeight, width: document.documentElement.scrollWidth,
-             rows: grid ? grid.querySelectorAll('tbody tr').length : 0};
+             rows: grid ? grid.querySelectorAll('tbody tr').length : 0,
+             grids_scrolling: Array.from(document.querySelectorAll('table.grid')).filter(
+                 function (t) { return t.parentNode.scrollWidth > t.parentNode.clientWidth + 1; }).length};
   var pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 })();
@@ -83,3 +85,5 @@ def test_the_answer_opens_the_first_screen_and_the_grid_backs_it(report, browser
     assert probe["grid"][0] > probe["first_answer"][1], f"{report.name}: the grid comes before the answers"
     # nothing makes the page itself wider than the window: wide tables scroll in their own box
     assert probe["width"] <= WIDTH, f"{report.name}: the page is {probe['width']} px wide"
+    # the coloured grids (verdicts, targets) wrap their cells: read whole at 1280 px, no scroll bar of their own
+    assert probe["grids_scrolling"] == 0, f"{report.name}: {probe['grids_scrolling']} grids scroll sideways"

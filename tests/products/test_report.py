@@ -217,7 +217,7 @@ def test_g7_verdicts_by_band(tiny_report):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("study", ["subnormal_recovery", "q_precision", "cancellation_threshold", "guard_ablation",
-                                   "candidate"])
+                                   "candidate", "g4_tiling"])
 def test_committed_report_matches_fresh_run(study, tmp_path):
     committed = ROOT / "reports" / study
     if not committed.is_dir():

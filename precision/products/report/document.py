@@ -171,7 +171,9 @@ def _html_table(b: Table) -> str:
             cells.append(f"<td{attr}>{html.escape(cell_text(v))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     ident = f" id='{b.id}'" if b.id else ""
-    table = f"<div class='scroll'{ident}><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    # a coloured grid (verdicts, targets: a few rows of long cells) wraps its cells to the page's width
+    grid = " class='grid'" if styles is not None else ""
+    table = f"<div class='scroll'{ident}><table{grid}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     if b.csv:
         table += f"<p class='note'>Full table: tables/{html.escape(b.csv)}{html.escape(b.note)}</p>"
     return table
@@ -212,7 +214,8 @@ def to_html(blocks, plot_dir: Path | None = None) -> str:
     return "\n".join(out)
 
 
-#: The page's style: compact tables that scroll in their own box, coloured verdict cells.
+#: The page's style: compact tables that scroll in their own box (coloured grids wrap to the page's width instead:
+#: no horizontal scroll on a first screen at 1280 px), coloured verdict cells.
 CSS = ("body{font-family:sans-serif;max-width:1240px;margin:auto;padding:0 1em;font-size:14px;line-height:1.35}"
        "h1{font-size:22px;margin:.4em 0 .1em}h2{font-size:17px;margin:.8em 0 .3em}h3{font-size:15px}"
        ".desc{color:#444;margin:.1em 0 .4em}p.question{font-weight:bold;margin:.5em 0 .1em}"
@@ -220,6 +223,7 @@ CSS = ("body{font-family:sans-serif;max-width:1240px;margin:auto;padding:0 1em;f
        ".scroll{overflow-x:auto;max-width:100%;margin:.2em 0}"
        "table{border-collapse:collapse;font-size:11px;white-space:nowrap}td,th{border:1px solid #ccc;padding:1px 5px}"
        "th{background:#f0f0f0;position:sticky;top:0}"
+       "table.grid{white-space:normal;width:100%}table.grid td{vertical-align:top}"
        "td.helps,td.met{background:#c8ecc8}td.hurts,td.missed{background:#f5c0c0}td.mixed{background:#f9dca4}"
        "td.inconclusive{background:#e8e8e8}td.no_effect{color:#777}td.na{color:#bbb}"
        "img{max-width:100%}pre{background:#f4f4f4;padding:.5em;overflow-x:auto;font-size:11px}"
