@@ -33,15 +33,17 @@ def reference_points():
 #: process sits idle.  Scheduling only (pyproject's ``--dist load --maxschedchunk 2`` hands tests out in
 #: this order, two at a time); a name missing here or there changes no result.
 LONGEST_FIRST = (
-    "test_committed_report_matches_fresh_run[cancellation_threshold]",  # ~195 s
-    "test_committed_report_matches_fresh_run[guard_ablation]",          # ~160 s
-    "test_committed_report_matches_fresh_run[subnormal_recovery]",      # ~98 s
-    "test_every_command_has_examples_that_run",                         # ~74 s
-    "test_readme_shell_blocks_run_as_printed",                          # ~69 s
-    "test_committed_report_matches_fresh_run[candidate]",               # ~68 s
-    "test_committed_report_matches_fresh_run[q_precision]",             # ~49 s
-    "test_sweep_benchmark_prints_both_ratios",                          # ~25 s
-    "test_kill_9_then_resume_gives_identical_results",                  # ~18 s
+    "test_committed_report_matches_fresh_run[cancellation_threshold]",  # ~107 s
+    "test_committed_report_matches_fresh_run[guard_ablation]",          # ~96 s
+    "test_committed_report_matches_fresh_run[subnormal_recovery]",      # ~72 s
+    "test_every_command_has_examples_that_run",                         # ~68 s
+    "test_readme_shell_blocks_run_as_printed",                          # ~44 s
+    "test_committed_report_matches_fresh_run[candidate]",               # ~37 s
+    "test_committed_report_matches_fresh_run[q_precision]",             # ~33 s
+    "test_sweep_benchmark_prints_both_ratios",                          # ~14 s
+    "test_full_sweep_benchmark_times_each_run_and_checks_the_tables",   # ~10 s
+    "test_dask_local_cluster",                                          # ~9 s
+    "test_kill_9_then_resume_gives_identical_results",                  # ~8 s
 )
 
 
