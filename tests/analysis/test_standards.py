@@ -264,22 +264,32 @@ def test_score_judges_a_device_dump_by_the_standards_and_by_ulp():
 
 
 def test_unit_test_case_example_shows_what_the_test_cannot_see():
+    """The example replays the published cases as they are (12 dtype profiles at 129 elements, the 257-element
+    weighted mean and the 2,050-element unweighted case in fp32, inputs built in float32 arithmetic) and shows
+    what their allclose cannot see."""
     import importlib.util
     from pathlib import Path
     path = Path(__file__).resolve().parents[2] / "examples" / "unit_test_case.py"
     spec = importlib.util.spec_from_file_location("unit_test_case", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    # the weights as the test builds them, in float32: 93 of the 257 differ by an ulp from float64-built ones
+    i = np.arange(257)
+    *_, weight = module.unit_test_inputs(257, (), 7)
+    assert np.count_nonzero(weight[0] != (-0.75 + (i % 11) * 0.2).astype(np.float32)) == 93
     t = module.replay()
-    assert len(t) == 2 * 2 * 3 and set(t["count"]) == {257, 2050}
+    assert len(t) == 14 * 3 and t["count"].value_counts().to_dict() == {129: 36, 257: 3, 2050: 3}
+    big = t[t["count"] > 129]
+    assert set(big["profile"]) == {"fp32/fp32/fp32", "fp32/fp32/none"}  # the two large cases run in fp32 only
     kernel = t[t["implementation"] == "kernel"]
-    assert set(kernel["test_verdict"]) == {"pass"}  # the test passes on ieee and npu
-    fp32 = t[t["format"] == "fp32"]
-    # ... while the kernel and the test's golden are both far from the exact value in fp32
+    assert set(kernel["test_verdict"]) == {"pass"}  # the test passes every case on ieee and npu
+    fp32 = t[t["profile"].str.startswith("fp32")]
+    # ... while the kernel and the test's golden are both over 100 ulp from the exact value in fp32
     assert (fp32["max_ulp"] > 100).all() and fp32["threshold_pass"].all()
     # in fp16 the kernel is correctly rounded everywhere, yet the threshold standard fails it (false alarms)
-    fp16 = kernel[kernel["format"] == "fp16"]
-    assert (fp16["max_ulp"] <= 0.5).all() and (~fp16["threshold_pass"]).all() and (fp16["false_alarm"] > 0).all()
+    fp16 = kernel[kernel["profile"].str.startswith("fp16")]
+    assert len(fp16) == 12 and (fp16["max_ulp"] <= 0.5).all() and (~fp16["threshold_pass"]).all()
+    assert (fp16["false_alarm"] > 0).all()
 
 
 @pytest.mark.parametrize("edit, words", [
