@@ -359,6 +359,13 @@ class StudyPlan:
             f"(or ${MEMORY_LIMIT_ENV}) moves the bound")
 
 
+def _combinations(study: Study, op) -> int:
+    """Tasks per machine, profile and value of the terms attribute: the combinations of the operator's other
+    attributes' values, weights and douts."""
+    others = [values for name, values in study.attributes if name != op.TERMS_ATTRIBUTE]
+    return math.prod(len(v) for v in others) * len(study.weights) * len(study.douts)
+
+
 def plan_study(study: Study, workers: int | None = None, scheduler: str | None = None) -> StudyPlan:
     """The size of ``study`` run with ``workers`` processes (None: every core), without drawing a point.
 
@@ -399,8 +406,7 @@ def plan_study(study: Study, workers: int | None = None, scheduler: str | None =
                 exact = round_to_format(p, get_format(profile.pred)).astype(np.float64).view(np.int64) == p.view(
                     np.int64)
                 kept[term, profile] = float(exact.sum())
-    others = [values for name, values in study.attributes if name != op.TERMS_ATTRIBUTE]
-    combos = math.prod(len(v) for v in others) * len(study.weights) * len(study.douts)
+    combos = _combinations(study, op)
     per_machine = sum(kept.values()) * combos
     T = len(study.targets)
     M = len(study.machines)
@@ -440,8 +446,7 @@ def _streamed_plan(study: Study, preds: float, sides: int, workers: int | None, 
     start, stop = get_format(study.pred.format).finite_positions(*study.pred.get("range", (None, None)))
     size = study.stream_block
     blocks = len(range(start // size * size, stop, size)) if stop > start else 0
-    others = [values for name, values in study.attributes if name != op.TERMS_ATTRIBUTE]
-    combos = math.prod(len(v) for v in others) * len(study.weights) * len(study.douts)
+    combos = _combinations(study, op)
     T, M, V = len(study.targets), len(study.machines), len(study_variants(study))
     values = len(study.term_values) * len(study.profiles)
     points = preds * values * combos * M * T

@@ -44,7 +44,7 @@ from precision.engine.operators import get_operator, term_chunk
 from precision.engine.study import Study
 from precision.engine.tables import (Gathered, RunResult, _PointsWriter, _stack_tasks, make_output_folder,
                                      write_gathered, write_run_json)
-from precision.engine.task import build_tasks, machine_siblings, run_tasks, shared_digest, variant_digest
+from precision.engine.task import build_tasks, machine_siblings, run_tasks
 from precision.errors import PrecisionError, RunNote
 from precision.exact.formats import get_format
 from precision.io.frames import columns_from_arrays
@@ -77,32 +77,20 @@ def block_preds(study: Study, block) -> np.ndarray:
 
 
 def _placeholder_tasks(study: Study, variants, comparisons) -> list:
-    """The study's tasks without points (one pred, no terms): the order and the keys of every block's tasks,
-    which :func:`precision.engine.sweep._TaskColumns` reads."""
+    """The study's tasks without points (the one pred 0, no terms): the order of every block's tasks, their
+    columns in the tables (:func:`precision.engine.tables._TaskColumns`) and, with a block's positions, its
+    key (:func:`_block_key`)."""
     op = get_operator(study.operator)
-    start = study_blocks(study)[0][0]
-    one = block_preds(study, (start, start + 1))
+    zero = np.zeros(1)
     terms = {v: (op.absent_table(1), op.absent_table(1)) for v in study.term_values}
-    return build_tasks(study, {v: one for v in study.term_values}, terms, variants, comparisons, None)
+    return build_tasks(study, {v: zero for v in study.term_values}, terms, variants, comparisons, None)
 
 
-def _block_key(study: Study, variants, comparisons, block) -> str:
-    """The chunk file's name of a block: everything its results depend on."""
-    op = get_operator(study.operator)
-    h = hashlib.sha256()
-    h.update(json.dumps(dict(
-        block=list(block), format=study.pred.format, operator=study.operator, targets=list(study.targets),
-        attributes=[[name, [float(v).hex() for v in values]] for name, values in study.attributes],
-        weights=[None if w is None else float(w).hex() for w in study.weights],
-        douts=[float(d).hex() for d in study.douts], reduction=study.reduction, count=study.count,
-        profiles=[p.name for p in study.profiles], machines=list(study.machines),
-        regions=[float(e).hex() for e in study.region_edges], brackets=[float(e).hex() for e in study.bracket_edges],
-        per_point=study.per_point, oracle=op.ORACLE_VERSION, shared=shared_digest(study.operator),
-        variants=[(v, variant_digest(v, study.operator)) for v in variants],
-        comparisons=[[c.with_variant, c.without_variant] for c in comparisons],
-        plugins=[op.plugin_digest(p) for p in study.plugins],
-        golden=(study.report.options_of("standards") if study.report is not None else {}).get("golden", "exact"),
-        stream_block=study.stream_block), sort_keys=True).encode())
+def _block_key(tasks, block, size: int) -> str:
+    """The chunk file's name of a block: its positions and block size, and the keys of the study's tasks
+    (:func:`precision.engine.task.task_key` of :func:`_placeholder_tasks`: every input but the preds, the
+    machine, the variants' and the shared code's digests, the comparisons)."""
+    h = hashlib.sha256(json.dumps([list(block), size, [t.key for t in tasks]]).encode())
     return h.hexdigest()[:32]
 
 
@@ -130,8 +118,8 @@ def _block_terms(study: Study, preds: np.ndarray) -> dict:
 def run_block(job) -> dict:
     """Run one block's tasks (a worker's job ``(study, block, variants, comparisons, chunk file or None)``).
 
-    Returns the counts ``reused``, ``computed_pieces`` and ``fallback`` when it wrote its chunk file, else
-    (a remote worker) the chunk's arrays themselves."""
+    Returns ``{"computed_pieces": n}`` when it wrote its chunk file, else (a remote worker, this process) the
+    chunk's arrays themselves."""
     study, block, variants, comparisons, path = job
     get_operator(study.operator).ensure_loaded(list(study.plugins), {})
     preds = block_preds(study, block)
@@ -144,7 +132,12 @@ def run_block(job) -> dict:
     if path is None:
         return arrays
     atomic_write_npz(Path(path), arrays, durable=False)
-    return {"computed_pieces": sum(int(v) for k, v in arrays.items() if k.endswith(f"{_SEP}computed_pieces"))}
+    return {"computed_pieces": _computed_pieces(arrays)}
+
+
+def _computed_pieces(arrays: dict) -> int:
+    """The pieces a block's tasks computed (not taken from a cache), from its chunk's arrays."""
+    return sum(int(v) for k, v in arrays.items() if k.endswith(f"{_SEP}computed_pieces"))
 
 
 def _by_task(arrays: dict, n_tasks: int) -> list:
@@ -256,7 +249,7 @@ def run_streamed(study: Study, out_dir, *, cache_dir=None, use_cache: bool = Tru
     try:
         make_output_folder(out)
         tasks = _placeholder_tasks(study, variants, comparisons)
-        keys = [_block_key(study, variants, comparisons, b) for b in blocks]
+        keys = [_block_key(tasks, b, study.stream_block) for b in blocks]
         paths = [chunk_dir / f"{k}.safetensors" for k in keys]
         todo = [i for i, p in enumerate(paths) if not p.exists()]
         local = scheduler is None or scheduler == "local"
@@ -267,7 +260,8 @@ def run_streamed(study: Study, out_dir, *, cache_dir=None, use_cache: bool = Tru
         points = _PointsWriter(staging / "points.parquet.tmp", variants)
         fold = _Fold(tasks, variants, points)
         progress = _Progress(study.name, len(blocks), 0, sum(b - a for a, b in blocks))
-        finished = set(range(len(blocks))) - set(todo)
+        fresh = set(todo)
+        finished = set(range(len(blocks))) - fresh
         computed = recomputed = 0
         next_block = 0
 
@@ -284,13 +278,12 @@ def run_streamed(study: Study, out_dir, *, cache_dir=None, use_cache: bool = Tru
                 progress.update(b - a, fresh=next_block in fresh)
                 next_block += 1
 
-        fresh = set(todo)
         fold_ready()
         for j, result in executor.map_unordered(run_block, jobs):
             i = todo[j]
             if jobs[j][4] is None:  # (returned, not written: a remote worker, or this process)
                 atomic_write_npz(paths[i], result, durable=False)
-                result = {"computed_pieces": sum(int(v) for k, v in result.items() if k.endswith("computed_pieces"))}
+                result = {"computed_pieces": _computed_pieces(result)}
             computed += int(result["computed_pieces"])
             finished.add(i)
             fold_ready()

@@ -374,7 +374,7 @@ def write_gathered(study: Study, out: Path, tasks, variants, comparisons, gather
         with ThreadPoolExecutor(1) as background:
             raw_written = background.submit(_write_raw, out, stats)
             _write_tables(study, out, stats, variants, region_names, band_names, gathered.predbins)
-            _atomic_csv(out / "extents.csv", extents_table(tasks, variants, study.machines, context, gathered))
+            _atomic_csv(out / "extents.csv", extents_table(tasks, variants, study.machines, gathered))
             raw_written.result()
     finally:
         if side is not None:  # (its files are in place before the caller removes the folder on a failure)
@@ -385,31 +385,27 @@ def write_gathered(study: Study, out: Path, tasks, variants, comparisons, gather
         side.result()
 
 
-def extents_table(tasks, variants, machines, context: "_TaskColumns", gathered: Gathered) -> pd.DataFrame:
+def extents_table(tasks, variants, machines, gathered: Gathered) -> pd.DataFrame:
     """``extents.csv``: per (variant, machine, format, profile, attributes, weight, dout, target) and error
     level (``level_ulp``, :data:`~precision.engine.task.EXTENT_LEVELS`): ``over``, the outputs more than that
     many ulp off (specials included), and ``first_pred`` / ``last_pred``, the smallest and the largest pred of
     one of them (hex; empty when none is): the hole's extent (on a streamed set, every value of the format
     between them was evaluated)."""
-    rows = {"task": [], "variant": [], "target": [], "level_ulp": [], "over": [], "first_pred": [], "last_pred": []}
+    rows = []
     for ti in sorted(gathered.extent):
-        extent, count = gathered.extent[ti], gathered.extent_count[ti]
+        task, extent, count = tasks[ti], gathered.extent[ti], gathered.extent_count[ti]
+        keys = {"machine": task.machine, "format": task.profile.pred, "profile": task.profile.name,
+                **{name: float(v) for name, v in task.attributes},
+                "weight": np.nan if task.weight is None else float(task.weight), "dout": float(task.dout)}
         for vi, v in enumerate(variants):
-            if (v, tasks[ti].profile.name) in gathered.unsupported:
+            if (v, task.profile.name) in gathered.unsupported:
                 continue
-            for j, t in enumerate(tasks[ti].targets):
+            for j, t in enumerate(task.targets):
                 for k, level in enumerate(EXTENT_LEVELS):
-                    for name, value in (("task", ti), ("variant", v), ("target", t), ("level_ulp", level),
-                                        ("over", int(count[vi, j, k])), ("first_pred", extent[vi, j, k, 0]),
-                                        ("last_pred", extent[vi, j, k, 1])):
-                        rows[name].append(value)
-    frame = pd.DataFrame(rows)
-    keys = context.keys(frame.assign(group=0)) if len(frame) else {}
-    cols = {name: keys[name] for name in ("machine", "format", "profile", *context.numbers) if name in keys}
-    frame = frame.assign(**cols).drop(columns="task")
-    lead = ["variant", "machine", "format", "profile", *[c for c in context.numbers], "target", "level_ulp"]
-    frame = frame[[c for c in lead if c in frame.columns] + ["over", "first_pred", "last_pred"]]
-    frame = sort_table(frame, variants, machines)
+                    rows.append({"variant": v, **keys, "target": t, "level_ulp": level, "over": int(count[vi, j, k]),
+                                 "first_pred": extent[vi, j, k, 0], "last_pred": extent[vi, j, k, 1]})
+    frame = sort_table(pd.DataFrame(rows), variants, machines) if rows else pd.DataFrame(
+        columns=["variant", "machine", "format", "profile", "target", "level_ulp", "over", "first_pred", "last_pred"])
     for col in ("first_pred", "last_pred"):
         values = frame[col].to_numpy(np.float64)
         frame[col] = np.where(np.isnan(values), "", hex_floats(values))

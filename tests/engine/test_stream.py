@@ -227,3 +227,22 @@ def test_the_report_gives_each_hole_its_extent(tmp_path, capsys):
     assert (ulp_error(out, exact, "fp32") > 2**20).tolist() == [False, True, True, False]
     page = (folder / "report.md").read_text()
     assert "## Where the holes are" in page and "gamma 2, target 0: 949 outputs more than 2^20 ulp off, the first at pred = 0x1.9bf31ep+3 (12.873427)" in page
+
+
+def test_a_blocks_key_does_not_depend_on_where_the_range_starts():
+    """The same block of two studies that differ only in their range is the same chunk file (a longer range
+    reuses the blocks it shares), and another block or block size is another."""
+    from precision.engine.estimate import study_variants
+    from precision.engine.operators import get_operator
+    from precision.engine.stream import _block_key, _placeholder_tasks
+
+    def keys(lo, hi, size):
+        study = parse_study(streamed(lo, hi, block=f"block = {size}"), "s.toml")
+        variants = study_variants(study)
+        tasks = _placeholder_tasks(study, variants, get_operator(study.operator).find_comparisons(variants, ()))
+        return {b: _block_key(tasks, b, size) for b in study_blocks(study)}
+    short, long_ = keys(1.0, 1.0625, 32768), keys(1.0, 1.125, 32768)
+    shared = set(short) & set(long_)
+    assert len(shared) == 16 and all(short[b] == long_[b] for b in shared)
+    assert len(set(long_.values())) == len(long_)  # one key a block
+    assert not set(keys(1.0, 1.0625, 16384).values()) & set(short.values())
