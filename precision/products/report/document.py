@@ -159,6 +159,10 @@ def to_markdown(blocks, plot_dir: Path | None = None) -> str:
     return "\n".join(out)
 
 
+#: Tables of at most this many rows wrap their cells to the page's width (:func:`_html_table`).
+SHORT_TABLE_ROWS = 8
+
+
 def _html_table(b: Table) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in b.frame.columns)
     rows = []
@@ -171,8 +175,9 @@ def _html_table(b: Table) -> str:
             cells.append(f"<td{attr}>{html.escape(cell_text(v))}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     ident = f" id='{b.id}'" if b.id else ""
-    # a coloured grid (verdicts, targets: a few rows of long cells) wraps its cells to the page's width
-    grid = " class='grid'" if styles is not None else ""
+    # a coloured grid (verdicts, targets) or a short table (an answer's: a few rows of long cells) wraps its
+    # cells to the page's width; a long table scrolls in its own box
+    grid = " class='grid'" if styles is not None or len(b.frame) <= SHORT_TABLE_ROWS else ""
     table = f"<div class='scroll'{ident}><table{grid}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     if b.csv:
         table += f"<p class='note'>Full table: tables/{html.escape(b.csv)}{html.escape(b.note)}</p>"
