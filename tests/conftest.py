@@ -1,6 +1,8 @@
 """Shared fixtures: the reference points computed independently of mpmath (Arb)."""
 
 import csv
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,30 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(config, items):
     rank = {name: k for k, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.name, len(rank)))  # stable: the rest keep pytest's order
+
+
+#: The compiled passes (numba, cached beside their modules), in two sets of about equal compile time
+#: (about 11 s each on a cold checkout): loaded once, by two processes side by side, before the test
+#: processes start.  Without this every test process and every worker a sweep starts compiles the same
+#: passes at once on a fresh checkout (CI's): the committed-report reruns took 72 to 107 s there, 20 to
+#: 25 s once the cache exists.
+COMPILED_SETS = (
+    "from precision.analysis import fused; fused.load()",
+    "from precision.machine import arith_fused, ieee_fused, npu_fused; "
+    "from precision.sigmoid_focal_loss_grad import oracle_fast; "
+    "[m.load() for m in (arith_fused, ieee_fused, npu_fused, oracle_fast)]",
+)
+
+
+def pytest_sessionstart(session):
+    """Load (on a fresh checkout: compile) the compiled passes in the controlling process, before pytest-xdist
+    starts the test processes (its own sessionstart hook runs after this one); a failure to compile fails
+    here, once, with the compiler's message."""
+    if hasattr(session.config, "workerinput"):  # a test process: the controller has loaded them
+        return
+    loaders = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+               for code in COMPILED_SETS]
+    for code, loader in zip(COMPILED_SETS, loaders):
+        _, err = loader.communicate()
+        if loader.returncode:
+            raise RuntimeError(f"loading the compiled passes failed ({code}):\n{err}")

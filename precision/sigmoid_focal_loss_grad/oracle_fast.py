@@ -506,3 +506,18 @@ def derive_rows(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, 
         rounded[i], exact_hi[i], exact_lo[i], todo[i] = _derive_one(
             t[i], a[i], w[i], d[i], n[i], pos_hi[i], pos_lo[i], pos_ex[i], pos_rel[i], neg_hi[i], neg_lo[i],
             neg_ex[i], neg_rel[i], prec, emin, emax)
+
+
+def load() -> None:
+    """Load every pass now (from the cache beside this file, or compiled the first time), for the argument
+    types the oracle gives them: the term rows of a gamma list and of (x, gamma) pairs, and the derivation
+    into a binary format (fp32's precision and exponent range; every format passes the same types)."""
+    x = np.array([0.5, 30.0])
+    hi, lo, ex, rel = focal_rows(x, [2.0])
+    focal_pair_rows(x, x)
+    size = x.size
+    t, n = np.zeros(size, dtype=np.int64), np.ones(size, dtype=np.int64)
+    ones = np.ones(size)
+    todo = np.ones(size, dtype=np.bool_)
+    derive_rows(t, ones, ones, ones, n, hi[0], lo[0], ex[0], rel[0], hi[0], lo[0], ex[0], rel[0],
+                24, -126, 127, np.empty(size), np.empty(size), np.empty(size), todo)
