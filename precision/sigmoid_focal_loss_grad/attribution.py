@@ -128,6 +128,7 @@ from precision.sigmoid_focal_loss_grad.guards import bind_recipe
 from precision.machine import Machine
 from precision.analysis.scoring import ulp_error
 from precision.recipes.steps import RECIPE_INPUTS, BoundRecipe
+from precision.products.report.findings import fmt_num
 from precision.sigmoid_focal_loss_grad.step_values import (CHECK_BITS, MAX_PREC, START_PREC, exact_point, low_part,
                                                            mpf_to_float)
 
@@ -599,10 +600,6 @@ def attribute(variant, pred, target, dout=1.0, weight=None, *, alpha=0.25, gamma
 # One sentence for the top cause
 # ---------------------------------------------------------------------------
 
-def _fmt_num(v: float) -> str:
-    return f"{v:.3g}" if math.isfinite(v) else str(v)
-
-
 def _near_one(v: float, fmt) -> str | None:
     """``1 - k ulp(1)`` for a value within 2^-8 of 1."""
     if not math.isfinite(v) or abs(v - 1.0) >= 2.0**-8 or v == 1.0:
@@ -649,24 +646,24 @@ def describe(att: Attribution, point: int = 0) -> str:
                 f"{float(row['exact']):.6g}" + (f" ({', '.join(said(n) for n in ins)})" if ins else ""))
     if cause == "cancellation":
         text = (f"{head}: {', '.join(said(n) for n in ins) or 'its inputs are exact'}; "
-                f"{step} loses {_fmt_num(lu)} ulp (condition number {_fmt_num(float(row['cond']))})")
+                f"{step} loses {fmt_num(lu)} ulp (condition number {fmt_num(float(row['cond']))})")
     elif cause == "sensitivity":
-        text = (f"{head}: condition number {_fmt_num(float(row['cond']))}, so the rounding of its input "
-                f"({', '.join(said(n) for n in ins) or 'a constant'}) becomes {_fmt_num(lu)} ulp")
+        text = (f"{head}: condition number {fmt_num(float(row['cond']))}, so the rounding of its input "
+                f"({', '.join(said(n) for n in ins) or 'a constant'}) becomes {fmt_num(lu)} ulp")
     elif cause == "clamp":
         text = (f"{head}: the exact value {float(row['exact']):.6g} lies beyond the clamp's bound; the clamp "
-                f"moves it by {_fmt_num(lu)} ulp")
+                f"moves it by {fmt_num(lu)} ulp")
     elif cause == "flush":
         text = (f"{head}: the exact result {float(row['exact']):.6g} is subnormal and the machine flushes it "
-                f"to zero ({_fmt_num(lu)} ulp)")
+                f"to zero ({fmt_num(lu)} ulp)")
     elif cause == "underflow":
         small = [n for n in ins if abs(float(rows.loc[n, "exact_rounded"])) < fmt.smallest_normal]
         text = (f"{head}: {', '.join(said(n) for n in small)} (subnormal or zero) keeps too few bits; "
-                f"{_fmt_num(lu)} ulp lost")
+                f"{fmt_num(lu)} ulp lost")
     else:
-        text = f"{head}: {_fmt_num(lu)} ulp of {cause}"
+        text = f"{head}: {fmt_num(lu)} ulp of {cause}"
     others = rows[(rows["reaches_output"]) & (rows.index != step) & (rows["local_ulp"] >= TOP_TIE_RATIO * lu)
                   & rows["cause"].isin(["cancellation", "sensitivity", "clamp", "flush", "underflow", "overflow"])]
     for name in list(others.index)[:2]:
-        text += f"; {name} = {att.formulas[name]} has the same order of loss ({_fmt_num(float(others.loc[name, 'local_ulp']))} ulp, {others.loc[name, 'cause']})"
+        text += f"; {name} = {att.formulas[name]} has the same order of loss ({fmt_num(float(others.loc[name, 'local_ulp']))} ulp, {others.loc[name, 'cause']})"
     return text

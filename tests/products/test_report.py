@@ -464,6 +464,45 @@ def test_best_float32_tau_in_hex_with_its_decimal(threshold_report):
     assert decimal_text("0x1.000002p-1") == "0.50000006"  # the production study's tau, never '0.5'
 
 
+def test_threshold_answer_is_one_recommendation(threshold_report):
+    """Each machine's threshold answer names what to use (the plateau's simplest value, or always when it is
+    bit-identical to always on the points), computed from the report's own tables; doctored octaves move it."""
+    from precision.products.report.answers import verdict_table
+    from precision.products.report.load import load_run
+    from precision.products.report.threshold_advice import recommend_thresholds
+    tables = {n: pd.read_csv(threshold_report / "tables" / f"{n}.csv", dtype={"region": str})
+              for n in ("threshold_search_octaves", "threshold", "threshold_search")}
+    tables["verdicts"] = verdict_table(load_run(threshold_report.parent.parent / "runs" / "thr_tiny"))
+    recs = recommend_thresholds(tables["threshold_search_octaves"], tables["threshold"], tables["verdicts"],
+                                tables["threshold_search"], "thr_tiny")
+    assert {r["machine"] for r in recs} == {"ieee", "npu"}
+    answers = [a for a in json.loads((threshold_report / "findings.json").read_text())["answers"]
+               if a["question"].startswith("Is 1/64")]
+    for r in recs:
+        mine = [a for a in answers if a["machine"] == r["machine"]]
+        assert len(mine) == 1 and mine[0]["recommendation"] == r["recommendation"]
+        assert r["production_on_plateau"] == (r["plateau_lo"] <= 2.0 ** -6 <= r["plateau_hi"])
+        if r["production_on_plateau"]:  # no change supported: keep it
+            assert r["recommendation"] == "2^-6"
+            assert f"Keep 2^-6: it lies on the plateau {r['plateau_text']}" in mine[0]["short"]
+            continue
+        assert f"Use {r['recommendation']} instead of 2^-6" in mine[0]["short"]
+        assert f"Every tau in {r['plateau_text']}" in mine[0]["short"]
+        pooled = tables["threshold"][(tables["threshold"]["subset"] == "pooled")
+                                     & (tables["threshold"]["machine"] == r["machine"])].set_index("threshold")
+        assert r["mean_bits_recommended"] == pooled.loc[r["recommendation"], "mean_bits"]
+        if r["identical_to_always"]:
+            assert "drop the test and always correct" in mine[0]["short"]
+    # an octave made significant stops the plateau above it: 1/64 falls off it, and the advice changes to the
+    # plateau's largest power of two (always where it gives always's counts)
+    oc = tables["threshold_search_octaves"].copy()
+    oc.loc[oc["k"] == 3, ["better", "worse"]] = [10_000, 0]
+    moved = recommend_thresholds(oc, tables["threshold"], tables["verdicts"], tables["threshold_search"], "thr_tiny")
+    for b in moved:
+        assert b["plateau_lo"] == 0.125 and not b["production_on_plateau"]
+        assert b["recommendation"] in ("always", "2^0")
+
+
 def _curves(svg: str) -> dict:
     """{panel: {curve label: line path}} of a plot's SVG (plots.curve_id)."""
     out = {}

@@ -38,12 +38,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from precision.analysis.decision import THRESHOLDS, Evidence, decide_cell, plateau, rule_text
+from precision.analysis.decision import THRESHOLDS, Evidence, decide_cell, rule_text
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.machine.devices import DEVICES, PRODUCTION_MODEL, SWITCHES, device_of
 from precision.products.report.defects import DEFECT_ULP, defect_rows, input_class_text
 from precision.products.report.document import CSS
 from precision.products.report.findings import fmt_num
+from precision.products.report.threshold_advice import recommend_thresholds, recommendation_sentence
 
 __all__ = ["build_review", "review_data", "threshold_recommendation", "page_links", "REVIEW_FILES"]
 
@@ -213,93 +214,12 @@ def _tiled_cell(guard: str, machine: str, tiled: dict, upper_rows: list):
 # The G5 threshold as one recommendation
 # ---------------------------------------------------------------------------
 
-def _power_text(tau: float) -> str:
-    if tau == math.inf:
-        return "always"
-    k = -math.log2(tau)
-    return f"2^{-int(k)}" if k == int(k) else float(tau).hex()
-
-
 def threshold_recommendation(study: str, folder: Path) -> list:
-    """Per machine: the G5 threshold to use, from a cancellation-threshold report's tables.
-
-    The plateau (:func:`precision.analysis.decision.plateau` over ``threshold_search_octaves.csv``) is
-    the interval of tau whose net cannot be told from the best float32 tau; its simplest value is the
-    largest power of two in it, reported as ``always`` when that threshold's row of ``threshold.csv``
-    (pooled) has the same counts as ``always``'s (changed, better and worse against never, mean bits,
-    largest finite error, share correctly rounded).  The size: mean bits, largest finite error and
-    share correctly rounded with the production threshold and with the recommendation, and the share
-    of the changed outputs that get worse (``verdicts.csv``, recommendation against production).
-    """
-    octaves, t, v = (_table(folder, n) for n in ("threshold_search_octaves.csv", "threshold.csv", "verdicts.csv"))
-    search = _table(folder, "threshold_search.csv")
-    if octaves.empty or t.empty or v.empty:
-        return []
-    out = []
-    pooled = t[t["subset"] == "pooled"]
-    for machine, oc in octaves.groupby("machine", sort=False):
-        oc = oc.sort_values("k")
-        lo, hi = plateau(oc["tau_lo"].to_numpy(float), oc["tau_hi"].to_numpy(float), oc["better"].to_numpy(),
-                         oc["worse"].to_numpy())
-        mine = pooled[pooled["machine"] == machine]
-        prod_rows = v[(v["region"] == "all") & (v["machine"] == machine) & (v["kind"] == "threshold")
-                      & ~v["without_variant"].str.contains("never")]
-        if mine.empty or prod_rows.empty:
-            continue
-        production_variant = prod_rows["without_variant"].iloc[0]
-        prod = mine[mine["variant"] == production_variant].iloc[0]
-        powers = mine[(mine["tau"] >= lo) & (mine["tau"] <= hi) & (mine["threshold"] != "always")]
-        simplest = powers.sort_values("tau", ascending=False).iloc[0] if len(powers) else None
-        always = mine[mine["threshold"] == "always"]
-        same = ["changed_vs_never", "better_vs_never", "worse_vs_never", "mean_bits", "max_finite_ulp",
-                "share_correct"]
-        as_always = simplest is not None and len(always) and all(
-            simplest[c] == always.iloc[0][c] for c in same)
-        rec = always.iloc[0] if as_always else simplest
-        if rec is None:
-            continue
-        vs = prod_rows[prod_rows["with_variant"] == rec["variant"]]
-        vr = vs.iloc[0] if len(vs) else None
-        best = search[search["machine"] == machine] if not search.empty else search
-        out.append({
-            "machine": machine, "format": str(prod["format"]), "study": study,
-            "plateau_lo": lo, "plateau_hi": hi, "plateau_text": f"[{_power_text(lo)}, {_power_text(hi)}]",
-            "best_tau_hex": best["boundary"].iloc[0] if len(best) and "boundary" in best else None,
-            "recommendation": str(rec["threshold"]), "simplest_power": str(simplest["threshold"]),
-            "identical_to_always": bool(as_always), "production": str(prod["threshold"]),
-            "production_variant": production_variant, "recommended_variant": str(rec["variant"]),
-            "mean_bits_production": float(prod["mean_bits"]), "mean_bits_recommended": float(rec["mean_bits"]),
-            "max_finite_ulp_production": float(prod["max_finite_ulp"]),
-            "max_finite_ulp_recommended": float(rec["max_finite_ulp"]),
-            "share_correct_production": float(prod["share_correct"]),
-            "share_correct_recommended": float(rec["share_correct"]),
-            "changed": _int(vr["changed"]) if vr is not None else None,
-            "better": _int(vr["better"]) if vr is not None else None,
-            "worse": _int(vr["worse"]) if vr is not None else None,
-            "verdict": vr["verdict"] if vr is not None else None,
-            "link": f"{study}/report.html#threshold"})
-    return out
-
-
-def _threshold_sentence(r: dict) -> str:
-    same = (f"; {r['simplest_power']}, the largest power of two on it, gives the same counts as always on the "
-            "study's points, so: drop the test and always correct") if r["identical_to_always"] else ""
-    worse = (f"; of the {fmt_num(r['changed'])} outputs that change, {fmt_num(r['worse'])} "
-             f"({r['worse'] / max(r['changed'], 1):.0%}) get worse") if r.get("changed") else ""
-    return (f"{r['machine']} {r['format']}: use {r['recommendation']} instead of {r['production']}. Every tau in "
-            f"{r['plateau_text']} nets the same as the best float32 tau ({r['best_tau_hex']}) within noise "
-            f"(sign test per octave){same}. Size: mean error {fmt_num(round(r['mean_bits_production'], 3))} -> "
-            f"{fmt_num(round(r['mean_bits_recommended'], 3))} bits, largest finite error "
-            f"{_sci(r['max_finite_ulp_production'])} -> {_sci(r['max_finite_ulp_recommended'])} ulp, share "
-            f"correctly rounded {r['share_correct_production']:.2%} -> {r['share_correct_recommended']:.2%}{worse}.")
-
-
-def _sci(v: float) -> str:
-    """A large number in the page's one style: thousands separators under 1e6, else 3 significant digits."""
-    v = float(v)
-    if not math.isfinite(v):
-        return fmt_num(v)
-    return f"{v:,.0f}" if abs(v) < 1e6 and v == int(v) else (f"{v:.3g}" if abs(v) < 1e6 else f"{v:.3g}")
+    """Per machine: the G5 threshold to use (:func:`precision.products.report.threshold_advice.recommend_thresholds`),
+    from a cancellation-threshold report's tables."""
+    octaves, t, v, search = (_table(folder, n) for n in ("threshold_search_octaves.csv", "threshold.csv",
+                                                         "verdicts.csv", "threshold_search.csv"))
+    return recommend_thresholds(octaves, t, v, search, study)
 
 
 # ---------------------------------------------------------------------------
@@ -344,15 +264,15 @@ def _defects(reports: dict, term: str | None) -> list:
                                    for k in ("nan", "wrong_sign", "inf", "lost_inf") if r[k])
                         + f" of {fmt_num(int(r['count']))} outputs per machine")
         if r["max_finite_ulp"] > DEFECT_ULP:
-            size.append(f"errors up to {_sci(r['max_finite_ulp'])} ulp")
+            size.append(f"errors up to {fmt_num(r['max_finite_ulp'])} ulp")
         pre = "special_witness_" if r["special"] else "witness_"
         place = f"pred={_dec(r.get(pre + 'pred'))}" + (f" {term}={_dec(r.get(pre + term))}" if term else "")
         fix = r.get("fix_variant")
         if isinstance(fix, str):
             ok = int(r["fix_special"]) == 0 and float(r["fix_max_finite_ulp"]) <= DEFECT_ULP
-            fix_text = (f"candidate (max {_sci(float(r['fix_max_finite_ulp']))} ulp, "
+            fix_text = (f"candidate (max {fmt_num(float(r['fix_max_finite_ulp']))} ulp, "
                         f"{fmt_num(int(r['fix_special']))} special)" if ok else
-                        f"nothing yet (candidate: max {_sci(float(r['fix_max_finite_ulp']))} ulp, "
+                        f"nothing yet (candidate: max {fmt_num(float(r['fix_max_finite_ulp']))} ulp, "
                         f"{fmt_num(int(r['fix_special']))} special)")
         else:
             fix_text = "not measured here"
@@ -410,8 +330,8 @@ def _candidate_words(c: dict) -> list:
         root = ""
         if io:
             outside, inside = max(v[0] for v in io), max(v[1] for v in io)
-            root = (f"; its largest error is {_sci(outside)} ulp outside the root neighbourhood of A and "
-                    f"{_sci(inside)} ulp inside it, which the targets exempt and the standards do not")
+            root = (f"; its largest error is {fmt_num(outside)} ulp outside the root neighbourhood of A and "
+                    f"{fmt_num(inside)} ulp inside it, which the targets exempt and the standards do not")
         out.append(f"Standards, {s['format']}: the threshold standard passes {s['threshold_pass']} of its "
                    f"{s['cells']} cells; they reject {fmt_num(s['false_alarm'])} of its outputs that are "
                    f"correctly rounded (e.g. {s['false_alarm_witness'] or 'none'}) and accept "
@@ -692,7 +612,7 @@ def _render(data: dict, reports_dir: Path) -> tuple[str, str]:
         md.append("## G5's threshold: one recommendation\n")
         h.append("<h2 id='threshold'>G5's threshold: one recommendation</h2><ul>")
         for r in data["threshold"]:
-            s = _threshold_sentence(r)
+            s = recommendation_sentence(r)
             md.append(f"- {s} " + _md_link("(threshold section)", _md_href(r["link"], reports_dir)))
             h.append(f"<li>{esc(s)} <a href='{esc(r['link'], quote=True)}'>threshold section</a></li>")
         md.append("")

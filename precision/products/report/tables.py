@@ -125,19 +125,38 @@ def inputs_text(row, prefix: str = "witness_", suffix: str = "", attributes=()) 
     return " ".join(parts)
 
 
+def grid_scope(run) -> str:
+    """The grid a run's claims hold on, in words: ``on the grid alpha 0.25, gamma 2`` (one value each) or
+    ``on the grid of 2 alpha x 13 gamma values``; weight and dout only where the study varies them.  Empty
+    for a run folder written before run.json held its grid.
+
+    Its claims say nothing of attribute values off the grid (``precision hunt`` searches between them).
+    """
+    grid = run.run.get("grid")
+    if not grid:
+        return ""
+    shown = {k: v for k, v in grid.items() if k not in ("weight", "dout") or len(v) > 1}
+    if all(len(v) == 1 for v in shown.values()):
+        return "on the grid " + ", ".join(f"{k} {fmt_num(v[0])}" for k, v in shown.items())
+    return "on the grid of " + " x ".join(f"{fmt_num(len(v))} {k}" for k, v in shown.items()) + " values"
+
+
 def maximum_label(run, fmt: str) -> str:
     """How a maximum over the run's ``fmt`` outputs relates to the max over the inputs they stand for.
 
     ``exhaustive`` when a pred set of the run enumerates every float of
     ``fmt`` (in its range): the max is then the max over those preds at the
-    study's grid of attributes and selectors; otherwise ``sampled (a lower bound)``.
+    study's grid of attributes and selectors (:func:`grid_scope`, said);
+    otherwise ``sampled (a lower bound)``.
     """
+    grid = grid_scope(run)
+    grid = f", {grid}" if grid else ""
     for p in run.run.get("pred_sets", []):
         if p.get("kind") == "exhaustive" and p.get("format") == fmt:
             lo, hi = p.get("range") or (None, None)
             where = f" in [{fmt_num(lo)}, {fmt_num(hi)}]" if lo is not None else ""
-            return f"exhaustive: every {fmt} pred{where}"
-    return "sampled: a lower bound of the max over the pred range"
+            return f"exhaustive: every {fmt} pred{where}{grid}"
+    return f"sampled: a lower bound of the max over the pred range{grid}"
 
 
 def error_kind(max_ulp, computed, exact, fmt) -> str:

@@ -40,6 +40,7 @@ from precision.products.report.findings import Finding, cite, fmt_num, p_text
 from precision.products.report.mechanism import effect_of
 from precision.products.report.plots import draw_curves, save
 from precision.products.report.tables import decimal_text, exact_text, group_table, short_hex
+from precision.products.report.threshold_advice import recommend_thresholds, recommendation_sentence
 from precision.analysis.scoring import SPECIAL_CLASSES
 
 __all__ = ["build", "threshold_table", "subsets", "window_table", "plot_threshold", "POOLED"]
@@ -283,11 +284,15 @@ def _answer(t: pd.DataFrame, search: pd.DataFrame, op) -> list:
 QUESTION = "Is 1/64 the right G5 threshold, what is better, and by how much?"
 
 
-def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
-    """Per machine and format (pooled points): whether 1/64 is right, what beats it and by how much (the size
-    and mechanism of the best threshold against 1/64 from verdicts.csv), the best float32 tau."""
+def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame, octaves: pd.DataFrame) -> list:
+    """Per machine and format (pooled points): whether 1/64 is right, what to use instead as one
+    recommendation (:mod:`precision.products.report.threshold_advice`: the plateau, its simplest value,
+    the size), what beats 1/64 and by how much (the size and mechanism of the best threshold against 1/64
+    from verdicts.csv), the best float32 tau."""
     v = verdict_table(run)
     op = run.operator
+    advice = {(r["machine"], r["profile"]): r
+              for r in recommend_thresholds(octaves, t, v, search, str(run.run.get("study", "")))}
     out = []
     for c in _cells(t, search, op):
         beat = c.finite[(c.finite["tau"] != op.PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "helps")]
@@ -304,13 +309,19 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
             extra = {"best_threshold": str(c.search["best_threshold"]), "best_tau_hex": short_hex(c.search["boundary"])}
         elif best is not None:
             extra = {"best_threshold": str(best["threshold"]), "best_tau_hex": short_hex(float(best["tau"]))}
+        rec = advice.get((c.machine, c.profile))
+        said = "" if rec is None else recommendation_sentence(rec, machine=False)
+        if rec is not None:
+            extra.update(recommendation=rec["recommendation"], plateau=rec["plateau_text"],
+                         identical_to_always=rec["identical_to_always"])
         if beat.empty:
             name = "1/64" if best is None or best["tau"] == op.PRODUCTION_THRESHOLD else best["threshold"]
+            said = f" {said[0].upper()}{said[1:]}" if said else ""
             text = (f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64 on these points "
-                    f"(best against no correction: {name}); indistinguishable from 1/64: {_names(c.same)}.")
+                    f"(best against no correction: {name}); indistinguishable from 1/64: {_names(c.same)}.{said}")
             out.append(Answer(QUESTION, text, [], subject="G5=1/64", machine=c.machine, format=c.format,
                               verdict="right", extra=extra,
-                              short=f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64."))
+                              short=f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64.{said}"))
             continue
         nums = []
         scope = (f"every threshold of the study from {lowest['threshold']} up beats 1/64" if every_up
@@ -318,7 +329,10 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
         if len(lose):
             scope += f"; {_names(lose)} lose to 1/64"
         text = f"{c.machine} {c.format}: no: {scope}; the best is {best['threshold']}: against 1/64 it helps"
-        short = (f"{c.machine} {c.format}: no. " + (f"Every threshold from {lowest['threshold']} up beats 1/64"
+        if rec is not None:
+            text = text.replace(": no: ", f": no; {said[0].upper()}{said[1:-1]}. In detail: ", 1)
+        short = (f"{c.machine} {c.format}: no. " + (f"{said[0].upper()}{said[1:]} " if rec is not None else "")
+                 + (f"Every threshold from {lowest['threshold']} up beats 1/64"
                                                      if every_up else f"{len(beat)} thresholds beat 1/64")
                  + (f" ({len(lose)} others lose to 1/64)" if len(lose) else "") + f"; the best, {best['threshold']}, "
                  f"against 1/64")
@@ -337,7 +351,8 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame) -> list:
             nums.append(bn)
             text += (f". The best float32 tau of these points is {extra['best_tau_hex']} "
                      f"({float(c.search['boundary_tau']):.9g}; net {bn.text} outputs over no correction)")
-            short += f". Best float32 tau: {extra['best_tau_hex']} ({float(c.search['boundary_tau']):.9g})"
+            if rec is None:  # (the recommendation names it)
+                short += f". Best float32 tau: {extra['best_tau_hex']} ({float(c.search['boundary_tau']):.9g})"
         out.append(Answer(QUESTION, text + ".", nums, subject=f"G5={best['threshold']}",
                           comparison=f"{best['variant']} vs {c.prod['variant']}", machine=c.machine,
                           format=c.format, verdict="helps", magnitude=magnitude_row, mechanism=mech, extra=extra,
@@ -501,5 +516,5 @@ def build(ctx) -> Section:
         section.body.append(Details("Where the pred values were drawn: the cancellation windows per gamma",
                                     [Table(window, "cancellation_window.csv")]))
     section.findings = _answer(t, search, op) + _attribution_finding(ctx, t) + _separate_findings(t, op)
-    section.answers = _threshold_answers(run, t, search)
+    section.answers = _threshold_answers(run, t, search, octaves)
     return section

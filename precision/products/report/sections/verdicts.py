@@ -21,6 +21,7 @@ from precision.products.report.answers import (NOT_EXERCISED, Answer, cells_text
 from precision.products.report.document import Bullets, Details, Heading, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, p_text
 from precision.products.report.mechanism import mechanism_of
+from precision.products.report.tables import grid_scope
 from precision.analysis.paired import VERDICT_RULE
 
 __all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS", "verdict_columns", "cell_answer",
@@ -182,6 +183,8 @@ def cell_answer(run, t: pd.DataFrame, row, question: str, with_mechanism: bool =
     fired = [cite(f"{tag}fired", T, t, w, "fired")] if subject_guard(row["subject"]) else []
     cnt = cite(f"{tag}count", T, t, w, "count")
     acted = f"acted on {fired[0].text} of {cnt.text} points" if fired else f"compared on {cnt.text} points"
+    grid = grid_scope(run)
+    acted += f" {grid}" if grid else ""
     if row["verdict"] == "no_effect":
         return Answer(sentence=f"{head}: {acted} and changed no output.", numbers=[*fired, cnt],
                       verdict="no_effect", short=f"{acted} and changed no output", **base)
