@@ -87,3 +87,18 @@ def test_the_answer_opens_the_first_screen_and_the_grid_backs_it(report, browser
     assert probe["width"] <= WIDTH, f"{report.name}: the page is {probe['width']} px wide"
     # the coloured grids (verdicts, targets) wrap their cells: read whole at 1280 px, no scroll bar of their own
     assert probe["grids_scrolling"] == 0, f"{report.name}: {probe['grids_scrolling']} grids scroll sideways"
+
+
+@pytest.mark.parametrize("report", REPORTS, ids=[p.name for p in REPORTS])
+def test_markdown_within_its_size_budget(report):
+    """report.md stays readable: long tables are cut at MD_TABLE_ROWS rows with their CSV named."""
+    from precision.products.report.document import MD_BUDGET_BYTES, MD_TABLE_ROWS
+    md = (report / "report.md").read_text()
+    assert len(md.encode()) <= MD_BUDGET_BYTES, report.name
+    rows = 0
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            rows += 1
+        else:
+            assert rows <= MD_TABLE_ROWS + 2, report.name  # header and rule lines besides the rows
+            rows = 0

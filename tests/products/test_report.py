@@ -79,7 +79,7 @@ class TestBuildReport:
         for name in ("verdicts", "dominant", "summary", "by_selector", "ablation", "ablation_gamma", "threshold",
                      "cancellation_window", "recovery", "recovery_g7", "recovery_weight"):
             assert (tiny_report / "tables" / f"{name}.csv").is_file(), name
-        for stem in ("ulp_vs_pred", "heatmap_pred_gamma", "ulp_histograms", "ablation_fp32", "threshold",
+        for stem in ("ulp_vs_pred", "heatmap_pred_gamma", "error_ecdf", "ablation_fp32", "threshold",
                      "recovery"):
             for ext in ("png", "svg"):
                 assert (tiny_report / "plots" / f"{stem}.{ext}").stat().st_size > 0, stem
@@ -697,3 +697,42 @@ def test_a_run_gives_its_operator_and_an_older_run_is_sigmoid_focal_loss_grads(t
     assert named.operator is sigmoid_focal_loss_grad
     with pytest.raises(PrecisionError, match="nope"):
         unknown.operator
+
+
+def test_error_ecdf_separates_variants_and_merges_identical_ones(tmp_path):
+    """One panel per format, a line per variant, identical lines merged under one label; each curve is the
+    running share of outputs (exact first, specials last), so it ends at 1."""
+    from precision.products.report.sections.summary import plot_error_ecdf
+    rows = []
+    for v, counts in (("a", (5, 3, 2, 0)), ("b", (5, 3, 2, 0)), ("c", (1, 2, 3, 4))):
+        for upper, n in zip((0.0, 0.5, 4.0, np.inf), counts):
+            rows.append({"variant": v, "format": "fp32", "bin": 0, "upper_ulp": upper, "count": n})
+    stem = plot_error_ecdf(pd.DataFrame(rows), tmp_path, ["a", "b", "c"])
+    svg = (tmp_path / f"{stem}.svg").read_text()
+    panels = _curves(svg)
+    assert set(panels[0]) == {"a = b", "c"}
+    assert plot_error_ecdf(pd.DataFrame(rows), tmp_path, ["z"]) is None
+
+
+def test_heat_map_needs_two_values_of_its_attribute(tmp_path):
+    from precision.products.report.sections.summary import plot_pred_term_heatmap
+    bins = {"variant": np.array(["kernel"]), "machine": np.array(["ieee"]), "profile": np.array(["fp32"]),
+            "term": np.array([2.0]), "edges": np.array([-1.0, 0.0, 1.0]), "max_ulp": np.array([[1.0, 2.0]])}
+    assert plot_pred_term_heatmap(bins, tmp_path, ["kernel"], "gamma") is None
+    two = {k: (np.concatenate([v, v]) if k not in ("edges", "max_ulp") else v) for k, v in bins.items()}
+    two["term"] = np.array([2.0, 3.0])
+    two["max_ulp"] = np.array([[1.0, 2.0], [3.0, np.inf]])
+    assert plot_pred_term_heatmap(two, tmp_path, ["kernel"], "gamma") == "heatmap_pred_gamma"
+
+
+def test_error_axis_keeps_huge_finite_errors_on_their_own_band():
+    """Errors past 2^24 ulp sit on the '> 2^24' band under the special one; the finite axis ends at the
+    decade of the largest error under the cap, so 1e44 ulp does not stretch it."""
+    from precision.products.report.plots import CEILING_ULP, clip_errors, over_level, special_level
+    err = np.array([0.25, 3.0, 1e3, 5e44, np.inf, np.nan])
+    level = special_level(err)
+    assert level == 10.0 ** (np.ceil(np.log10(CEILING_ULP)) + 2)
+    assert special_level(np.array([0.25, 3.0, 1e3])) == 1e5
+    shown = clip_errors(err, level)
+    assert shown[:3].tolist() == [0.25, 3.0, 1e3]
+    assert shown[3] == over_level(level) and shown[4] == shown[5] == level

@@ -134,8 +134,16 @@ def _md_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+#: The Markdown shows at most this many rows of a table that has its CSV (the rest: the CSV, and the HTML page
+#: behind a fold), so that a report.md stays within MD_BUDGET_BYTES.
+MD_TABLE_ROWS = 30
+#: The size budget of a report.md (tests/products/test_render.py checks every committed one).
+MD_BUDGET_BYTES = 256 * 1024
+
+
 def to_markdown(blocks, plot_dir: Path | None = None) -> str:
-    """Markdown of the blocks (plots linked from ``plots/``)."""
+    """Markdown of the blocks (plots linked from ``plots/``; tables past :data:`MD_TABLE_ROWS` rows cut there,
+    their CSV named)."""
     out = []
     for b in blocks:
         if isinstance(b, Heading):
@@ -145,8 +153,12 @@ def to_markdown(blocks, plot_dir: Path | None = None) -> str:
         elif isinstance(b, Bullets):
             out.append("\n".join(f"- {t}" for t in b.items) + "\n")
         elif isinstance(b, Table):
-            out.append(_md_table(b.frame) + "\n")
-            if b.csv:
+            long = b.csv and len(b.frame) > MD_TABLE_ROWS
+            out.append(_md_table(b.frame.head(MD_TABLE_ROWS) if long else b.frame) + "\n")
+            if long:
+                out.append(f"First {MD_TABLE_ROWS} of {fmt_num(len(b.frame))} rows; full table: "
+                           f"`tables/{b.csv}`{b.note}\n")
+            elif b.csv:
                 out.append(f"Full table: `tables/{b.csv}`{b.note}\n")
         elif isinstance(b, Image):
             if b.stem:

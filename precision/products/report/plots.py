@@ -26,11 +26,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["save", "FLOOR", "special_level", "clip_errors", "error_axis", "legend_outside", "curve_style",
+__all__ = ["save", "FLOOR", "CEILING_ULP", "special_level", "over_level", "clip_errors", "error_axis", "legend_outside", "curve_style",
            "merge_identical", "draw_curves", "curve_id"]
 
 #: Lower clip of log ulp axes (a correctly rounded output scores <= 0.5 ulp).
 FLOOR = 1e-3
+#: Top of the finite part of an ulp axis: 2^24 ulp (every bit of an fp32 output wrong); larger finite errors
+#: (an O(1) output where the exact value is subnormal scores up to 2^149 ulp) are drawn on a band of their own.
+CEILING_ULP = 2.0 ** 24
 _DPI = 90
 
 
@@ -44,28 +47,45 @@ def save(fig, folder: Path, stem: str) -> str:
 
 
 def special_level(*errors) -> float:
-    """Where special outputs are drawn: two decades above the largest finite error of the figure."""
+    """Where special outputs are drawn: two decades above the top of the finite axis (the decade holding
+    the largest finite error, capped at :data:`CEILING_ULP`); finite errors past the cap are drawn on their
+    own band one decade below (:func:`over_level`), so a few huge errors never squeeze the 0 to 1e3 ulp range
+    into a strip."""
     finite = [np.asarray(e, dtype=np.float64) for e in errors]
     finite = [e[np.isfinite(e)] for e in finite]
-    top = max((float(e.max()) for e in finite if e.size), default=1.0)
+    top = min(max((float(e.max()) for e in finite if e.size), default=1.0), CEILING_ULP)
     return 10.0 ** (np.ceil(np.log10(max(top, 1.0))) + 2)
 
 
+def over_level(level: float) -> float:
+    """Where finite errors over :data:`CEILING_ULP` are drawn on an axis whose special band is at ``level``."""
+    return level / 10.0
+
+
 def clip_errors(err, level: float | None = None) -> np.ndarray:
-    """Errors for a log axis: finite ones clipped below at :data:`FLOOR`, special ones (inf/NaN) at ``level``."""
+    """Errors for a log axis: finite ones clipped below at :data:`FLOOR`, those over :data:`CEILING_ULP` at
+    :func:`over_level`, special ones (inf/NaN) at ``level``."""
     e = np.asarray(err, dtype=np.float64)
     level = special_level(e) if level is None else level
-    return np.where(np.isfinite(e), np.clip(e, FLOOR, None), level)
+    shown = np.where(e > CEILING_ULP, over_level(level), np.clip(e, FLOOR, None))
+    return np.where(np.isfinite(e), shown, level)
 
 
 def error_axis(ax, level: float, label: str = "ulp error (log)") -> None:
-    """A log error axis up to the special band at ``level`` (shaded, tick ``special``, a break line below)."""
+    """A log error axis from :data:`FLOOR` to the decade of the largest finite error (at most
+    :data:`CEILING_ULP`), then two shaded bands: finite errors over 2^24 ulp (tick ``> 2^24``) and special
+    outputs (tick ``special``), a break line below each."""
+    over = over_level(level)
     ax.set_yscale("log")
     ax.set_ylim(FLOOR, level * 10)
     ax.axhspan(level / 3, level * 10, color="0.92", zorder=0)
+    ax.axhspan(over / 3, over * 3, color="0.96", zorder=0)
     ax.axhline(level / 3, color="0.5", lw=0.6, ls="--", zorder=1)
-    ticks = [t for t in 10.0 ** np.arange(-3, np.log10(level) - 1, max(1, int(np.log10(level) + 3) // 5))]
-    ax.set_yticks(ticks + [level], [f"1e{int(np.log10(t))}" for t in ticks] + ["special"])
+    ax.axhline(over / 3, color="0.5", lw=0.6, ls="--", zorder=1)
+    top = int(round(np.log10(over))) - 1
+    step = max(1, (top + 3) // 5)
+    ticks = [10.0 ** k for k in range(-3, top + 1, step)]
+    ax.set_yticks(ticks + [over, level], [f"1e{int(round(np.log10(t)))}" for t in ticks] + ["> 2^24", "special"])
     ax.minorticks_off()
     ax.set_ylabel(label, fontsize=7)
 
@@ -123,7 +143,7 @@ def draw_curves(ax, curves, level: float | None = None, lw: float = 0.9, ms: flo
         every = max(1, len(x) // marks)
         if level is not None:
             special = ~np.isfinite(y)
-            shown = np.where(special, np.nan, np.clip(y, FLOOR, None))
+            shown = np.where(special, np.nan, clip_errors(y, level))
             if special.any():  # each curve its own row inside the band, so no curve's marks cover another's
                 row = level * 10.0 ** (0.25 * (i % 6) - 0.4)
                 ax.plot(x[special], np.full(int(special.sum()), row), ls="none", marker="x", ms=ms + 1,

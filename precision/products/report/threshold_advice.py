@@ -25,6 +25,7 @@ import pandas as pd
 
 from precision.analysis.decision import plateau
 from precision.products.report.findings import fmt_num
+from precision.products.report.tables import short_hex
 
 __all__ = ["recommend_thresholds", "recommendation_sentence", "power_text"]
 
@@ -86,7 +87,8 @@ def recommend_thresholds(octaves: pd.DataFrame, t: pd.DataFrame, v: pd.DataFrame
         out.append({
             "machine": machine, "format": str(prod["format"]), "profile": str(prod["profile"]), "study": study,
             "plateau_lo": lo, "plateau_hi": hi, "plateau_text": f"[{power_text(lo)}, {power_text(hi)}]",
-            "best_tau_hex": best["boundary"].iloc[0] if len(best) and "boundary" in best else None,
+            "best_tau_hex": (short_hex(best["boundary"].iloc[0]) if len(best) and "boundary" in best
+                             and isinstance(best["boundary"].iloc[0], str) else None),
             "recommendation": str(rec["threshold"]), "simplest_power": str(simplest["threshold"]),
             "identical_to_always": bool(as_always), "production": str(prod["threshold"]),
             "production_on_plateau": bool(on_plateau),

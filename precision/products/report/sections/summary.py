@@ -20,18 +20,16 @@ from matplotlib.colors import ListedColormap
 
 from precision.products.report.document import Bullets, Details, Heading, Image, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, fmt_share
-from precision.products.report.plots import (FLOOR, clip_errors, draw_curves, error_axis, legend_outside, save,
-                                             special_level)
+from precision.products.report.plots import (CEILING_ULP, FLOOR, clip_errors, curve_id, curve_style, draw_curves,
+                                             error_axis, legend_outside, merge_identical, save, special_level)
 from precision.products.report.tables import describe_error, inputs_text, maximum_label, stat_table
 from precision.analysis.histograms import bin_upper_edge
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.engine.operators import search_order
 
 __all__ = ["build", "headline_variants", "plotted_variants", "plot_ulp_vs_pred", "plot_pred_term_heatmap",
-           "plot_histograms"]
+           "plot_error_ecdf"]
 
-#: The heatmap's colour scale ends here (2^24 ulp: every bit of an fp32 output wrong); larger errors are 'over'.
-CEILING_ULP = 2.0 ** 24
 #: At most this many variants share a panel of the summary plots.
 MAX_LINES = 6
 
@@ -119,7 +117,7 @@ def plot_pred_term_heatmap(predbins: dict, folder, variants, term: str, stem: st
     output in red.  ``stem`` defaults to ``heatmap_pred_<term>``."""
     want = [v for v in variants if v in set(predbins["variant"])]
     values = np.unique(predbins["term"])
-    if not want or values.size < 1:
+    if not want or values.size < 2:  # one value: each panel a solid strip, ulp_vs_pred says it better
         return None
     stem = stem or f"heatmap_pred_{term}"
     edges = predbins["edges"]
@@ -168,52 +166,61 @@ def plot_pred_term_heatmap(predbins: dict, folder, variants, term: str, stem: st
     return save(fig, folder, stem)
 
 
-def plot_histograms(hist: pd.DataFrame, folder, stem: str = "ulp_histograms") -> str | None:
-    """ulp error histogram per variant (outputs per octave of finite nonzero errors, a line per format);
-    exact outputs and special outputs as separate markers at the ends, never joined to the curves."""
+#: The error ECDF's x axis: octaves of ulp error from 2^ECDF_LOW (below it, and exact outputs, on a band at the left)
+#: to 2^24 (above it a band '> 2^24', then the special outputs' band).
+ECDF_LOW = -6
+
+
+def plot_error_ecdf(hist: pd.DataFrame, folder, variants, stem: str = "error_ecdf") -> str | None:
+    """Empirical CDF of the ulp error, a panel per format, a line per variant (identical ones merged): the
+    share of outputs whose error is at most 2^k ulp, against k from :data:`ECDF_LOW` to 24; three bands hold
+    the rest: exact outputs and errors under 2^ECDF_LOW at the left, finite errors over 2^24 and special
+    outputs at the right (a curve reaches 1 only after them).  Curves of one panel share their axes, so
+    variants are told apart at a glance."""
+    hist = hist[hist["variant"].isin(list(variants))]
     if hist.empty:
         return None
-    variants = list(dict.fromkeys(hist["variant"]))
-    n = len(variants)
-    ncol = min(4, n)
-    nrow = -(-n // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol + 1.0, 2.2 * nrow), squeeze=False, sharex=True)
+    top = int(np.log2(CEILING_ULP))
+    low_at, over_at, special_at = ECDF_LOW - 4, top + 3, top + 7
     up = hist["upper_ulp"].to_numpy()
     regular = np.isfinite(up) & (up > 0)
     with np.errstate(divide="ignore"):
         octave = np.ceil(np.log2(np.where(regular, up, 1.0)))
-    lo = int(octave[regular].min()) if regular.any() else 0
-    top = int(octave[regular].max()) if regular.any() else 0
-    zero_at, special_at = lo - 3, top + 3
+    octave = np.where(~np.isfinite(up), special_at, np.where(~regular | (octave < ECDF_LOW), low_at,
+                                                                np.where(octave > top, over_at, octave)))
     h = hist.assign(octave=octave)
-    for k, v in enumerate(variants):
-        ax = axes[k // ncol, k % ncol]
-        for fmt, sub in h[h["variant"] == v].groupby("format", sort=True):
-            reg = sub[np.isfinite(sub["upper_ulp"]) & (sub["upper_ulp"] > 0)]
-            per = reg.groupby("octave")["count"].sum()
-            line, = ax.step(per.index, per.to_numpy(), where="mid", lw=0.9, label=fmt)
-            zeros = int(sub.loc[sub["upper_ulp"] == 0, "count"].sum())
-            special = int(sub.loc[~np.isfinite(sub["upper_ulp"]), "count"].sum())
-            if zeros:
-                ax.plot([zero_at], [zeros], marker="o", ms=3, color=line.get_color(), ls="none")
-            if special:
-                ax.plot([special_at], [special], marker="x", ms=4, color=line.get_color(), ls="none")
-        ax.set_yscale("log")
-        ax.minorticks_off()  # the octave steps are read against the decades; minor ticks cost most of the drawing
-        ax.set_title(v, fontsize=8)
-        ax.tick_params(labelsize=6)
+    formats = list(dict.fromkeys(h["format"]))
+    fig, axes = plt.subplots(1, len(formats), figsize=(4.6 * len(formats) + 1.6, 2.8), squeeze=False, sharey=True)
+    handles = {}
+    x = np.arange(low_at, special_at + 1, dtype=np.float64)
+    for j, fmt in enumerate(formats):
+        ax = axes[0, j]
+        curves = []
+        for v in [v for v in variants if v in set(h["variant"])]:
+            per = h[(h["variant"] == v) & (h["format"] == fmt)].groupby("octave")["count"].sum()
+            if per.sum() == 0:
+                continue
+            share = np.cumsum(per.reindex(x, fill_value=0).to_numpy()) / per.sum()
+            curves.append((v, x, share))
+        for i, (label, cx, cy) in enumerate(merge_identical(curves)):
+            st = curve_style(i)
+            line, = ax.step(cx, cy, where="post", lw=1.0, color=st["color"], ls=st["ls"], label=label,
+                            gid=curve_id(ax, label))
+            handles.setdefault(label, line)
+        for at in (low_at, over_at, special_at):
+            ax.axvspan(at - 0.5, at + 0.5, color="0.92", zorder=0)
         ax.axvline(0, color="k", lw=0.4, ls=":")
-        ax.axvspan(zero_at - 1, zero_at + 1, color="0.92", zorder=0)
-        ax.axvspan(special_at - 1, special_at + 1, color="0.92", zorder=0)
-        if k % ncol == 0:
-            ax.set_ylabel("outputs", fontsize=6)
-    for k in range(n, nrow * ncol):
-        axes[k // ncol, k % ncol].axis("off")
-    for k in range(max(0, n - ncol), n):
-        axes[k // ncol, k % ncol].set_xlabel(f"log2 ulp error (o at {zero_at}: exact; x at {special_at}: special)",
-                                             fontsize=6)
-        axes[k // ncol, k % ncol].xaxis.set_tick_params(labelbottom=True)
-    legend_outside(axes[0, min(ncol, n) - 1])
+        ax.set_ylim(0, 1.02)
+        regular = list(range(0, top, 6))
+        ax.set_xticks([low_at, *regular, over_at, special_at],
+                      ["exact or\n< 2^%d" % ECDF_LOW, *(str(t) for t in regular), "> 2^%d" % top, "special"])
+        ax.set_title(fmt, fontsize=8)
+        ax.tick_params(labelsize=6)
+        ax.set_xlabel("log2 of the ulp error", fontsize=7)
+        if j == 0:
+            ax.set_ylabel("share of outputs with error <= 2^x", fontsize=7)
+    axes[0, -1].legend(list(handles.values()), list(handles), fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0.0, frameon=False)
     fig.tight_layout()
     return save(fig, folder, stem)
 
@@ -333,16 +340,19 @@ def build(ctx) -> Section:
         Image(plot_ulp_vs_pred(run.predbins, points, ctx.plot_dir, plotted_variants(run.variants, run.operator)),
               f"Max ulp error per symmetric-log pred bin (moving max over 3 bins; max over {', '.join(over)}) of "
               "the main variants; grey: per-point errors kept by the run; special outputs on the shaded band"),
-        Details(f"Heat map of the error over pred and {term}; histograms" if term else "Histograms", [
-            *([Image(plot_pred_term_heatmap(run.predbins, ctx.plot_dir, headline_variants(run.variants, run.operator)
-                                            + [v for v in ("naive",) if v in run.variants and v != "kernel"], term),
-                     f"log10 of the max finite ulp error per pred bin and {term} (colour bar up to 2^24 ulp, larger errors orange); bins with a special output red, without a point white")]
-              if term else []),
-            Image(plot_histograms(_histogram_table(run), ctx.plot_dir),
-                  "ulp error histogram per variant (outputs per octave); exact and special outputs as separate "
-                  "markers, not joined to the curves"),
-        ]),
     ]
+    heat = plot_pred_term_heatmap(run.predbins, ctx.plot_dir, headline_variants(run.variants, run.operator)
+                                  + [v for v in ("naive",) if v in run.variants and v != "kernel"], term) if term else None
+    ecdf = plot_error_ecdf(_histogram_table(run), ctx.plot_dir, plotted_variants(run.variants, run.operator))
+    shown_plots = [*([Image(heat, f"log10 of the max finite ulp error per pred bin and {term} (colour bar up to 2^24 "
+                                  "ulp, larger errors orange); bins with a special output red, without a point white")]
+                     if heat else []),
+                   *([Image(ecdf, "Share of outputs with ulp error at most 2^x, per format, a line per variant (the "
+                                  "main ones; identical lines merged): the higher and further left, the more accurate")]
+                     if ecdf else [])]
+    if shown_plots:
+        section.body.append(Details(("Heat map of the error over pred and " + term + "; " if heat else "")
+                                    + "error distributions", shown_plots))
     return section
 
 
