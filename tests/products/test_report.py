@@ -736,3 +736,44 @@ def test_error_axis_keeps_huge_finite_errors_on_their_own_band():
     shown = clip_errors(err, level)
     assert shown[:3].tolist() == [0.25, 3.0, 1e3]
     assert shown[3] == over_level(level) and shown[4] == shown[5] == level
+
+
+G4_TINY = """
+name = "g4_tiny"
+seed = 0
+[pred]
+kind = "grid"
+format = "fp32"
+start = -40.0
+stop = 40.0
+num = 257
+spacing = "linear"
+[points]
+target = [0, 1]
+alpha = [0.25]
+gamma = [0.0, 2.0]
+profiles = ["fp32"]
+[run]
+variants = ["kernel", "kernel[tile=64]", "kernel-G4"]
+machines = ["npu"]
+compare = [["kernel[tile=64]", "kernel-G4"]]
+per_point = "worst"
+[report]
+sections = ["verdicts", "summary"]
+"""
+
+
+def test_a_one_tile_g4_verdict_says_it_is_an_upper_bound(tmp_path):
+    """G4's verdicts from a study whose task is one tile (G4 acted on every point) carry the assumption; the
+    verdict at a smaller tile (G4 acted on some points only) does not."""
+    report = report_of_study(tmp_path, "g4_tiny", G4_TINY)
+    data = json.loads((report / "findings.json").read_text())
+    v = pd.read_csv(report / "tables" / "verdicts.csv", dtype={"region": str})
+    cells = [a for a in data["answers"] if not a["headline"] and a["verdict"] not in ("no_effect", "not_exercised")]
+    said = {}
+    for a in cells:
+        row = v[(v["comparison"] == a["comparison"]) & (v["machine"] == a["machine"]) & (v["region"] == "all")
+                & (v["format"] == a["format"])].iloc[0]
+        said[a["comparison"]] = "Assumption: the whole task is one tile" in a["sentence"]
+        assert said[a["comparison"]] == (a["subject"] == "G4" and int(row["fired"]) == int(row["count"])), a["sentence"]
+    assert said.get("kernel vs kernel-G4") is True and said.get("kernel[tile=64] vs kernel-G4") is False

@@ -196,8 +196,15 @@ def cell_answer(run, t: pd.DataFrame, row, question: str, with_mechanism: bool =
         mech, clause, where = mechanism_of(run, t, row, T)
         if clause:
             text += f". {clause[0].upper()}{clause[1:]}"
+    short = effect_short(size, mech, row["verdict"])
+    assume = getattr(run.operator, "decision_assumption", None)
+    guard = subject_guard(row["subject"])
+    assumption = assume(guard, int(row["fired"]), int(row["count"])) if assume and guard and fired else None
+    if assumption:  # the verdict holds under it only (G4 with the whole task as one tile: an upper bound)
+        text += f". Assumption: {assumption}"
+        short += f"; assumption: {assumption}"
     return Answer(sentence=text + ".", numbers=[*fired, cnt, *size.values(), *where], verdict=row["verdict"],
-                  magnitude=magnitude(row), mechanism=mech, short=effect_short(size, mech, row["verdict"]), **base)
+                  magnitude=magnitude(row), mechanism=mech, short=short, **base)
 
 
 _STRENGTH = {"hurts": 0, "mixed": 1, "helps": 2, "inconclusive": 3, "no_effect": 4}
