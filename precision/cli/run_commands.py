@@ -181,9 +181,12 @@ def cmd_report(args) -> int:
         runs = require_dir(args.runs, "--runs")  # missing run folders are run into it
         studies = require_dir(args.studies, "--studies", create=False)
         load_cli_plugins(args)
-        for study, folder, ran in report_all(runs, out, studies_dir=studies, memory_limit=memory_limit(
+        for study, folder, what in report_all(runs, out, studies_dir=studies, memory_limit=memory_limit(
                 args.memory_limit), on_plan=_print_plan):
-            print(f"{study}: {'ran the study, ' if ran else ''}report -> {folder / 'report.html'}")
+            if what.startswith("kept"):
+                print(f"{study}: report {what} -> {folder / 'report.html'}")
+            else:
+                print(f"{study}: {'ran the study, ' if what == 'ran' else ''}report -> {folder / 'report.html'}")
         print(f"review: decisions -> {out / 'index.html'} (open first)")
         return 0
     runs = Path(args.runs)

@@ -777,3 +777,17 @@ def test_a_one_tile_g4_verdict_says_it_is_an_upper_bound(tmp_path):
         said[a["comparison"]] = "Assumption: the whole task is one tile" in a["sentence"]
         assert said[a["comparison"]] == (a["subject"] == "G4" and int(row["fired"]) == int(row["count"])), a["sentence"]
     assert said.get("kernel vs kernel-G4") is True and said.get("kernel[tile=64] vs kernel-G4") is False
+
+
+def test_report_all_keeps_a_long_study_s_report_instead_of_running_it(tmp_path, capsys):
+    """A report folder whose study is planned past the run limit and has no run folder is kept, said so."""
+    from precision.products.report.render import report_all
+    out, runs, studies = tmp_path / "reports", tmp_path / "runs", tmp_path / "studies"
+    for d in (out / "long", studies):
+        d.mkdir(parents=True)
+    (out / "long" / "report.html").write_text("<p>committed</p>")
+    (studies / "long.toml").write_text(THRESHOLD_TINY.replace('name = "thr_tiny"', 'name = "long"'))
+    got = list(report_all(runs, out, studies_dir=studies, run_limit_seconds=0.0))
+    assert [(n, w.split(" ")[0]) for n, _, w in got] == [("long", "kept")]
+    assert "precision run" in got[0][2] and (out / "long" / "report.html").read_text() == "<p>committed</p>"
+    assert not (runs / "long").exists()

@@ -38,6 +38,7 @@ from precision.products.report.glossary import guard_table, scope_table, used_te
 from precision.products.report.load import RunData, load_run
 from precision.products.report.page import write_folder, write_page
 from precision.products.report.sections import DEFAULT_SECTIONS, section_module, section_options
+from precision.engine.estimate import format_seconds, plan_study
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
 from precision.io.frames import write_csv
@@ -45,6 +46,9 @@ from precision.io.shell import shell_join
 
 __all__ = ["build_report", "report_all", "ReportContext", "FIRST_SCREEN_FINDINGS"]
 
+#: ``report --all`` runs a study whose run folder is missing only when its plan takes at most this many seconds
+#: (every review study does, in minutes); a longer one's committed report is kept.
+REPORT_ALL_RUN_SECONDS = 15 * 60
 #: At most this many findings on the first screen (the rest stay in their sections).
 FIRST_SCREEN_FINDINGS = 15
 
@@ -235,18 +239,23 @@ def build_report(study: str, runs_dir="out", out_dir="reports") -> Path:
     return write_folder(Path(out_dir) / study, lambda folder: _build(run_dir, folder, study))
 
 
-def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_limit=None, on_plan=None):
+def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_limit=None, on_plan=None,
+               run_limit_seconds: float = REPORT_ALL_RUN_SECONDS):
     """Regenerate every report under ``out_dir`` (the default studies if there is none), then the review page
     (:func:`precision.products.report.review.build_review`: ``index.md``, ``index.html``, ``review.json``).
 
     ``memory_limit`` and ``on_plan`` go to :func:`precision.engine.sweep.run_study` for a study run first.
 
     A study whose run folder ``runs_dir/<study>`` is missing is run first from
-    ``studies_dir/<study>.toml``.
+    ``studies_dir/<study>.toml``, unless its plan (:func:`precision.engine.estimate.plan_study`) takes
+    longer than ``run_limit_seconds`` (default :data:`REPORT_ALL_RUN_SECONDS`; ``fp32_exhaustive``: 1.7 h):
+    then its report folder is kept as it is (a long study is run on purpose, ``precision run``, never as a
+    side effect of regenerating the others).
 
     Yields
     ------
-    (study, report folder, whether the study was run) per report.
+    (study, report folder, what happened) per report: ``"ran"`` (run, then reported), ``"reported"``
+    (reported from its run folder) or ``"kept"`` (not run: the plan's seconds; the report left as it was).
 
     Raises
     ------
@@ -261,11 +270,17 @@ def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_
         if not (Path(studies_dir) / f"{name}.toml").is_file():
             raise ParameterError(f"report --all: {out / name} has no study file {Path(studies_dir) / name}.toml")
     for name in names:
-        ran = False
+        what = "reported"
         if not (Path(runs_dir) / name / "run.json").is_file():
-            run_study(load_study(Path(studies_dir) / f"{name}.toml"), Path(runs_dir) / name,
-                      memory_limit=memory_limit, on_plan=on_plan)
-            ran = True
-        yield name, build_report(name, runs_dir, out_dir), ran
+            study = load_study(Path(studies_dir) / f"{name}.toml")
+            seconds = plan_study(study, None, None).seconds
+            if seconds > run_limit_seconds and (out / name / "report.html").is_file():
+                yield name, out / name, f"kept (no run folder {Path(runs_dir) / name}; the study is planned at " \
+                                        f"{format_seconds(seconds)}: precision run {Path(studies_dir) / name}.toml " \
+                                        f"--out {Path(runs_dir) / name} first to rebuild it)"
+                continue
+            run_study(study, Path(runs_dir) / name, memory_limit=memory_limit, on_plan=on_plan)
+            what = "ran"
+        yield name, build_report(name, runs_dir, out_dir), what
     from precision.products.report.review import build_review  # the review page, from the reports just written
     build_review(out)
