@@ -41,6 +41,7 @@ LONGEST_FIRST = (
     "test_every_command_has_examples_that_run",                         # ~68 s
     "test_readme_shell_blocks_run_as_printed",                          # ~44 s
     "test_committed_report_matches_fresh_run[candidate]",               # ~37 s
+    "test_committed_report_matches_a_slice_of_fresh_blocks",            # ~30 s (4 blocks of fp32_exhaustive)
     "test_committed_report_matches_fresh_run[q_precision]",             # ~33 s
     "test_sweep_benchmark_prints_both_ratios",                          # ~14 s
     "test_full_sweep_benchmark_times_each_run_and_checks_the_tables",   # ~10 s
