@@ -44,14 +44,17 @@ def atomic_open(path, mode: str = "w", durable: bool = False):
     ``path`` is left as it was.
     """
     path = Path(path)
-    # a SIGTERM (a worker stopped by the parent's Ctrl-C) waits until the file is known to remove_pending
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    # the file is created and registered with SIGTERM (a worker stopped by the parent's Ctrl-C: it waits until
+    # remove_pending knows the file) and SIGINT (Ctrl-C in this process) held back, and they are let through
+    # only inside the block that removes it: no signal finds the file created but not yet removable
+    tmp = None
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-        _PENDING.add(tmp)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    try:
+        try:
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+            _PENDING.add(tmp)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         os.fchmod(fd, file_mode())
         with os.fdopen(fd, mode) as fh:
             yield fh
@@ -60,8 +63,9 @@ def atomic_open(path, mode: str = "w", durable: bool = False):
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         raise
     finally:
         _PENDING.discard(tmp)
