@@ -8,6 +8,7 @@ selects, orders and spells them.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -126,19 +127,40 @@ def inputs_text(row, prefix: str = "witness_", suffix: str = "", attributes=()) 
 
 
 def grid_scope(run) -> str:
-    """The grid a run's claims hold on, in words: ``on the grid alpha 0.25, gamma 2`` (one value each) or
-    ``on the grid of 2 alpha x 13 gamma values``; weight and dout only where the study varies them.  Empty
+    """The grid a run's claims hold on, in words: ``on the grid alpha 0.25, gamma 2`` (one value each),
+    ``on the grid of 2 alpha x 13 gamma values`` or ``on the grid of 2 gamma values at alpha 0.25``; weight and
+    dout only where the study varies them.  Empty
     for a run folder written before run.json held its grid.
 
     Its claims say nothing of attribute values off the grid (``precision hunt`` searches between them).
     """
-    grid = run.run.get("grid")
+    grid = run.run.get("grid") or _grid_from_study_file(run.run)
     if not grid:
         return ""
     shown = {k: v for k, v in grid.items() if k not in ("weight", "dout") or len(v) > 1}
-    if all(len(v) == 1 for v in shown.values()):
-        return "on the grid " + ", ".join(f"{k} {fmt_num(v[0])}" for k, v in shown.items())
-    return "on the grid of " + " x ".join(f"{fmt_num(len(v))} {k}" for k, v in shown.items()) + " values"
+    fixed = ", ".join(f"{k} {fmt_num(v[0])}" for k, v in shown.items() if len(v) == 1)
+    varied = " x ".join(f"{fmt_num(len(v))} {k}" for k, v in shown.items() if len(v) > 1)
+    if not varied:
+        return f"on the grid {fixed}"
+    return f"on the grid of {varied} values" + (f" at {fixed}" if fixed else "")
+
+
+def _grid_from_study_file(meta: dict) -> dict | None:
+    """The grid of a run folder written before run.json kept it: from its study file, when that file still has
+    the digest the run recorded (so it is the study that ran); None otherwise."""
+    path = meta.get("study_file")
+    if not path or not Path(path).is_file():
+        return None
+    from precision.engine.study import load_study
+    from precision.errors import PrecisionError
+    try:
+        study = load_study(path)
+    except (PrecisionError, OSError):  # a file that no longer parses is not the study that ran
+        return None
+    if study.digest != meta.get("study_sha256"):
+        return None
+    return {**{name: [float(v) for v in values] for name, values in study.attributes},
+            "weight": [None if w is None else float(w) for w in study.weights], "dout": [float(d) for d in study.douts]}
 
 
 def maximum_label(run, fmt: str) -> str:
