@@ -69,11 +69,12 @@ TASK_OVERHEAD_SECONDS = 0.05
 #: A streamed study's rates (precision.engine.stream: each block's terms computed where it runs, no cache, no
 #: stage bookkeeping): distinct terms per core-second of the compiled certified path, and scored outputs per
 #: core-second of the rest of a block's job (certified roundings, evaluation, scoring, its chunk).  Measured on
-#: the 2-core development machine (Dec 2026), studies/fp32_exhaustive.toml: a block of 2^21 preds x 2
-#: selectors, kernel and candidate on ieee, in 2.26 s alone, 0.45 s of it the terms; on ieee and npu, 2,040
-#: blocks in the wall time its run.json records.
+#: the 2-core development machine (Dec 2026), studies/fp32_exhaustive.toml (2,040 blocks of 2^21 preds x 2
+#: selectors, kernel and candidate on ieee and npu: 8.56e9 terms, 3.42e10 scored outputs) in 3,522 s on 2
+#: workers (2026-12-06, beside other work): 7,044 core-seconds, of which the terms at 9e6/s take 951, so 5.6e6
+#: outputs per core-second for the rest; planned with 5.5e6 (the run would have been planned at 60 min).
 STREAMED_TERMS_PER_CORE_SECOND = 9.0e6
-STREAMED_OUTPUTS_PER_CORE_SECOND = 3.0e6
+STREAMED_OUTPUTS_PER_CORE_SECOND = 5.5e6
 
 #: Pred values drawn and deduplicated per second in this process (blocks of sorted values, one pass).
 GENERATE_POINTS_PER_SECOND = 2.0e7

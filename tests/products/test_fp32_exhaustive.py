@@ -1,6 +1,6 @@
 """The committed exhaustive fp32 report checked by a slice: its maxima and its holes' edges rerun block by block.
 
-reports/fp32_exhaustive comes from every finite fp32 pred (1.7 hours on 2 cores); CI reruns at most four of its
+reports/fp32_exhaustive comes from every finite fp32 pred (58.7 minutes on 2 cores); CI reruns at most four of its
 2,040 blocks (tests/streamed_slice.py): those holding the largest maxima's witnesses and the edges of the
 production kernel's widest hole.  The checker itself is tested on a small streamed report, where a doctored
 maximum must fail it.

@@ -248,7 +248,7 @@ def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_
 
     A study whose run folder ``runs_dir/<study>`` is missing is run first from
     ``studies_dir/<study>.toml``, unless its plan (:func:`precision.engine.estimate.plan_study`) takes
-    longer than ``run_limit_seconds`` (default :data:`REPORT_ALL_RUN_SECONDS`; ``fp32_exhaustive``: 1.7 h):
+    longer than ``run_limit_seconds`` (default :data:`REPORT_ALL_RUN_SECONDS`; ``fp32_exhaustive``: an hour):
     then its report folder is kept as it is (a long study is run on purpose, ``precision run``, never as a
     side effect of regenerating the others).
 
