@@ -106,3 +106,17 @@ def test_exhaustive_benchmark_refuses_zero_blocks():
                           text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr == "exhaustive.py: --blocks=0; expected a positive integer\n"
 
+
+
+@pytest.mark.slow
+def test_oracle_benchmark_prints_a_rate_per_study_and_the_verdict():
+    """A row per fp32 study and one for real-valued attributes, none deferred to mpmath, and the verdict line
+    (the exit status is the verdict's, so it is not asserted here: rates depend on the machine)."""
+    proc = subprocess.run([sys.executable, str(BENCH / "oracle.py"), "--points", "20000", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=300)
+    rows = re.findall(r"^(\S.*?)\s+([0-9,]+) fp32 points in .* M/s one core; mpmath [0-9,]+/s .* ([0-9,]+) points to "
+                      r"mpmath", proc.stdout, re.M)
+    assert len(rows) >= 6 and all(deferred == "0" for _, _, deferred in rows), proc.stdout
+    assert re.search(r"^(PASS|FAIL) certified oracle throughput: every row at least 5 M points/s per core$",
+                     proc.stdout, re.M), proc.stdout
+    assert proc.returncode == (0 if "PASS certified" in proc.stdout else 1)
