@@ -204,8 +204,10 @@ def _inline_code(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
-def to_html(blocks, plot_dir: Path | None = None) -> str:
-    """HTML of the blocks (plots embedded from ``plot_dir`` as base64 PNG)."""
+def to_html(blocks, plot_dir: Path | None = None, folded: bool = False) -> str:
+    """HTML of the blocks (plots embedded from ``plot_dir`` as base64 PNG).  A table of more than
+    :data:`MD_TABLE_ROWS` rows that is not a coloured grid goes behind a fold of its own (unless ``folded``:
+    it already is, inside a Details), its row count and CSV on the fold's line."""
     out = []
     for b in blocks:
         if isinstance(b, Heading):
@@ -217,7 +219,12 @@ def to_html(blocks, plot_dir: Path | None = None) -> str:
         elif isinstance(b, Bullets):
             out.append("<ul>" + "".join(f"<li>{_inline_code(t)}</li>" for t in b.items) + "</ul>")
         elif isinstance(b, Table):
-            out.append(_html_table(b))
+            if not folded and b.styles is None and len(b.frame) > MD_TABLE_ROWS:
+                where = f" (tables/{html.escape(b.csv)})" if b.csv else ""
+                out.append(f"<details><summary>Show the table: {fmt_num(len(b.frame))} rows{where}</summary>"
+                           f"{_html_table(b)}</details>")
+            else:
+                out.append(_html_table(b))
         elif isinstance(b, Image):
             if b.stem:
                 data = base64.b64encode((plot_dir / f"{b.stem}.png").read_bytes()).decode("ascii")
@@ -225,7 +232,8 @@ def to_html(blocks, plot_dir: Path | None = None) -> str:
                            f"src='data:image/png;base64,{data}'><figcaption>{html.escape(b.caption)}</figcaption>"
                            f"</figure>")
         elif isinstance(b, Details):
-            out.append(f"<details><summary>{html.escape(b.summary)}</summary>{to_html(b.blocks, plot_dir)}</details>")
+            out.append(f"<details><summary>{html.escape(b.summary)}</summary>{to_html(b.blocks, plot_dir, True)}"
+                       "</details>")
         elif isinstance(b, Code):
             out.append(f"<pre>{html.escape(b.text)}</pre>")
     return "\n".join(out)

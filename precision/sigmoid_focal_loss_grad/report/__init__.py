@@ -49,7 +49,8 @@ GLOSSARY = {
     "bracket": "the bracket A of the positive term, gamma*q*ln(p) - ... whose cancellation factor C measures how "
                "much its terms cancel",
     "C >=": "the bracket's cancellation factor C = max(|terms|) / |A|: C >= 2 loses at least one bit to cancellation",
-    "q-hole": "x from about 16 upwards in fp32, where q = 1 - p has lost half its bits or is 0",
+    "q-hole": "x >= 12 ln 2 (about 8.32) in fp32, where q = 1 - p by subtraction has lost at least half its 24 "
+              "bits (q below 2^-12); from x = 25 ln 2 (about 17.33) p rounds to 1 and q is 0",
     "candidate": "the issue-6 candidate implementation (log1p by atanh series, p and q without 1 - p, double-float "
                  "exp powers)",
 }
