@@ -35,17 +35,17 @@ def reference_points():
 #: process sits idle.  Scheduling only (pyproject's ``--dist load --maxschedchunk 2`` hands tests out in
 #: this order, two at a time); a name missing here or there changes no result.
 LONGEST_FIRST = (
-    "test_committed_report_matches_fresh_run[cancellation_threshold]",  # ~107 s
-    "test_committed_report_matches_fresh_run[guard_ablation]",          # ~96 s
-    "test_committed_report_matches_fresh_run[subnormal_recovery]",      # ~72 s
-    "test_every_command_has_examples_that_run",                         # ~68 s
-    "test_readme_shell_blocks_run_as_printed",                          # ~44 s
-    "test_committed_report_matches_fresh_run[candidate]",               # ~37 s
-    "test_committed_report_matches_a_slice_of_fresh_blocks",            # ~30 s (4 blocks of fp32_exhaustive)
-    "test_committed_report_matches_fresh_run[q_precision]",             # ~33 s
-    "test_sweep_benchmark_prints_both_ratios",                          # ~14 s
-    "test_full_sweep_benchmark_times_each_run_and_checks_the_tables",   # ~10 s
-    "test_dask_local_cluster",                                          # ~9 s
+    "test_committed_report_matches_fresh_run[guard_ablation]",          # ~70 s
+    "test_readme_shell_blocks_run_as_printed",                          # ~38 s
+    "test_every_command_has_examples_that_run",                         # ~28 s
+    "test_committed_report_matches_fresh_run[subnormal_recovery]",      # ~28 s
+    "test_committed_report_matches_fresh_run[q_precision]",             # ~20 s
+    "test_committed_report_matches_fresh_run[cancellation_threshold]",  # ~19 s
+    "test_committed_report_matches_fresh_run[candidate]",               # ~18 s
+    "test_committed_report_matches_a_slice_of_fresh_blocks",            # ~14 s (4 blocks of fp32_exhaustive)
+    "test_slice_check_passes_on_a_fresh_report_and_fails_on_a_doctored_one",  # ~13 s (its fixture's run)
+    "test_sweep_benchmark_prints_both_ratios",                          # ~8 s
+    "test_full_sweep_benchmark_times_each_run_and_checks_the_tables",   # ~8 s
     "test_kill_9_then_resume_gives_identical_results",                  # ~8 s
 )
 
