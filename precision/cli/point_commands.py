@@ -11,7 +11,6 @@ from mpmath import libmp
 from precision.cli.options import UsageError, load_cli_plugins, parse_attributes, parse_exact_float, parse_int
 from precision.errors import ParameterError, PrecisionError
 from precision.exact.formats import FORMATS, round_to_format
-from precision.products.report.findings import fmt_num
 from precision.sigmoid_focal_loss_grad import ATTRIBUTES, attribute, describe, exact_decimal, round_gradient
 
 # ---------------------------------------------------------------------------
@@ -185,14 +184,14 @@ def cmd_explain(args) -> int:
         f"exact    {exact}",
         f"{args.format:<8} {float(point['exact_rounded']).hex():<24} {float(point['exact_rounded'])!r} (correctly rounded)",
         f"computed {float(point['computed']).hex():<24} {float(point['computed'])!r} "
-        f"({fmt_num(point['err_ulp'])} ulp)",
+        f"({_fmt_ulp(point['err_ulp'])} ulp)",
         "",
         f"{'step':<11} {'computed':<24} {'exact':<24} {'local_ulp':>9}  {'cause':<15} {'cond':>8}  reaches",
     ]
     for st in steps:
         comp = "-" if st["computed"] is None else str(st["computed"]).lower()
         ex = "-" if st["exact"] is None else str(st["exact"]).lower()
-        lu = "-" if st["local_ulp"] is None else fmt_num(st["local_ulp"])
+        lu = "-" if st["local_ulp"] is None else _fmt_ulp(st["local_ulp"])
         cond = "-" if st["cond"] is None else f"{float(st['cond']):.3g}"
         lines.append(f"{st['step']:<11} {comp:<24} {ex:<24} {lu:>9}  {st['cause']:<15} {cond:>8}  "
                      f"{'yes' if st['reaches_output'] else 'no'}")
@@ -201,6 +200,7 @@ def cmd_explain(args) -> int:
     return 0
 
 
-def fmt_num(v) -> str:
-    v = float(v) if not isinstance(v, str) else float(v)
+def _fmt_ulp(v) -> str:
+    """An ulp error in the explain table's fixed-width column: 3 significant digits."""
+    v = float(v)
     return f"{v:.3g}" if math.isfinite(v) else str(v)
