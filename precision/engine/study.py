@@ -227,6 +227,13 @@ class Study:
         """The study's values of one of its operator's attributes (float32 values, as floats)."""
         return dict(self.attributes)[attribute]
 
+    def grid(self) -> dict:
+        """The grid of values besides pred every point of the study takes (JSON-ready, run.json's ``grid``):
+        each attribute's values, then ``weight`` (None: absent) and ``dout``."""
+        return {**{name: [float(v) for v in values] for name, values in self.attributes},
+                "weight": [None if w is None else float(w) for w in self.weights],
+                "dout": [float(d) for d in self.douts]}
+
     @property
     def term_values(self) -> tuple:
         """The values of the operator's terms attribute (its ``TERMS_ATTRIBUTE``; ``(None,)`` when it has

@@ -648,9 +648,7 @@ def write_run_json(study: Study, out: Path, result: RunResult) -> None:
             "options": {name: {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts}
                         for name, opts in study.report.options}},
         # the grid of values every claim of the run is measured on (report: "on the grid ...")
-        "grid": {**{name: [float(v) for v in values] for name, values in study.attributes},
-                 "weight": [None if w is None else float(w) for w in study.weights],
-                 "dout": [float(d) for d in study.douts]},
+        "grid": study.grid(),
         "pred_sets": [{"kind": p.kind, "format": p.format, "weighting": p.label,
                        **{k: (list(v) if isinstance(v, tuple) else v) for k, v in p.params if k != "values"}}
                       for p in study.pred_sets],

@@ -798,17 +798,20 @@ def test_report_all_keeps_a_long_study_s_report_instead_of_running_it(tmp_path, 
 def test_grid_scope_of_an_older_run_comes_from_its_unchanged_study_file(tmp_path):
     """A run.json without its grid takes it from the study file when the file's digest is the run's; a study
     file changed since gives no grid (nothing is claimed)."""
+    from types import SimpleNamespace
+
+    from precision.engine.study import load_study
+    from precision.products.report.load import run_grid
     from precision.products.report.tables import grid_scope
     study = tmp_path / "s.toml"
     study.write_text(THRESHOLD_TINY)
-    from precision.engine.study import load_study
     meta = {"study_file": str(study), "study_sha256": load_study(study).digest}
 
-    class Run:
-        run = meta
-    assert grid_scope(Run) == "on the grid of 2 gamma values at alpha 0.25"
+    def scope():
+        return grid_scope(SimpleNamespace(run=meta, grid=run_grid(meta)))
+    assert scope() == "on the grid of 2 gamma values at alpha 0.25"
     meta["grid"] = {"alpha": [0.25], "gamma": [2.0], "weight": [None], "dout": [1.0]}
-    assert grid_scope(Run) == "on the grid alpha 0.25, gamma 2"
+    assert scope() == "on the grid alpha 0.25, gamma 2"
     del meta["grid"]
     study.write_text(THRESHOLD_TINY.replace("gamma = [-2.0, -1.5]", "gamma = [-2.0]"))
-    assert grid_scope(Run) == ""
+    assert scope() == ""

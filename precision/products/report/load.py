@@ -9,6 +9,7 @@ scalars by design.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from precision.errors import ParameterError
+from precision.errors import ParameterError, PrecisionError
 from precision.analysis.groups import GroupStats
 from precision.analysis.paired import PairedStats
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
@@ -75,6 +76,11 @@ class RunData:
     stats: GroupStats
     paired: PairedStats
     predbins: dict
+
+    @functools.cached_property
+    def grid(self) -> dict | None:
+        """The grid of values besides pred the run's points take (:func:`run_grid`), read once."""
+        return run_grid(self.run)
 
     def points(self, columns=None) -> pd.DataFrame:
         """Per-point rows of ``points.parquet`` (empty, with the columns asked for, when the study kept none)."""
@@ -138,6 +144,23 @@ class RunData:
     def pred_kinds(self) -> list:
         """The kinds of the run's pred sets (``exhaustive``, ``stratified``, ...)."""
         return [p.get("kind") for p in self.run.get("pred_sets", [])]
+
+
+def run_grid(meta: dict) -> dict | None:
+    """A run's grid (:meth:`precision.engine.study.Study.grid`) from its ``run.json`` (``meta``); for a run
+    folder written before run.json kept it, from its study file when that file still has the digest the run
+    recorded (so it is the study that ran); None otherwise."""
+    if meta.get("grid"):
+        return meta["grid"]
+    path = meta.get("study_file")
+    if not path or not Path(path).is_file():
+        return None
+    from precision.engine.study import load_study
+    try:
+        study = load_study(path)
+    except (PrecisionError, OSError):  # a file that no longer parses is not the study that ran
+        return None
+    return study.grid() if study.digest == meta.get("study_sha256") else None
 
 
 def load_run(folder) -> RunData:

@@ -8,7 +8,6 @@ selects, orders and spells them.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -134,7 +133,7 @@ def grid_scope(run) -> str:
 
     Its claims say nothing of attribute values off the grid (``precision hunt`` searches between them).
     """
-    grid = run.run.get("grid") or _grid_from_study_file(run.run)
+    grid = run.grid
     if not grid:
         return ""
     shown = {k: v for k, v in grid.items() if k not in ("weight", "dout") or len(v) > 1}
@@ -143,24 +142,6 @@ def grid_scope(run) -> str:
     if not varied:
         return f"on the grid {fixed}"
     return f"on the grid of {varied} values" + (f" at {fixed}" if fixed else "")
-
-
-def _grid_from_study_file(meta: dict) -> dict | None:
-    """The grid of a run folder written before run.json kept it: from its study file, when that file still has
-    the digest the run recorded (so it is the study that ran); None otherwise."""
-    path = meta.get("study_file")
-    if not path or not Path(path).is_file():
-        return None
-    from precision.engine.study import load_study
-    from precision.errors import PrecisionError
-    try:
-        study = load_study(path)
-    except (PrecisionError, OSError):  # a file that no longer parses is not the study that ran
-        return None
-    if study.digest != meta.get("study_sha256"):
-        return None
-    return {**{name: [float(v) for v in values] for name, values in study.attributes},
-            "weight": [None if w is None else float(w) for w in study.weights], "dout": [float(d) for d in study.douts]}
 
 
 def maximum_label(run, fmt: str) -> str:
