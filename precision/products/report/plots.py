@@ -26,8 +26,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["save", "FLOOR", "CEILING_ULP", "special_level", "over_level", "clip_errors", "error_axis", "legend_outside", "curve_style",
-           "merge_identical", "draw_curves", "curve_id"]
+__all__ = ["save", "FLOOR", "CEILING_ULP", "special_level", "over_level", "clip_errors", "error_axis",
+           "legend_outside", "curve_style", "merge_identical", "draw_curves", "curve_id"]
 
 #: Lower clip of log ulp axes (a correctly rounded output scores <= 0.5 ulp).
 FLOOR = 1e-3
