@@ -260,15 +260,16 @@ def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_
     Raises
     ------
     ParameterError
-        A report folder without a study file (nothing further is written).
+        A report folder with neither a run folder nor a study file (nothing further is written).
     """
     out = Path(out_dir)
     names = sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")) if out.is_dir() \
         else []
     names = names or list(DEFAULT_STUDIES)
-    for name in names:
-        if not (Path(studies_dir) / f"{name}.toml").is_file():
-            raise ParameterError(f"report --all: {out / name} has no study file {Path(studies_dir) / name}.toml")
+    for name in names:  # a report is made from its run folder, or from its study file by running it first
+        if not (Path(runs_dir) / name / "run.json").is_file() and not (Path(studies_dir) / f"{name}.toml").is_file():
+            raise ParameterError(f"report --all: {out / name} has neither a run folder {Path(runs_dir) / name} nor "
+                                 f"a study file {Path(studies_dir) / name}.toml")
     for name in names:
         what = "reported"
         if not (Path(runs_dir) / name / "run.json").is_file():
