@@ -64,7 +64,7 @@ _NAN_ORDINAL = np.iinfo(np.int64).min  # (precision.exact.formats.NAN_ORDINAL)
 _OK, _NAN, _INF, _WRONG_SIGN, _LOST_INF = 0, 1, 2, 3, 4
 
 #: The counted columns of :func:`reduce_error_groups`, in its output order (then one per decision mask, then the
-#: acceptance counts ``acc_blind``, ``acc_false_alarm`` and one per allclose tolerance).
+#: acceptance counts :data:`precision.analysis.acceptance.ACCEPTANCE_COUNTS` and one per allclose tolerance).
 COUNTS = ("n_finite", "n_correct", "over_1ulp", "nan", "inf", "wrong_sign", "lost_inf")
 #: Its summed columns, in its output order (the last two with the acceptance standards only).
 SUMS = ("sum_ulp", "sum_bits", "acc_sum_r", "acc_sum_sq")
@@ -171,7 +171,7 @@ def _reduce(order, starts, sizes, err, bits, cls, log2_err, min_exp, subbins, re
     rank[used] = np.arange(used.size)
     hist = np.zeros((n_rows, used.size), dtype=np.int64)
     base = 7 + n_decisions  # the acceptance counts' first column
-    counts = np.zeros((n_rows, base + 2 + n_close), dtype=np.int64)
+    counts = np.zeros((n_rows, base + 5 + n_close), dtype=np.int64)
     sums = np.zeros((n_rows, 4))
     top = np.full((n_rows, 5), -np.inf)
     at = np.full((n_rows, 5), -1, dtype=np.int64)
@@ -180,7 +180,7 @@ def _reduce(order, starts, sizes, err, bits, cls, log2_err, min_exp, subbins, re
     for row in range(n_rows):
         # one group's points in element order, its figures in registers (sums in that order, as np.bincount's);
         # counts add 0 or 1 without a branch (which it is varies from point to point, too often to predict)
-        n_finite = n_correct = over_1ulp = n_blind = n_false_alarm = 0
+        n_finite = n_correct = over_1ulp = n_blind = n_false_alarm = n_match = n_mismatch = n_mismatch_finite = 0
         sum_ulp = sum_bits = sum_r = sum_sq = 0.0
         t0 = t1 = t2 = t3 = t4 = -inf
         a0 = a1 = a2 = a3 = a4 = -1
@@ -202,32 +202,39 @@ def _reduce(order, starts, sizes, err, bits, cls, log2_err, min_exp, subbins, re
             t1, a1 = _fold_max(t1, a1, e if finite else -inf, i)
             if not acceptance:
                 continue
-            # the acceptance standards (precision.analysis.acceptance): r = |c - g| / (|g| + floor)
+            # the acceptance standards (precision.analysis.acceptance): r = |c - g| / (|g| + floor) where both are
+            # finite; a special position matches (both NaN, the same infinity) or not (SPECIAL_RULE)
             x, gold = computed[i], golden[i]
-            x_finite = np.isfinite(x)
-            d = x - gold
-            dist, magnitude = abs(d), abs(gold)
-            if x_finite:
+            evaluated = np.isfinite(x) and np.isfinite(gold)
+            matched = (not evaluated) and ((np.isnan(x) and np.isnan(gold)) or x == gold)
+            mismatched = (not evaluated) and not matched
+            r = sq = dist = 0.0
+            magnitude = abs(gold)
+            if evaluated:
+                d = x - gold
+                dist = abs(d)
                 r = dist / (magnitude + floor)
                 sq = d * d
-            else:
-                r = 0.0 if x == gold else inf
-                sq = inf
             e_acc = inf if np.isnan(e) else e
-            blind = (r <= limit) & (not e_acc <= blind_ulp)
-            false_alarm = (e_acc <= 0.5) & (r > limit)
+            blind = evaluated and r <= limit and not e_acc <= blind_ulp
+            false_alarm = e_acc <= 0.5 and ((evaluated and r > limit) or mismatched)
             n_blind += blind
             n_false_alarm += false_alarm
+            n_match += matched
+            n_mismatch += mismatched
+            n_mismatch_finite += mismatched and np.isfinite(gold)
+            equal_infinities = matched and not np.isnan(x)
             for k in range(n_close):
-                counts[row, base + 2 + k] += x_finite & (dist <= atol[k] + rtol[k] * magnitude)
+                counts[row, base + 5 + k] += (evaluated and dist <= atol[k] + rtol[k] * magnitude) or equal_infinities
             sum_r += r
             sum_sq += sq
-            t2, a2 = _fold_max(t2, a2, -inf if np.isnan(r) else r, i)
+            t2, a2 = _fold_max(t2, a2, r if evaluated else -inf, i)
             t3, a3 = _fold_max(t3, a3, e_acc if blind else -inf, i)
-            t4, a4 = _fold_max(t4, a4, r if false_alarm else -inf, i)
+            t4, a4 = _fold_max(t4, a4, (r if evaluated else inf) if false_alarm else -inf, i)
         counts[row, 0], counts[row, 1], counts[row, 2] = n_finite, n_correct, over_1ulp
         counts[row, 3:7] = by_class[1:]  # the special classes' codes 1 .. 4
         counts[row, base], counts[row, base + 1] = n_blind, n_false_alarm
+        counts[row, base + 2], counts[row, base + 3], counts[row, base + 4] = n_match, n_mismatch, n_mismatch_finite
         sums[row, 0], sums[row, 1], sums[row, 2], sums[row, 3] = sum_ulp, sum_bits, sum_r, sum_sq
         top[row, 0], top[row, 1], top[row, 2], top[row, 3], top[row, 4] = t0, t1, t2, t3, t4
         at[row, 0], at[row, 1], at[row, 2], at[row, 3], at[row, 4] = a0, a1, a2, a3, a4
@@ -264,7 +271,8 @@ def reduce_error_groups(order, starts, sizes, err_ulp, err_bits, classes, log2_e
 
     Returns
     -------
-    counts : (groups, 7 + K [+ 2 + len(tolerances)]) int64
+    counts : (groups, 7 + K [+ 5 + len(tolerances)]) int64
+        ... then the acceptance counts (ACCEPTANCE_COUNTS), one per tolerance.
     sums : (groups, 2 [+ 2]) float64
     top, at : (groups, 2 [+ 3]) float64 and int64
         Each maximum (-inf when no point of the group qualifies) and the
@@ -352,14 +360,15 @@ def top_k_groups(order, starts, sizes, values, k: int) -> np.ndarray:
 #: The counted columns of :func:`compare_groups`, in its output order.
 PAIR_COUNTS = ("changed", "better", "worse", "tied", "both_garbage", "finite_better", "finite_worse",
                "specials_caused", "fixed_correct", "fixed_le_1ulp", "fixed_le_2p10", "fixed_le_2p20",
-               "changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage")
+               "changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage",
+               "changed_garbage_made_special", "changed_garbage_made_finite", "changed_garbage_special_changed")
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _compare(order, starts, sizes, changed, err_w, cls_w, err_o, cls_o, bits_w, bits_o, garbage_ulp, res, half_range,
              n_bins):
     n_rows = sizes.size
-    counts = np.zeros((n_rows, 15), dtype=np.int64)
+    counts = np.zeros((n_rows, 18), dtype=np.int64)
     top = np.full((n_rows, 2), -np.inf)
     at = np.full((n_rows, 2), -1, dtype=np.int64)
     inf = np.inf
@@ -414,6 +423,9 @@ def _compare(order, starts, sizes, changed, err_w, cls_w, err_o, cls_o, bits_w, 
             counts[row, 12] += (not sw and ew <= 0.5) and not (not so and eo <= 0.5)
             counts[row, 13] += (not sw and ew <= 1.0) and not (not so and eo <= 1.0)
             counts[row, 14] += sw or ew > garbage_ulp
+            counts[row, 15] += garbage and sw and not so
+            counts[row, 16] += garbage and so and not sw
+            counts[row, 17] += garbage and sw and so and cls_w[i] != cls_o[i]
             gain = d if finite_d and d > 0 else -inf
             t_gain, a_gain = _fold_max(t_gain, a_gain, gain, i)
             loss = -d if finite_d and d < 0 else -inf
@@ -448,7 +460,7 @@ def compare_groups(order, starts, sizes, changed, err_with, cls_with, err_withou
     ``bits_*`` are :func:`precision.analysis.scoring.error_bits` of the ulp errors (numpy's log2, computed once
     per variant); ``garbage_ulp``, ``res``, ``half_range`` and ``n_bins`` are
     :data:`~precision.analysis.paired.GARBAGE_ULP`, ``DELTA_RES``, ``DELTA_MAX`` and ``DELTA_BINS``.  Returns
-    (counts (groups, 15) int64 in :data:`PAIR_COUNTS` order, top and at (groups, 2): gain and loss, -inf / the
+    (counts (groups, 18) int64 in :data:`PAIR_COUNTS` order, top and at (groups, 2): gain and loss, -inf / the
     group's first changed point when none, -1 without a changed point, and the histogram's (rows, bins,
     counts)).
     """

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, acceptance_columns, acceptance_parameters
+from precision.analysis.acceptance import (ACCEPTANCE_COUNTS, ACCEPTANCE_MAXIMA, acceptance_columns,
+                                          acceptance_parameters)
 from precision.analysis import histograms
 from precision.analysis.histograms import HIST_BINS, bin_upper_edge, histogram_bins
 from precision.analysis.scoring import CLASS_NAMES, CLASS_OK, COMPILED_MIN_POINTS, SPECIAL_CLASSES, blank_missing
@@ -518,7 +519,7 @@ class GroupStats(Mergeable):
             grouping.perm, grouping.starts, grouping.counts, err, np.asarray(err_bits).ravel(),
             np.asarray(classes).ravel(), _log2(err), decisions, **extra)
         ids = grouping.ids
-        names = (*fused.COUNTS, *acting, *(("acc_blind", "acc_false_alarm", *extra["names"]) if extra else ()))
+        names = (*fused.COUNTS, *acting, *((*ACCEPTANCE_COUNTS, *extra["names"]) if extra else ()))
         counted = dict(zip(names, tally.T))
         total = {name: _canonical_nan(v) if name.startswith("acc_") else v for name, v in zip(fused.SUMS, sums.T)}
         largest = {name: (v, np.where(v == -np.inf, np.nan, v), v == -np.inf, i)
@@ -536,7 +537,7 @@ class GroupStats(Mergeable):
         frame.update({name: counted.get(name, np.zeros(ids.size, dtype=np.int64)) for name in counts})
         if acceptance is not None:
             frame["acc_sum_r"], frame["acc_sum_sq"] = total["acc_sum_r"], total["acc_sum_sq"]
-            frame.update({name: counted[name] for name in ("acc_blind", "acc_false_alarm", *extra["names"])})
+            frame.update({name: counted[name] for name in (*ACCEPTANCE_COUNTS, *extra["names"])})
             for col, prefix in ACCEPTANCE_MAXIMA.items():
                 _, reported, none, first = largest[col]
                 frame[col] = reported

@@ -363,15 +363,23 @@ class PairedStats(Mergeable):
 
 
 #: Per changed output, the quality of the "with" side: became correctly rounded (error <= 0.5 ulp, the
-#: "without" side was not), became within 1 ulp (likewise), still garbage (special or over 2^20 ulp).
-CHANGED_QUALITIES = ("changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage")
+#: "without" side was not), became within 1 ulp (likewise), still garbage (special or over 2^20 ulp); and, among
+#: both_garbage outputs (no evidence for the verdict), a change of class: finite (if far off) made special (NaN,
+#: inf, wrong sign, lost inf), special made finite, or one special class made another (NaN to wrong sign...).
+CHANGED_QUALITIES = ("changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage",
+                     "changed_garbage_made_special", "changed_garbage_made_finite", "changed_garbage_special_changed")
 
 
 def changed_quality(err_with, cls_with, err_without, cls_without) -> dict:
     """The :data:`CHANGED_QUALITIES` masks of changed outputs from both sides' ulp errors and classes."""
     ew, eo = np.asarray(err_with, np.float64), np.asarray(err_without, np.float64)
-    sw, so = np.asarray(cls_with) != CLASS_OK, np.asarray(cls_without) != CLASS_OK
+    cw, co = np.asarray(cls_with), np.asarray(cls_without)
+    sw, so = cw != CLASS_OK, co != CLASS_OK
     with np.errstate(invalid="ignore"):
+        garbage = (sw | (ew > GARBAGE_ULP)) & (so | (eo > GARBAGE_ULP))
         return {"changed_became_correct": ~sw & (ew <= 0.5) & ~(~so & (eo <= 0.5)),
                 "changed_became_le_1ulp": ~sw & (ew <= 1.0) & ~(~so & (eo <= 1.0)),
-                "changed_still_garbage": sw | (ew > GARBAGE_ULP)}
+                "changed_still_garbage": sw | (ew > GARBAGE_ULP),
+                "changed_garbage_made_special": garbage & sw & ~so,
+                "changed_garbage_made_finite": garbage & ~sw & so,
+                "changed_garbage_special_changed": garbage & sw & so & (cw != co)}

@@ -4,22 +4,40 @@ Ascend's operator precision standards and allclose, computed from the
 acceptance columns of :class:`precision.analysis.groups.GroupStats` (per-point
 definitions in :func:`precision.analysis.acceptance.acceptance_columns`):
 
-* per element ``r = |actual - golden| / (|golden| + 1e-7)``, golden = the
-  oracle's exact value (float64; setting ``golden = "rounded"``: its
-  correct rounding to the output format); **MERE** = mean r, **MARE** = max r,
-  **RMSE** = sqrt(mean((actual - golden)^2)), in the output's units;
-* the **threshold standard**: pass when MERE < T and MARE < 10 T
-  (:data:`precision.analysis.acceptance.THRESHOLD_T`);
-* the **ratio standard**: MARE, MERE, RMSE of a variant over those of a
-  third party on the same points, within the limits of a level
-  (:data:`RATIO_LEVELS`) with at least its case count;
+* special positions (the output or the golden NaN or infinite) first, by
+  TTK's rules (:data:`precision.analysis.acceptance.SPECIAL_RULE`): a match
+  (both NaN, the same infinity; a correctly rounded overflow is one) is left
+  out, a mismatch fails the threshold and the ratio standard before any
+  metric;
+* per element finite on both sides ``r = |actual - golden| / (|golden| +
+  1e-7)``, golden = the oracle's exact value (float64; setting ``golden =
+  "rounded"``: its correct rounding to the output format); **MERE** = mean
+  r, **MARE** = max r, **RMSE** = sqrt(mean((actual - golden)^2)), in the
+  output's units, over those ``evaluated`` positions (NaN when none);
+* the **threshold standard** (TTK's stat_rel_err): pass when no special
+  mismatch and MERE < T and MARE < 10 T
+  (:data:`precision.analysis.acceptance.THRESHOLD_T`), or no finite position
+  is left;
+* the **ratio standard** (TTK's cross_check): MARE, MERE, RMSE of a variant
+  over those of a third party on the same points, within the limits of a
+  level (:data:`RATIO_LEVELS`) with at least its case count; level
+  ``special_mismatch`` when the variant has a special mismatch and the
+  third party none (cross_check fails it), ``third_party_special`` when the
+  variant has none and the third party gives a special output where the
+  golden is finite (cross_check fails the variant there: it must equal the
+  third party), ``not_evaluable`` when both have mismatches (cross_check
+  then compares them position by position, which pooled statistics
+  cannot), the reason in ``level_note``;
 * **allclose**: the share of outputs with ``|a - g| <= atol + rtol |g|``
-  for a preset (:data:`precision.analysis.acceptance.ALLCLOSE_PRESETS`);
-* what they cannot see: ``blind`` (accepted element-wise, r <= 10 T, yet
-  special or over 2^10 ulps wrong) and ``false_alarm`` (correctly rounded,
-  yet r > 10 T).
+  for a preset (:data:`precision.analysis.acceptance.ALLCLOSE_PRESETS`),
+  equal infinities close, NaN never;
+* what they cannot see: ``blind`` (finite, accepted element-wise, r <= 10
+  T, yet over 2^10 ulps wrong) and ``false_alarm`` (correctly rounded, yet
+  r > 10 T or a special mismatch).
 
-Ratio conventions (the published standard leaves them open):
+Ratio conventions (the published standard leaves them open; TTK's own code
+floors the third party's metric at a small value and splits off small
+goldens, which these pooled statistics do not):
 ``0 / 0 = 1`` (a tie), ``x / 0 = inf``; the third party's metric is first
 raised to ``ratio_floor`` (default 0).  Ratios are computed only where the
 variant and the third party cover the same number of points (else NaN and
@@ -37,7 +55,7 @@ import pandas as pd
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, THRESHOLD_T, allclose_tolerances
 from precision.analysis.groups import GroupStats, witness_fields
 
-__all__ = ["RATIO_LEVELS", "LEVEL_RANK", "StandardsSettings", "STANDARDS_COLUMNS", "standards_table",
+__all__ = ["RATIO_LEVELS", "LEVEL_RANK", "ROW_LEVEL_RANK", "StandardsSettings", "STANDARDS_COLUMNS", "standards_table",
            "ratio", "ratio_level", "settings_from_options"]
 
 #: Ratio standard levels, loosest first: (MARE, MERE, RMSE) ratio limits and the minimum case count.
@@ -46,14 +64,17 @@ RATIO_LEVELS = {
     "L1": {"mare": 5.0, "mere": 1.5, "rmse": 1.5, "min_count": 10000},
     "L2": {"mare": 2.0, "mere": 1.2, "rmse": 1.2, "min_count": 30000},
 }
-#: A level as a number (for gate budgets): none 0, L0 1, L1 2, L2 3; ``unpaired`` is NaN.
+#: A level as a number (for gate budgets): none 0, L0 1, L1 2, L2 3.
 LEVEL_RANK = {"none": 0, **{name: i + 1 for i, name in enumerate(RATIO_LEVELS)}}
+#: A row's level as a number: :data:`LEVEL_RANK`, and ``special_mismatch`` and ``third_party_special`` (failed on
+#: special values) 0; ``unpaired``, ``not_evaluable`` and ``no_third_party`` are NaN (not judged).
+ROW_LEVEL_RANK = {**LEVEL_RANK, "special_mismatch": 0, "third_party_special": 0}
 
 #: Columns of ``standards.csv``.
-STANDARDS_COLUMNS = ("variant", "machine", "format", "region", "count", "mere", "mare", "mare_witness", "rmse",
-                     "threshold_T", "threshold_pass", "third_party", "mare_ratio", "mere_ratio", "rmse_ratio",
-                     "level", "allclose_share", "blind", "blind_witness", "false_alarm", "false_alarm_witness")
-
+STANDARDS_COLUMNS = ("variant", "machine", "format", "region", "count", "evaluated", "special_match",
+                     "special_mismatch", "special_mismatch_finite", "mere", "mare", "mare_witness", "rmse",
+                     "threshold_T", "threshold_pass", "third_party", "mare_ratio", "mere_ratio", "rmse_ratio", "level",
+                     "level_note", "allclose_share", "blind", "blind_witness", "false_alarm", "false_alarm_witness")
 
 
 @dataclass(frozen=True)
@@ -150,28 +171,67 @@ def standards_table(stats: GroupStats, settings: StandardsSettings | None = None
     pooled = stats.merge_frame(keys).assign(region="all")
     f = pd.concat([pooled, per_region], ignore_index=True)
     count = f["count"].to_numpy(np.int64)
+    match = f["acc_special_match"].to_numpy(np.int64)
+    mismatch = f["acc_special_mismatch"].to_numpy(np.int64)
+    mismatch_finite = f["acc_special_mismatch_finite"].to_numpy(np.int64)
+    evaluated = count - match - mismatch  # finite on both sides: the metrics' positions
     with np.errstate(invalid="ignore", divide="ignore"):
-        mere = f["acc_sum_r"].to_numpy(np.float64) / count
-        rmse = np.sqrt(f["acc_sum_sq"].to_numpy(np.float64) / count)
+        mere = np.where(evaluated > 0, f["acc_sum_r"].to_numpy(np.float64) / evaluated, np.nan)
+        rmse = np.where(evaluated > 0, np.sqrt(f["acc_sum_sq"].to_numpy(np.float64) / evaluated), np.nan)
     mare = f["mare"].to_numpy(np.float64)
     T = np.asarray([THRESHOLD_T[fmt] for fmt in f["format"]], dtype=np.float64)
     out = pd.DataFrame({"variant": f["variant"].to_numpy(), "machine": f["machine"].to_numpy(),
                         "format": f["format"].to_numpy(), "region": f["region"].to_numpy(),
-                        "count": count, "mere": mere, "mare": mare,
+                        "count": count, "evaluated": evaluated, "special_match": match,
+                        "special_mismatch": mismatch, "special_mismatch_finite": mismatch_finite, "mere": mere,
+                        "mare": mare,
                         "mare_witness": _witness_text(f, ACCEPTANCE_MAXIMA["mare"]), "rmse": rmse,
-                        "threshold_T": T, "threshold_pass": (mere < T) & (mare < 10 * T),
+                        "threshold_T": T,
+                        # stat_rel_err: a special mismatch fails first; no finite position left passes
+                        "threshold_pass": (mismatch == 0) & ((evaluated == 0) | ((mere < T) & (mare < 10 * T))),
                         "third_party": settings.label})
     # the third party's metrics on the same (format, region)
     third = out[(out["variant"] == settings.third_party) & (out["machine"] == settings.third_party_machine)]
-    ref = out[["format", "region"]].merge(third[["format", "region", "count", "mere", "mare", "rmse"]],
+    ref = out[["format", "region"]].merge(third[["format", "region", "count", "evaluated", "special_mismatch",
+                                                 "special_mismatch_finite", "mere", "mare", "rmse"]],
                                           on=["format", "region"], how="left", suffixes=("", "_tp"))
     paired = ref["count"].to_numpy(np.float64) == count  # the same number of points (NaN: no third party)
+    none_left = (evaluated == 0) & (ref["evaluated"].to_numpy(np.float64) == 0)  # both all special, matched
     for m in ("mare", "mere", "rmse"):
         r = ratio(out[m].to_numpy(np.float64), ref[m].to_numpy(np.float64), settings.ratio_floor)
-        out[f"{m}_ratio"] = np.where(paired, r, np.nan)
-    out["level"] = ratio_level(out["mare_ratio"], out["mere_ratio"], out["rmse_ratio"], count)
+        out[f"{m}_ratio"] = np.where(paired, np.where(none_left, 1.0, r), np.nan)
+    level = ratio_level(out["mare_ratio"], out["mere_ratio"], out["rmse_ratio"], count)
+    # cross_check judges special positions one by one: one passes when the device equals the third party there, or
+    # the golden is special and the device matches it.  Pooled, that is decided in three cases: a third party
+    # without special mismatches (every special golden is one both match: any mismatch of the device fails); a
+    # device without them against a third party special where the golden is finite (the device is finite there,
+    # so unequal to it: fails); a device without them against a third party whose mismatches are all at special
+    # goldens (the device matches those: passes).  When neither fails, both sides' metrics are over the same
+    # positions (the golden's finite ones).  Mismatches on both sides are judged position by position only.
+    tp_mismatch = ref["special_mismatch"].to_numpy(np.float64)
+    tp_at_finite = ref["special_mismatch_finite"].to_numpy(np.float64)
+    judged = paired & ~((out["variant"] == settings.third_party)
+                        & (out["machine"] == settings.third_party_machine)).to_numpy()  # (itself: equal everywhere)
+    failed = judged & (tp_mismatch == 0) & (mismatch > 0)
+    failed_tp = judged & (mismatch == 0) & (tp_at_finite > 0)
+    undecided = judged & (tp_mismatch > 0) & (mismatch > 0)
+    level[failed] = "special_mismatch"
+    level[failed_tp] = "third_party_special"
+    level[undecided] = "not_evaluable"
+    out["level"] = level
+    note = np.full(len(out), "", dtype=object)
+    note[failed] = [f"{n:,} special mismatches (NaN or inf against the exact value): cross_check fails before any "
+                    "metric" for n in mismatch[failed]]
+    note[failed_tp] = [f"the third party gives {int(n):,} special outputs where the exact value is finite: "
+                       "cross_check fails the device there, which does not equal them (its rule: at a special "
+                       "position the device equals the third party, or the golden is special and the device "
+                       "matches it)" for n in tp_at_finite[failed_tp]]
+    note[undecided] = [f"special mismatches on both sides ({int(a):,} here, {int(b):,} in the third party): "
+                       "cross_check judges them position by position, which pooled statistics cannot"
+                       for a, b in zip(mismatch[undecided], tp_mismatch[undecided])]
+    out["level_note"] = note
     if third.empty:  # no third party among the rows: the ratio standard does not apply
-        out["third_party"], out["level"] = "none", "no_third_party"
+        out["third_party"], out["level"], out["level_note"] = "none", "no_third_party", ""
     preset = f"acc_allclose_{settings.allclose}"
     for fmt in set(out["format"]):  # an unknown preset or format fails here, naming the presets
         allclose_tolerances(settings.allclose, fmt)

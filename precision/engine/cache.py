@@ -254,8 +254,10 @@ class TermCache:
 #: Version of the stored task results' layout (:mod:`precision.engine.task`); part of every key.
 #: 4: one bundle file per task holding every piece (was one file per piece); 5: histograms stored as int32;
 #: 6: a bundle stores each distinct array once (:meth:`ResultCache.put_bundle`); 7: its alias table as lines
-#: of tab-separated names (was JSON); 8: each piece holds its holes' extents (``extent``, ``extent_count``).
-RESULTS_VERSION = 8
+#: of tab-separated names (was JSON); 8: each piece holds its holes' extents (``extent``, ``extent_count``); 9:
+#: the acceptance standards judge special positions (``acc_special_match``, ``acc_special_mismatch``) and the
+#: comparisons count class changes among garbage pairs (``changed_garbage_*``).
+RESULTS_VERSION = 9
 
 #: Separates a piece's key from its array's name inside a bundle.
 _PIECE_SEP = "/"

@@ -51,6 +51,7 @@ from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_np
 from precision.errors import PluginError, PrecisionError
 from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
+from precision.analysis.acceptance import standards_golden
 from precision.analysis.groups import GroupStats, Grouping, packed_histogram
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer
@@ -447,6 +448,10 @@ class _Tensor:
         self.exact = (exact_hi.ravel(), exact_lo.ravel())
         self.rounded = rounded.ravel()
         self.scorer = Scorer(self.exact, self.rounded, fmt)
+        # the acceptance standards' golden: the exact value (a correctly rounded overflow as its +-inf), or its
+        # correct rounding
+        self.golden = (standards_golden(self.exact[0], self.scorer.r64) if task.golden == "exact"
+                       else self.scorer.r64)
         # group id per element: (target, region, bracket band), target-major; one band without bracket_edges
         R, B = len(task.region_edges) + 1, len(task.bracket_edges) + 1
         regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
@@ -507,8 +512,7 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     reduced = grouping if near is None else grouping.restricted(near.rows)
     stats = GroupStats.reduce_to_arrays(reduced, err, bits, cls, "stats", counts=fired,
                                         witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]},
-                                        acceptance=(c64, tensor.exact[0] if task.golden == "exact"
-                                                    else tensor.scorer.r64, fmt))
+                                        acceptance=(c64, tensor.golden, fmt))
     if near is not None:
         stats = _patched_stats(near.piece, stats, near.rows, grouping.tally(fired))
     worst = np.where(np.isnan(err), np.inf, err)  # (NaN as inf: what the maxima read)

@@ -25,7 +25,8 @@ A budgets file (``studies/budgets.toml``)::
     mere = 2e-7                    # acceptance standards (optional): mean / max relative error, RMSE,
     mare = 1e-4                    # the allclose share of the study's preset, outputs the standards
     rmse = 1e-7                    # cannot see (blind: a count), the lowest ratio level ("L0", "L1",
-    min_allclose_share = 1.0       # "L2"; observed as 1, 2, 3, none as 0)
+    min_allclose_share = 1.0       # "L2"; observed as 1, 2, 3, none as 0; a special mismatch: MERE,
+                                   # MARE and RMSE inf, the level 0; not judged: NaN, which fails)
     blind = 4000
     min_level = "L2"
     observed = { max_ulp = 8.8e7, p99_ulp = 9.9e6, mean_bits = 2.9, share_correct = 0.33 }
@@ -70,7 +71,7 @@ from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.io.files import atomic_open
 from precision.analysis.groups import witness_fields
 from precision.analysis.scoring import SPECIAL_CLASSES
-from precision.analysis.standards import LEVEL_RANK, settings_from_options, standards_table
+from precision.analysis.standards import LEVEL_RANK, ROW_LEVEL_RANK, settings_from_options, standards_table
 from precision.engine.study import load_study
 from precision.engine.sweep import hex_witnesses, load_stats, run_study
 
@@ -262,8 +263,12 @@ def measure(run_dir) -> pd.DataFrame:
         report = json.loads((Path(run_dir) / "run.json").read_text()).get("report") or {}
         settings = settings_from_options((report.get("options") or {}).get("standards"))
         acc = standards_table(stats, settings)[keys + ["region", "mere", "mare", "rmse", "allclose_share", "blind",
-                                                       "level"]]
-        acc = acc.assign(blind=acc["blind"].astype(float), level=acc["level"].map(LEVEL_RANK).astype(float))
+                                                       "level", "special_mismatch"]]
+        # a special mismatch fails the case before any metric (TTK's stat_rel_err): every budget on one fails
+        failed = acc.pop("special_mismatch").to_numpy() > 0
+        for metric in ("mere", "mare", "rmse"):
+            acc[metric] = np.where(failed, np.inf, acc[metric].to_numpy(np.float64))
+        acc = acc.assign(blind=acc["blind"].astype(float), level=acc["level"].map(ROW_LEVEL_RANK).astype(float))
         table = table.merge(acc, on=keys + ["region"], how="left")
     return table
 

@@ -80,6 +80,7 @@ from precision.products.report.document import Code, Details, Heading, Para, Tab
 from precision.products.report.findings import fmt_num, fmt_share
 from precision.products.report.page import write_folder, write_page
 from precision.products.report.sections.verdicts import verdict_grid
+from precision.analysis.acceptance import standards_golden
 from precision.analysis.groups import GroupStats, Grouping
 from precision.analysis.paired import OUTCOME_NAMES, VERDICT_RULE, PairedStats, compare_points, outputs_changed
 from precision.analysis.scoring import CLASS_NAMES, bits_error, classify, ulp_error
@@ -310,8 +311,9 @@ class ScoreResult:
         s = s[(s["machine"] == DEVICE_MACHINE) & (s["region"] == "all")].iloc[0]
         ratios = (f" vs {s['third_party']}: mare_ratio={_g(s['mare_ratio'])} mere_ratio={_g(s['mere_ratio'])} "
                   f"rmse_ratio={_g(s['rmse_ratio'])} level={s['level']}" if s["third_party"] != "none" else "")
+        specials = f"special_match={int(s['special_match'])} special_mismatch={int(s['special_mismatch'])} "
         out.append(f"standards {self.label}: mere={_g(s['mere'])} mare={_g(s['mare'])} rmse={_g(s['rmse'])} "
-                   f"threshold(T={_g(s['threshold_T'])})={'pass' if s['threshold_pass'] else 'fail'}{ratios} "
+                   f"{specials}threshold(T={_g(s['threshold_T'])})={'pass' if s['threshold_pass'] else 'fail'}{ratios} "
                    f"allclose_share={_g(s['allclose_share'])} blind={int(s['blind'])} "
                    f"false_alarm={int(s['false_alarm'])} mare_witness={s['mare_witness'] or 'none'}")
         if self.comparisons is not None and len(self.comparisons):
@@ -473,13 +475,14 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
     if emulated is not None:
         variants.append((compare_with, machine, np.asarray(emulated).ravel()))
     parts, scores, kept = [], [], []
+    golden = standards_golden(hi, rounded)
     for name, mach, computed in variants:
         err = ulp_error(computed, (hi, lo), fmt, rounded)
         bits = bits_error(computed, rounded, fmt)
         cls = classify(computed, rounded)
         c64 = computed.astype(np.float64)
         parts.append(GroupStats.reduce(grouping, err, bits, cls, witness={**witness, "computed": c64, "exact": hi},
-                                       acceptance=(c64, hi, fmt))
+                                       acceptance=(c64, golden, fmt))
                      .with_columns(variant=name, machine=mach))
         scores.append((computed, err, bits, cls))
         idx = np.flatnonzero(~(err <= 1.0))

@@ -110,3 +110,30 @@ def test_paired_table_gives_the_size_of_a_change():
     assert min(abs(row["median_gain_bits"] - gains)) <= 1 / 64
     assert min(abs(row["median_loss_bits"] - losses)) <= 1 / 64
     assert row["max_gain_bits"] == pytest.approx(gains.max())
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_class_changes_among_garbage_pairs_are_counted(compiled, monkeypatch):
+    """Outputs special or over 2^20 ulp on both sides are no evidence for the verdict, but a change of class among
+    them (far-off finite made wrong-signed or NaN, and back, NaN made inf) is counted apart."""
+    from precision.analysis import paired as paired_module
+    from precision.analysis.groups import Grouping
+    from precision.analysis.paired import PairedStats
+    from precision.analysis.scoring import CLASS_NAN, CLASS_WRONG_SIGN
+    ok, big = CLASS_OK, 2.0 ** 23
+    # with, without: finite -> wrong sign, finite -> NaN, wrong sign -> finite, NaN -> inf, NaN -> NaN (payload
+    # aside: unchanged), finite -> finite (both far off), and one evidence point (finite -> wrong sign, not garbage)
+    cw = np.array([CLASS_WRONG_SIGN, CLASS_NAN, ok, CLASS_INF, CLASS_NAN, ok, CLASS_WRONG_SIGN], np.int8)
+    co = np.array([ok, ok, CLASS_WRONG_SIGN, CLASS_NAN, CLASS_NAN, ok, ok], np.int8)
+    ew = np.array([np.inf, np.nan, big, np.inf, np.nan, big, np.inf])
+    eo = np.array([big, big, np.inf, np.nan, np.nan, 2 * big, 3.0])
+    changed = np.array([True, True, True, True, False, True, True])
+    n = 7
+    if compiled:  # the compiled pass from this size on
+        monkeypatch.setattr(paired_module, "COMPILED_MIN_POINTS", 1)
+    t = PairedStats.compare(Grouping(np.zeros(n, np.int64), 1), ew, cw, eo, co, changed).table()
+    row = t.iloc[0]
+    assert (row["both_garbage"], row["specials_caused"]) == (5, 1)
+    assert row["changed_garbage_made_special"] == 2  # finite -> wrong sign, finite -> NaN
+    assert row["changed_garbage_made_finite"] == 1
+    assert row["changed_garbage_special_changed"] == 1  # NaN -> inf

@@ -8,11 +8,12 @@ import pytest
 
 from precision.sigmoid_focal_loss_grad.guards import evaluate
 from precision.sigmoid_focal_loss_grad.oracle import exact_gradient, gradient
-from precision.analysis.acceptance import BLIND_ULP, THRESHOLD_T, acceptance_columns, relative_error
+from precision.analysis.acceptance import (BLIND_ULP, THRESHOLD_T, acceptance_columns, relative_error,
+                                          special_positions, standards_golden)
 from precision.analysis.groups import GroupStats, Grouping
 from precision.analysis.scoring import bits_error, classify, ulp_error
-from precision.analysis.standards import (RATIO_LEVELS, STANDARDS_COLUMNS, StandardsSettings, ratio, ratio_level,
-                                          standards_table)
+from precision.analysis.standards import (LEVEL_RANK, RATIO_LEVELS, ROW_LEVEL_RANK, STANDARDS_COLUMNS,
+                                          StandardsSettings, ratio, ratio_level, standards_table)
 from precision.engine.study import parse_study
 from precision.engine.sweep import run_study
 
@@ -51,6 +52,9 @@ class TestMetricsByHand:
         assert r[1] == np.inf and r[2] == np.inf
         assert r[3] == 1e-7 / 2e-7
         assert r[4] == 0.0
+        # matches (NaN and NaN, the same infinity) score 0; opposite infinities and inf against NaN inf
+        r = relative_error([np.nan, np.inf, np.inf, np.inf], [np.nan, np.inf, -np.inf, np.nan])
+        assert r.tolist() == [0.0, 0.0, np.inf, np.inf]
 
     def test_acceptance_columns(self):
         c = np.array([1.0, 2.0, 3.0, np.nan, 0.0])
@@ -60,7 +64,9 @@ class TestMetricsByHand:
         out = acceptance_columns(grouping, c, g, err, "fp32", {"pred": np.arange(5.0)})
         r = np.abs(c - g) / (np.abs(g) + 1e-7)
         assert out["acc_sum_r"][0] == pytest.approx(r[:3].sum(), rel=1e-15)
-        assert out["acc_sum_r"][1] == np.inf
+        # point 3 (NaN against 1.0) is a special mismatch, out of the sums: group 1 sums point 4 alone
+        assert out["acc_sum_r"][1] == r[4]
+        assert list(out["acc_special_mismatch"]) == [0, 1] and list(out["acc_special_match"]) == [0, 0]
         assert out["acc_sum_sq"][0] == pytest.approx(0.25 + 1e-6, rel=1e-12)
         assert out["mare"][0] == r[1] and out["mare_witness_pred"][0] == 1.0
         # 10 T in fp32 = 10 * 2^-13 = 0.00122: point 1 (r = 0.2, 5e3 ulp) is not accepted, so not blind
@@ -99,6 +105,78 @@ class TestMetricsByHand:
         # against itself every ratio is 1, but 3 cases are below every level's minimum count
         assert (row["mare_ratio"], row["mere_ratio"], row["rmse_ratio"]) == (1.0, 1.0, 1.0)
         assert row["level"] == "none"
+
+
+class TestSpecialValues:
+    """TTK's special-value rules (acceptance.SPECIAL_RULE) on every standard."""
+
+    def test_a_correctly_rounded_overflow_is_its_rounding(self):
+        exact = np.array([-1e301, 1.0, 7e38, np.nan])
+        rounded = np.array([-np.inf, 1.0, np.inf, np.nan])  # fp32's correct roundings
+        assert standards_golden(exact, rounded).tolist()[:3] == [-np.inf, 1.0, np.inf]
+        assert np.isnan(standards_golden(exact, rounded)[3])
+
+    def test_special_positions(self):
+        c = np.array([np.nan, np.inf, -np.inf, np.inf, 1.0, np.nan, 2.0])
+        g = np.array([np.nan, np.inf, np.inf, 3.0, np.inf, 1.0, 2.5])
+        evaluated, matched, mismatched = special_positions(c, g)
+        assert evaluated.tolist() == [False] * 6 + [True]
+        assert matched.tolist() == [True, True] + [False] * 5
+        assert mismatched.tolist() == [False, False, True, True, True, True, False]
+
+    def _table(self, outputs, settings=None):
+        """standards.csv of variants (name -> fp32 outputs) on three points whose exact values are -1e301
+        (fp32: -inf), 1.0 and 2.0."""
+        hi, lo = np.array([-1e301, 1.0, 2.0]), np.zeros(3)
+        rounded = np.array([-np.inf, 1.0, 2.0], dtype=np.float32)
+        parts = []
+        for name, out in outputs.items():
+            out = np.asarray(out, dtype=np.float32)
+            err = ulp_error(out, (hi, lo), "fp32", rounded)
+            c64 = out.astype(np.float64)
+            parts.append(GroupStats.reduce(Grouping(np.zeros(3, np.int64), 1), err, bits_error(out, rounded, "fp32"),
+                                           classify(out, rounded), witness={"pred": np.arange(3.0)},
+                                           acceptance=(c64, standards_golden(hi, rounded), "fp32"))
+                         .with_columns(variant=name, machine="ieee", format="fp32", region="r0"))
+        t = standards_table(GroupStats.concat(parts), settings or StandardsSettings(third_party="tp"))
+        return t[t["region"] == "all"].set_index("variant")
+
+    def test_a_correct_infinity_passes_and_leaves_the_metrics(self):
+        t = self._table({"v": [-np.inf, 1.0, 2.0], "tp": [-np.inf, 1.0, 2.0]})
+        row = t.loc["v"]
+        assert (row["evaluated"], row["special_match"], row["special_mismatch"]) == (2, 1, 0)
+        assert row["mere"] == 0.0 and row["mare"] == 0.0 and row["rmse"] == 0.0 and row["threshold_pass"]
+        assert row["allclose_share"] == 1.0 and row["false_alarm"] == 0
+        assert (row["mare_ratio"], row["mere_ratio"], row["rmse_ratio"]) == (1.0, 1.0, 1.0)
+        assert row["level_note"] == ""
+
+    def test_a_mismatch_fails_the_threshold_and_the_ratio_standard(self):
+        # v: a finite value where the exact value overflows (and a NaN where it is 2): mismatches
+        t = self._table({"v": [-3e38, 1.0, np.nan], "tp": [-np.inf, 1.0, 2.0]})
+        row = t.loc["v"]
+        assert (row["evaluated"], row["special_match"], row["special_mismatch"]) == (1, 0, 2)
+        assert row["mere"] == 0.0 and not row["threshold_pass"]
+        assert row["level"] == "special_mismatch" and row["level_note"].startswith("2 special mismatches")
+        assert row["allclose_share"] == pytest.approx(1 / 3)
+        assert ROW_LEVEL_RANK[row["level"]] == 0 and row["level"] not in LEVEL_RANK  # (no budget names it)
+
+    def test_the_third_party_s_specials_judged_as_cross_check_does(self):
+        # the third party's NaN where the exact value overflows: the variant matches the golden there (rule 2)
+        t = self._table({"v": [-np.inf, 1.0, 2.0], "tp": [np.nan, 1.0, 2.0]})
+        assert t.loc["v", "level"] == "none" and t.loc["v", "level_note"] == ""  # judged: 3 cases, below L0
+        assert (t.loc["v", "mere_ratio"], t.loc["v", "mare_ratio"]) == (1.0, 1.0)
+        # its NaN where the exact value is 1.0: the variant, right there, does not equal it (rule 1): fails
+        t = self._table({"v": [-np.inf, 1.0, 2.0], "tp": [-np.inf, np.nan, 2.0]})
+        assert t.loc["v", "level"] == "third_party_special" and t.loc["v", "threshold_pass"]
+        assert t.loc["v", "level_note"].startswith("the third party gives 1 special outputs where the exact")
+        assert ROW_LEVEL_RANK["third_party_special"] == 0
+        # the third party against itself is equal everywhere: judged by its ratios (all 1)
+        assert t.loc["tp", "level"] == "none"
+        # mismatches on both sides: only a position-by-position comparison decides
+        t = self._table({"v": [-np.inf, np.nan, 2.0], "tp": [-np.inf, 1.0, np.inf]})
+        assert t.loc["v", "level"] == "not_evaluable"
+        assert "1 here, 1 in the third party" in t.loc["v", "level_note"]
+        assert t.loc["v", "level"] not in ROW_LEVEL_RANK  # not judged: a gate reads NaN
 
 
 class TestRatioLevels:
@@ -358,3 +436,26 @@ def test_rounded_golden_setting_turns_false_alarms_off(tmp_path):
     assert rounded["false_alarm"].sum() == 0 and exact["false_alarm"].sum() > 0
     k = (rounded["variant"] == "kernel") & (rounded["format"] == "fp32") & (rounded["region"] == "all")
     assert (rounded.loc[k, "blind"] == 1).all()  # the q-hole output stays blind either way
+
+
+def test_gate_fails_a_special_mismatch_before_any_metric(tmp_path):
+    """At pred 25, gamma -3 the exact value is finite (2.59e21 at target 0) and the kernel (and the golden) give NaN
+    at both targets: special mismatches, so a budget on MERE, MARE or RMSE fails (observed inf) whatever its finite
+    positions give, and the ratio level, not judged (the third party mismatches too), is observed as NaN and
+    fails."""
+    from precision.products.gate import run_gate
+    study = STUDY.replace('"-0x1p+1"]', '"-0x1p+1", "0x1.9p+4"]').replace("gamma = [2.0]", "gamma = [-3.0]")
+    (tmp_path / "std.toml").write_text(study)
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text(BUDGETS.format(mere=1.0, blind=100, level="L0").replace("mare = 1e-4", "mare = 1e300")
+                       .replace("rmse = 1e-6", "rmse = 1e300").replace("min_allclose_share = 1.0",
+                                                                        "min_allclose_share = 0.0"))
+    result = run_gate(budgets, out_dir=tmp_path / "run", cache_dir=tmp_path / "cache", workers=1)
+    lines = {line.metric: line for line in result.lines}
+    assert all(lines[m].status == "FAIL" and lines[m].observed == np.inf for m in ("mere", "mare", "rmse"))
+    assert lines["level"].status == "FAIL" and np.isnan(lines["level"].observed)
+    standards = pd.read_csv(tmp_path / "run" / "standards.csv")
+    k = standards[(standards["variant"] == "kernel") & (standards["machine"] == "ieee")
+                  & (standards["format"] == "fp32") & (standards["region"] == "all")].iloc[0]
+    assert k["special_mismatch"] == 2 and not k["threshold_pass"] and k["level"] == "not_evaluable"
+    assert result.exit_status == 1

@@ -250,7 +250,9 @@ MAGNITUDE_COLUMNS = {"changed": "changed", "better": "better", "worse": "worse",
                      "became_correct": "changed_became_correct", "became_le_1ulp": "changed_became_le_1ulp",
                      "still_garbage": "changed_still_garbage", "correct_share_with": "share_correct_with",
                      "correct_share_without": "share_correct_without", "specials_fixed": "specials_fixed",
-                     "specials_caused": "specials_caused"}
+                     "specials_caused": "specials_caused", "garbage_made_special": "changed_garbage_made_special",
+                     "garbage_made_finite": "changed_garbage_made_finite",
+                     "garbage_special_changed": "changed_garbage_special_changed"}
 
 
 def magnitude(row) -> dict:
@@ -309,6 +311,13 @@ def magnitude_sentence(c: dict, counts: bool = True) -> str:
         parts.append(f"{c['became_correct'].text} changed outputs became correctly rounded, "
                      f"{c['became_le_1ulp'].text} within 1 ulp, {c['still_garbage'].text} are still over 2^20 ulp "
                      f"or special")
+    moved = [(c[k], label) for k, label in (("garbage_made_special", "made special"),
+                                            ("garbage_made_finite", "made finite"),
+                                            ("garbage_special_changed", "from one special class to another"))
+             if k in c and c[k].value]
+    if moved:
+        parts.append("among outputs special or over 2^20 ulp on both sides (no evidence for the verdict) "
+                     + ", ".join(f"{n.text} {label}" for n, label in moved))
     if "correct_share_with" in c and "correct_share_without" in c:
         parts.append(f"share correctly rounded {c['correct_share_with'].text} with, "
                      f"{c['correct_share_without'].text} without")

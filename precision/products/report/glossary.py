@@ -37,6 +37,9 @@ TERMS = {
     "ulp": "unit in the last place of the exact value in the output format; errors are |computed - exact| / ulp",
     "bits": "bits of error, log2(1 + ulp error); a gain of k bits divides the error by about 2^k",
     "special": "a NaN, inf, wrong-sign or lost-inf output where the exact value is finite (or the reverse)",
+    "special mismatches": "for the standards (TTK's rules): a NaN or inf output, or golden (the exact value rounded "
+                        "into the format where it overflows), without its match (NaN for NaN, the same inf); it "
+                        "fails the threshold and ratio standards before any metric",
     "fired": "points where the guard's condition held in the variant that has it (per guard: see the guard table)",
     "exhaustive": "a maximum over every representable input of the range (exact)",
     "sampled": "a maximum over a sample of inputs: a lower bound of the true maximum",

@@ -312,7 +312,9 @@ def _candidate(reports: dict) -> dict | None:
             blind = int(part["blind"].fillna(0).sum())
             wit = next((w for w in part["false_alarm_witness"] if isinstance(w, str) and w), "")
             lines.append({"format": fmt, "cells": len(part), "threshold_pass": passed, "false_alarm": fa,
-                          "blind": blind, "false_alarm_witness": wit})
+                          "blind": blind, "false_alarm_witness": wit,
+                          "special_mismatch": int(part["special_mismatch"].fillna(0).sum())
+                          if "special_mismatch" in part else 0})
     tgt = _table(folder, "targets.csv")
     inside = {}
     if not tgt.empty:
@@ -335,9 +337,11 @@ def _candidate_words(c: dict) -> list:
         out.append(f"Standards, {s['format']}: the threshold standard passes {s['threshold_pass']} of its "
                    f"{s['cells']} cells; they reject {fmt_num(s['false_alarm'])} of its outputs that are "
                    f"correctly rounded (e.g. {s['false_alarm_witness'] or 'none'}) and accept "
-                   f"{fmt_num(s['blind'])} over 1,024 ulp{root}. So the two disagree about the standards' "
-                   "relative measures (an exact value outside the format's range, a value near a root), not about "
-                   "the candidate's accuracy.")
+                   f"{fmt_num(s['blind'])} over 1,024 ulp{root}"
+                   + (f"; {fmt_num(s['special_mismatch'])} of its outputs are special where the exact value is not "
+                      "(or the other way round)" if s.get("special_mismatch") else "")
+                   + (". The standards and the ULP measure agree on every other output." if s['false_alarm']
+                      or s['blind'] else ". The standards and the ULP measure agree on every output."))
     return out
 
 

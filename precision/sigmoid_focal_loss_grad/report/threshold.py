@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from precision.products.report.answers import Answer, magnitude_text, verdict_table
+from precision.products.report.sections.verdicts import GARBAGE_CLASS_CHANGES
 from precision.products.report.document import Details, Heading, Image, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, p_text
 from precision.products.report.mechanism import effect_of
@@ -47,6 +48,7 @@ __all__ = ["build", "threshold_table", "subsets", "window_table", "plot_threshol
 
 T = "threshold.csv"
 S = "threshold_search.csv"
+VT = "verdicts.csv"
 POOLED = "pooled"
 _PAIRED = ("changed", "better", "worse", "specials_fixed", "specials_caused", "p_value", "verdict")
 _KEYS = ["machine", "format", "profile"]
@@ -236,9 +238,31 @@ def _cells(t: pd.DataFrame, search: pd.DataFrame, op):
                     s.iloc[0] if len(s) else None)
 
 
-def _answer(t: pd.DataFrame, search: pd.DataFrame, op) -> list:
+def _garbage_class_changes(v: pd.DataFrame, c, never: str) -> tuple[str, list]:
+    """The clause on the outputs whose class the production threshold changes while they are special or over
+    2^20 ulp both with and without it (no evidence for the verdict, but news for a reviewer), cited from
+    verdicts.csv; empty when there are none."""
+    if v is None or v.empty or "changed_garbage_made_special" not in v:
+        return "", []
+    w = {"with_variant": c.prod["variant"], "without_variant": never, "machine": c.machine, "profile": c.profile,
+         "region": "all"}
+    row = v
+    for k, val in w.items():
+        row = row[row[k] == val]
+    if len(row) != 1:
+        return "", []
+    moved = [(col, label) for col, label in GARBAGE_CLASS_CHANGES.items() if int(row.iloc[0][col]) > 0]
+    if not moved:
+        return "", []
+    cites = [cite(f"prod_{col}", VT, v, w, col) for col, _ in moved]
+    return ("; among the outputs it changes that are special or over 2^20 ulp both with and without it (no "
+            "evidence for the verdict), " + ", ".join(f"{n.text} {label}" for n, (_, label) in zip(cites, moved))), \
+        cites
+
+
+def _answer(t: pd.DataFrame, search: pd.DataFrame, op, v: pd.DataFrame | None = None) -> list:
     """Per machine and format, on the pooled points: is 1/64 (``op``'s production threshold) right?  Every number
-    cited."""
+    cited (``v``: the run's verdicts, for the class changes among garbage pairs)."""
     out = []
     for c in _cells(t, search, op):
         ident = f"threshold/{c.machine}/{c.format}/{c.profile}"
@@ -253,9 +277,12 @@ def _answer(t: pd.DataFrame, search: pd.DataFrame, op) -> list:
         nums = [cite(f"prod_{k}", T, t, w, f"{k}_vs_never") for k in ("better", "worse", "p_value")]
         helps = c.finite[c.finite["verdict_vs_never"] == "helps"]
         hurts = c.finite[c.finite["verdict_vs_never"] == "hurts"]
+        never = t[(t["machine"] == c.machine) & (t["profile"] == c.profile) & (t["threshold"] == "never")]
+        moved, moved_nums = _garbage_class_changes(v, c, never["variant"].iloc[0]) if len(never) else ("", [])
+        nums += moved_nums
         text = (f"{c.machine} {c.format}, pooled points: against no correction 1/64 {c.prod['verdict_vs_never']} "
-                f"({nums[0].text} better, {nums[1].text} worse, {p_text(nums[2].value)}); thresholds that help: "
-                f"{_names(helps)}; that hurt: {_names(hurts)}")
+                f"({nums[0].text} better, {nums[1].text} worse, {p_text(nums[2].value)}){moved}; thresholds that "
+                f"help: {_names(helps)}; that hurt: {_names(hurts)}")
         text += f". Indistinguishable from 1/64: {_names(c.same)}"
         if c.best is not None and c.best["tau"] != op.PRODUCTION_THRESHOLD:
             wb = {**key, "variant": c.best["variant"]}
@@ -515,6 +542,7 @@ def build(ctx) -> Section:
     if not window.empty:
         section.body.append(Details("Where the pred values were drawn: the cancellation windows per gamma",
                                     [Table(window, "cancellation_window.csv")]))
-    section.findings = _answer(t, search, op) + _attribution_finding(ctx, t) + _separate_findings(t, op)
+    section.findings = (_answer(t, search, op, verdict_table(run)) + _attribution_finding(ctx, t)
+                        + _separate_findings(t, op))
     section.answers = _threshold_answers(run, t, search, octaves)
     return section

@@ -8,7 +8,7 @@ the option ``max_ulp``, no special output).  ``standards.csv`` holds every
 row, per region too; ``standards_summary.csv`` counts the cells per format
 (the answer sentence cites it); ``standards_blind.csv`` lists what the
 standards cannot see: outputs they accept element-wise while over 2^10 ulps
-wrong or special (``blind``), and correctly rounded outputs they reject
+wrong (``blind``), and correctly rounded outputs they reject
 (``false_alarm``), each with its worst witness in hex and a ``precision
 explain`` line.
 """
@@ -22,7 +22,7 @@ from precision.products.report.answers import Answer
 from precision.products.report.document import Details, Heading, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num
 from precision.products.report.tables import maximum_label
-from precision.analysis.acceptance import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, THRESHOLD_T
+from precision.analysis.acceptance import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, SPECIAL_RULE, THRESHOLD_T
 from precision.analysis.groups import witness_attributes, witness_fields
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import RATIO_LEVELS, standards_table, settings_from_options
@@ -52,9 +52,9 @@ def verdict_table(standards: pd.DataFrame, summary: pd.DataFrame, max_ulp: float
     ulp["specials"] = summary.groupby(_KEYS, sort=False)[list(SPECIAL_CLASSES)].sum().sum(axis=1).to_numpy()
     t = s.merge(ulp, on=_KEYS, how="left")
     t["ulp_pass"] = (t["max_ulp"] <= max_ulp) & (t["specials"] == 0)
-    return t[_KEYS + ["count", "max_ulp", "specials", "ulp_pass", "mere", "mare", "rmse", "threshold_pass",
-                      "mare_ratio", "mere_ratio", "rmse_ratio", "level", "allclose_share", "blind",
-                      "false_alarm"]].reset_index(drop=True)
+    return t[_KEYS + ["count", "max_ulp", "specials", "ulp_pass", "special_match", "special_mismatch", "mere", "mare",
+                      "rmse", "threshold_pass", "mare_ratio", "mere_ratio", "rmse_ratio", "level",
+                      "allclose_share", "blind", "false_alarm"]].reset_index(drop=True)
 
 
 def summary_table(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -63,9 +63,14 @@ def summary_table(verdicts: pd.DataFrame) -> pd.DataFrame:
     for fmt, v in verdicts.groupby("format", sort=False):
         rows.append({"format": fmt, "cells": len(v), "ulp_pass": int(v["ulp_pass"].sum()),
                      "threshold_pass": int(v["threshold_pass"].sum()),
-                     **{f"level_{name}": int((v["level"] == name).sum()) for name in (*RATIO_LEVELS, "none")},
-                     "ratio_ties": int(((v["mare_ratio"] == 1) & (v["mere_ratio"] == 1)
-                                        & (v["rmse_ratio"] == 1)).sum()),
+                     **{f"level_{name}": int((v["level"] == name).sum())
+                        for name in (*RATIO_LEVELS, "none", "special_mismatch", "third_party_special", "not_evaluable",
+                                     "unpaired")},
+                     "cells_special_mismatch": int((v["special_mismatch"] > 0).sum()),
+                     "special_mismatch": int(v["special_mismatch"].sum()),
+                     "special_match": int(v["special_match"].sum()),
+                     "ratio_ties": int((v["level"].isin([*RATIO_LEVELS, "none"]) & (v["mare_ratio"] == 1)
+                                        & (v["mere_ratio"] == 1) & (v["rmse_ratio"] == 1)).sum()),
                      "allclose_all": int((v["allclose_share"] == 1.0).sum()),
                      "threshold_pass_ulp_fail": int((v["threshold_pass"] & ~v["ulp_pass"]).sum()),
                      "ulp_pass_threshold_fail": int((~v["threshold_pass"] & v["ulp_pass"]).sum()),
@@ -120,20 +125,45 @@ def _answer(summary: pd.DataFrame, blind: pd.DataFrame, verdicts: pd.DataFrame, 
     applies = not (verdicts.loc[verdicts["format"] == fmt, "level"] == "no_third_party").all()
     n = {c: cite(c, S, summary, w, c) for c in ("cells", "ulp_pass", "threshold_pass", "allclose_all",
                                                 "threshold_pass_ulp_fail", "blind", "cells_blind", "false_alarm",
-                                                "cells_false_alarm")
-         + (("level_L2", "level_none", "ratio_ties") if applies else ())}
+                                                "cells_false_alarm", "special_mismatch", "cells_special_mismatch",
+                                                "special_match")
+         + (("level_L2", "level_none", "ratio_ties", "level_special_mismatch", "level_third_party_special",
+             "level_not_evaluable", "level_unpaired") if applies else ())}
     nums = list(n.values())
+    row = summary.loc[summary["format"] == fmt].iloc[0]
+    specials = ""
+    if row["special_mismatch"] or row["special_match"]:
+        specials = (f"; special values (NaN, inf) judged as TTK does: {n['special_match'].text} outputs match the "
+                    f"exact value's special (left out of the metrics), {n['special_mismatch'].text} in "
+                    f"{n['cells_special_mismatch'].text} cells are special mismatches (each fails the threshold and "
+                    "ratio standards before any metric)")
+    ratio_text = ""
+    if applies:
+        ratio_text = (f"the ratio standard against {settings.label} reaches L2 in {n['level_L2'].text} "
+                      f"({n['ratio_ties'].text} of them tie it on all three metrics) and no level in "
+                      f"{n['level_none'].text}")
+        if row["level_special_mismatch"]:
+            ratio_text += f", fails on the variant's special mismatches in {n['level_special_mismatch'].text}"
+        if row["level_third_party_special"]:
+            ratio_text += (f", fails in {n['level_third_party_special'].text} because {settings.label} gives NaN or "
+                           "inf where the exact value is finite and the variant, right there, does not equal it "
+                           "(cross_check's rule)")
+        judged = [(k, why) for k, why in (("level_not_evaluable", "special mismatches on both sides, which "
+                                           "cross_check judges position by position"),
+                                          ("level_unpaired", "the third party covers other points"))
+                  if row[k]]
+        if judged:
+            ratio_text += ", and cannot be judged in " + " and ".join(f"{n[k].text} ({why})" for k, why in judged)
+        ratio_text += "; "
+    else:
+        ratio_text = f"the ratio standard does not apply ({settings.label} is not in the run); "
     text = (f"{fmt} outputs ({label}): of {n['cells'].text} (variant, machine) cells, the ULP verdict passes "
             f"{n['ulp_pass'].text}; the threshold standard (T = {fmt_num(THRESHOLD_T[fmt])}) passes "
             f"{n['threshold_pass'].text}, of which {n['threshold_pass_ulp_fail'].text} fail the ULP verdict "
             f"(variants passing it on every machine: {_passing(verdicts, fmt, verdicts['threshold_pass'])}); "
-            + (f"the ratio standard against {settings.label} reaches L2 in {n['level_L2'].text} "
-               f"({n['ratio_ties'].text} of them tie it on all three metrics) and no level in "
-               f"{n['level_none'].text}; " if applies else
-               f"the ratio standard does not apply ({settings.label} is not in the run); ")
-            + f"allclose ({settings.allclose}) passes every output in "
-            f"{n['allclose_all'].text}. The standards accept {n['blind'].text} outputs over "
-            f"{fmt_num(BLIND_ULP)} ulps wrong or special, in {n['cells_blind'].text} cells")
+            + ratio_text + f"allclose ({settings.allclose}) passes every output in "
+            f"{n['allclose_all'].text}{specials}. The standards accept {n['blind'].text} outputs over "
+            f"{fmt_num(BLIND_ULP)} ulps wrong, in {n['cells_blind'].text} cells")
     b = blind[(blind["kind"] == "blind") & (blind["format"] == fmt)]
     if len(b):
         top = b.sort_values("worst", ascending=False, kind="stable").iloc[0]
@@ -148,8 +178,9 @@ def _answer(summary: pd.DataFrame, blind: pd.DataFrame, verdicts: pd.DataFrame, 
              f"the threshold standard {n['threshold_pass'].text}"
              + (f", the ratio standard reaches L2 in {n['level_L2'].text}" if applies else "")
              + f", allclose ({settings.allclose}) {n['allclose_all'].text}; they accept {n['blind'].text} outputs "
-             f"over {fmt_num(BLIND_ULP)} ulps wrong or special and reject {n['false_alarm'].text} correctly rounded "
-             "ones.")
+             f"over {fmt_num(BLIND_ULP)} ulps wrong and reject {n['false_alarm'].text} correctly rounded ones"
+             + (f"; {n['special_mismatch'].text} outputs are special mismatches"
+                if row["special_mismatch"] else "") + ".")
     return Finding(f"standards/answer/{fmt}", "standards", text, nums, 12), short
 
 
@@ -195,8 +226,8 @@ def build(ctx) -> Section:
         Para("Per element r = |actual - golden| / (|golden| + 1e-7), golden = "
              + ("the oracle's exact value" if settings.golden == "exact" else
                 "the exact value correctly rounded to the output format") + "; MERE = mean "
-             "r, MARE = max r, RMSE = sqrt(mean((actual - golden)^2)); a NaN or inf output gives r = inf. Threshold "
-             "standard: MERE < T and MARE < 10 T (T = "
+             "r, MARE = max r, RMSE = sqrt(mean((actual - golden)^2)), over the outputs finite on both sides. "
+             + SPECIAL_RULE + " Threshold standard: MERE < T and MARE < 10 T (T = "
              + ", ".join(f"{k} {fmt_num(v)}" for k, v in THRESHOLD_T.items())
              + f"). Ratio standard: MARE, MERE, RMSE over those of {settings.label} on the same points ({levels}; "
              "0/0 counts as 1, x/0 as inf). allclose: |a - g| <= atol + rtol |g| "
@@ -205,8 +236,9 @@ def build(ctx) -> Section:
         Table(verdicts, T, note="region all; standards.csv has every region; maxima (max_ulp, MARE): "
               + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in summary["format"])),
         Heading("What the standards cannot see", 3),
-        Para(f"blind: outputs accepted element-wise (r <= 10 T) while special or over {fmt_num(BLIND_ULP)} ulps "
-             "wrong (worst in ulps); false_alarm: correctly rounded outputs (<= 0.5 ulp) with r > 10 T (worst r). "
+        Para(f"blind: outputs accepted element-wise (r <= 10 T) while over {fmt_num(BLIND_ULP)} ulps "
+             "wrong (worst in ulps); false_alarm: correctly rounded outputs (<= 0.5 ulp) with r > 10 T or a special "
+             "mismatch (worst r). "
              "Variants sharing the same worst witness share a row; the explain line replays it step by step."),
         Table(blind, B) if len(blind) else Para("None: no output was blind or a false alarm."),
         Details("Cells per format (standards_summary.csv)", [Table(summary, S)]),

@@ -32,14 +32,21 @@ GUARD_QUESTION = "Does each guard earn its place: where does it help or hurt, by
 #: The question the declared comparisons (a variant against another) answer.
 DECLARED_QUESTION = "Is each variant better than the one it is compared with?"
 
+#: The class changes counted among both_garbage outputs -> how a sentence says them.
+GARBAGE_CLASS_CHANGES = {"changed_garbage_made_special": "made special (NaN, inf, wrong sign or lost inf)",
+                         "changed_garbage_made_finite": "made finite, still over 2^20 ulp",
+                         "changed_garbage_special_changed": "changed from one special class to another"}
+
 #: Columns of verdicts.csv (the comparisons table of the run, in this order).
 VERDICT_COLUMNS = ["subject", "comparison", "kind", "with_variant", "without_variant", "machine", "format", "profile",
                    "region", "count", "changed", "better", "worse", "tied", "both_garbage", "specials_fixed",
                    "fixed_correct", "fixed_le_1ulp", "fixed_le_2p10", "fixed_le_2p20",
                    "specials_caused", "finite_better", "finite_worse", "p_value", "p_specials", "p_finite",
                    "median_change_bits", "median_gain_bits", "max_gain_bits", "median_loss_bits", "max_loss_bits",
-                   "changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage", "share_correct_with",
-                   "share_correct_without", "fired", "exercised", "not_exercised_because", "exercised_in",
+                   "changed_became_correct", "changed_became_le_1ulp", "changed_still_garbage",
+                   "changed_garbage_made_special", "changed_garbage_made_finite", "changed_garbage_special_changed",
+                   "share_correct_with", "share_correct_without", "fired", "exercised", "not_exercised_because",
+                   "exercised_in",
                    "gain_witness_pred", "gain_witness_target", "gain_witness_weight", "gain_witness_dout",
                    "loss_witness_pred", "loss_witness_target", "loss_witness_weight", "loss_witness_dout", "verdict"]
 
@@ -156,6 +163,12 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame, op) -> list:
                 bg = cite(f"both_garbage_{tag}", T, t, w, "both_garbage")
                 nums.append(bg)
                 text += f"; {bg.text} changed outputs are special or over 2^20 ulp both with and without and count for neither"
+                moved = [(c, label) for c, label in GARBAGE_CLASS_CHANGES.items() if c in t.columns and top[c] > 0]
+                if moved:
+                    cites = [cite(f"{c}_{tag}", T, t, w, c) for c, _ in moved]
+                    nums += cites
+                    text += (" (of them " + ", ".join(f"{n.text} {label}" for n, (_, label) in zip(cites, moved))
+                             + ")")
             parts.append(text + ")")
         rank = 10 if rows["shown"].isin(["helps", "hurts", "mixed"]).any() else 30
         out.append(Finding(f"verdicts/{comparison}", "verdicts", f"{subject}, {comparison}: " + "; ".join(parts)
