@@ -36,7 +36,8 @@ import warnings
 from precision import __version__
 from precision.cli.options import (DEFAULT_DIFF_DIR, DEFAULT_REPORTS_DIR, DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, Given,
                                    HelpFormatter, Parser, UsageError, add_attribute_lists, add_attribute_options,
-                                   add_command, examples_epilog, paragraphs, parse_exact_float, positive_int)
+                                   add_attribute_ranges, add_command, examples_epilog, paragraphs, parse_exact_float,
+                                   positive_int)
 from precision.cli.point_commands import cmd_explain, cmd_oracle
 from precision.cli.run_commands import (cmd_cache, cmd_diff, cmd_gate, cmd_hunt, cmd_report, cmd_run, cmd_score,
                                         cmd_variants)
@@ -251,8 +252,11 @@ def _build_parser() -> argparse.ArgumentParser:
                     "nothing anywhere else. weight is absent, dout 1, reduction none. A hunted maximum is a "
                     "lower bound: on one slice scanned exhaustively (candidate, ieee, t 1, alpha 0.25, gamma -3, "
                     "outside the neighbourhood: best 3.483725 ulp), three 60 s hunts came within 1 % of it "
-                    "(README, 'How far a hunt can be trusted').",
+                    "(README, 'How far a hunt can be trusted'). With --alpha-range and --gamma-range the attributes "
+                    "are searched as every float32 value of a real range, not only a grid's values (the search "
+                    "climbs in them too; fp16 is then hunted).",
         examples=["precision hunt candidate --gamma -3 --outside-neighbourhood --seconds 5",
+                  "precision hunt candidate --alpha-range 0 1 --gamma-range -3 6 --target 1 --seconds 5",
                   "precision hunt kernel --format fp16 --gamma 2 --json",
                   "precision hunt kernel --gamma -2 --points 20000 --corpus out/worst_cases.txt"])
     p.add_argument("variant", help="a registry name (see `precision variants`)")
@@ -261,6 +265,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="fp32", choices=["fp32", "fp16"],
                    help="pred and output format; fp16 is exhausted (default: fp32)")
     add_attribute_lists(p)
+    add_attribute_ranges(p)
     p.add_argument("--target", nargs="+", action="extend", metavar="T", help="raw selectors (default: 0 1)")
     p.add_argument("--outside-neighbourhood", action="store_true",
                    help="only points outside the root neighbourhood, gamma < -1 and C >= 4 "

@@ -302,6 +302,28 @@ def add_attribute_lists(p) -> None:
                        help=f"{name} values, float32 (default: {default})")
 
 
+def add_attribute_ranges(p) -> None:
+    """One option per attribute for a search over a real range instead of a list (``--gamma-range LO HI``)."""
+    for name in search_order(sigmoid_focal_loss_grad):
+        p.add_argument(f"--{name}-range", nargs=2, metavar=("LO", "HI"),
+                       help=f"search {name} as every float32 value in [LO, HI] instead of --{name}'s values "
+                            f"(default: none, the values of --{name})")
+
+
+def parse_attribute_ranges(args) -> dict:
+    """``{"gamma": (lo, hi), ...}``: the attributes given as ranges (exact floats; the hunt rounds the ends to
+    float32); one-line error when an attribute has both its values and its range."""
+    out = {}
+    for name in search_order(sigmoid_focal_loss_grad):
+        ends = getattr(args, f"{name}_range", None)
+        if ends is None:
+            continue
+        if getattr(args, name, None):
+            raise ParameterError(f"--{name} and --{name}-range: give its values or its range, not both")
+        out[name] = tuple(parse_exact_float(v, f"{name}-range") for v in ends)
+    return out
+
+
 def parse_attributes(args) -> dict:
     """The attribute options' values, rounded to float32 as the operator's attributes are (one-line error when
     one overflows float32)."""

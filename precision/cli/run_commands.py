@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, load_cli_plugins, load_run_plugins,
-                                   parse_attribute_lists, parse_exact_float, parse_int, require_cache_dir, require_dir,
-                                   require_file, require_output_file)
+                                   parse_attribute_lists, parse_attribute_ranges, parse_exact_float, parse_int,
+                                   require_cache_dir, require_dir, require_file, require_output_file)
 from precision.engine.cache import ResultCache, TermCache
 from precision.engine.estimate import memory_limit, plan_study
 from precision.io.files import atomic_open
@@ -221,13 +221,14 @@ def cmd_hunt(args) -> int:
     top = parse_int(args.top, "top")
     if top <= 0:
         raise ParameterError(f"--top={args.top!r}; expected a positive integer")
-    attribute_lists = parse_attribute_lists(args)
+    ranges = parse_attribute_ranges(args)
+    attribute_lists = {k: v for k, v in parse_attribute_lists(args).items() if k[:-1] not in ranges}
     targets = [parse_int(v, "target") for v in args.target or ["0", "1"]]
     corpus = require_output_file(args.corpus, "--corpus") if args.corpus else None
     load_cli_plugins(args)
     result = hunt(args.variant, machine=args.machine, fmt=args.format, **attribute_lists, targets=targets,
                   outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points, seed=seed,
-                  workers=args.workers, top=top)
+                  workers=args.workers, top=top, ranges=ranges)
     added = 0
     if corpus is not None and result.corpus_preds():
         note = (f"hunt witness, {result.variant} {result.fmt} {result.machine}, "

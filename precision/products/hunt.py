@@ -45,6 +45,15 @@ generator ``numpy.random.default_rng([seed, stream])``:
    expanded next: the search climbs in ordinal space, halving its distance
    to a local maximum at each step.
 
+Real ranges.  An attribute searched as a range (``ranges``; ``--gamma-range -3 6``) takes any float32 value
+between its ends, not only a study's grid values.  Each combination of attribute values costs one evaluation of
+the variant, so a batch (:data:`RANGED_BATCH` points) holds few: its fresh points share :data:`FRESH_COMBOS`
+combination drawn afresh (each range value uniform over its reals, rounded to float32, or one of its ends), and
+its local points go to one kept point, its pred ladder and :data:`ATTRIBUTE_MOVES` moves in the ranged
+attributes (one attribute, a random distance in a random octave of float32 ordinals; at the kept pred, its
+nearest ordinals and random octaves around it): the search climbs in pred and in the attributes.  Such a hunt
+is hunted in fp16 too.
+
 Each batch (``BATCH`` points) is scored at once: the exact values from the
 oracle's focal terms (:func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables`, the
 certified oracle, shared between x and -x and across alphas and targets;
@@ -106,7 +115,6 @@ and the hex spellings ``pred_hex``, ``alpha_hex``, ``gamma_hex``,
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import time
@@ -125,7 +133,8 @@ from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
 from precision.products.hunt_result import HuntResult
 
 __all__ = ["HuntResult", "hunt", "rescore", "KINDS", "BATCH", "TOP_KEPT", "LOCAL_SHARE", "LADDER_BITS", "SAMPLE_RANGE",
-           "POINT_STREAMS", "SPECIALS_SHOWN", "DEFAULT_SECONDS"]
+           "POINT_STREAMS", "FRESH_COMBOS", "RANGE_END_SHARE", "ATTRIBUTE_MOVES", "RANGED_BATCH", "SPECIALS_SHOWN",
+           "DEFAULT_SECONDS"]
 
 # ---------------------------------------------------------------------------
 # Tuning parameters
@@ -155,6 +164,20 @@ SAMPLE_RANGE = 128.0
 #: the result does not depend on the machine.
 POINT_STREAMS = 4
 
+#: Combinations of attribute values drawn afresh per batch when an attribute is searched as a range (each
+#: combination is one evaluation of the variant, so a batch holds few).
+FRESH_COMBOS = 1
+
+#: Share of the fresh values of a range that are one of its ends.
+RANGE_END_SHARE = 0.125
+
+#: Moves in the ranged attributes per expansion of a kept point (each one combination).
+ATTRIBUTE_MOVES = 2
+
+#: Points per batch when an attribute is searched as a range: a batch holds 1 + 1 + ATTRIBUTE_MOVES combinations
+#: (the fresh one, a kept point's, its moves), each one evaluation of the variant, so batches are larger.
+RANGED_BATCH = 2048
+
 #: Special points (NaN/inf where the exact value is finite) listed before the finite ones.
 SPECIALS_SHOWN = 3
 
@@ -177,12 +200,19 @@ _FIELDS = ("ordinal", "combo", "err", "computed", "rounded", "exact_hi", "exact_
 @dataclass(frozen=True)
 class _Space:
     """What is searched: a variant of an operator on a machine, one pred format, the combinations of its
-    attributes' values and the targets."""
+    attributes' values and the targets.
+
+    ``axes`` holds, per attribute in search order (the terms attribute first), ``(name, values, lo, hi)``: a
+    list of float32 values (``lo = hi = 0``), or a real range (``values = None``) as the float32 ordinals
+    ``lo .. hi`` of its ends.  A combination is a number in mixed radix over the axes then the targets (the
+    first axis most significant): for lists alone, its index in :attr:`combos` (``itertools.product``'s order).
+    """
 
     variant: object  # registry name (picklable) or Variant
     machine: str
     fmt: str
-    combos: tuple  # ((attribute values in the operator's ATTRIBUTES order..., target), ...) in search order
+    axes: tuple  # ((name, values or None, lo ordinal, hi ordinal), ...) in search order
+    target_values: tuple  # the selectors, in order
     outside: bool
     operator: str = DEFAULT_OPERATOR  # its name (picklable); the object is op
 
@@ -196,24 +226,62 @@ class _Space:
         """The operator's attributes, in its order."""
         return tuple(self.op.ATTRIBUTES)
 
-    def values(self, name: str) -> np.ndarray:
-        """Each combination's value of the attribute ``name``."""
-        i = self.names.index(name)
-        return np.array([c[i] for c in self.combos], dtype=np.float64)
+    @property
+    def ranged(self) -> bool:
+        """Some attribute is searched as a real range."""
+        return any(values is None for _, values, _, _ in self.axes)
 
     @property
-    def terms(self) -> np.ndarray:
+    def sizes(self) -> tuple:
+        """The number of values on each axis, then of targets."""
+        return (*((len(v) if v is not None else hi - lo + 1) for _, v, lo, hi in self.axes), len(self.target_values))
+
+    @property
+    def n_combos(self) -> int:
+        return math.prod(self.sizes)
+
+    def digits(self, combo) -> list:
+        """Each axis' index (and the target's, last) of each combination."""
+        combo = np.asarray(combo, dtype=np.int64)
+        out = []
+        for size in reversed(self.sizes):
+            out.append(combo % size)
+            combo = combo // size
+        return out[::-1]
+
+    def combine(self, digits) -> np.ndarray:
+        """The inverse of :meth:`digits`."""
+        combo = np.zeros(np.shape(digits[0]), dtype=np.int64)
+        for d, size in zip(digits, self.sizes):
+            combo = combo * size + np.asarray(d, dtype=np.int64)
+        return combo
+
+    def attribute_of(self, name: str, combo) -> np.ndarray:
+        """The value of the attribute ``name`` of each combination (float64 holding float32 values)."""
+        k = [a[0] for a in self.axes].index(name)
+        _, values, lo, _ = self.axes[k]
+        d = self.digits(combo)[k]
+        if values is not None:
+            return np.asarray(values, dtype=np.float64)[d]
+        return from_ordinal(lo + d, get_format("fp32")).astype(np.float64)
+
+    def terms_of(self, combo) -> np.ndarray:
         """Each combination's value of the terms attribute (NaN when the operator has none)."""
         name = self.op.TERMS_ATTRIBUTE
-        return self.values(name) if name is not None else np.full(len(self.combos), np.nan)
+        return self.attribute_of(name, combo) if name is not None else np.full(np.shape(combo), np.nan)
 
-    @property
-    def targets(self) -> np.ndarray:
-        return np.array([c[-1] for c in self.combos], dtype=np.int64)
+    def targets_of(self, combo) -> np.ndarray:
+        return np.asarray(self.target_values, dtype=np.int64)[self.digits(combo)[-1]]
 
     def attributes(self, combo: int) -> dict:
         """{name: value} of one combination."""
-        return dict(zip(self.names, self.combos[combo][:-1]))
+        return {name: float(self.attribute_of(name, np.array([combo]))[0]) for name in self.names}
+
+    @property
+    def combos(self) -> tuple:
+        """Every combination (attribute values in the operator's order, target), for lists alone."""
+        return tuple((*(self.attributes(c).values()), int(self.targets_of(np.array([c]))[0]))
+                     for c in range(self.n_combos))
 
 
 def _term_groups(space: _Space, combo):
@@ -221,14 +289,14 @@ def _term_groups(space: _Space, combo):
     value None, when the operator has none)."""
     if space.op.TERMS_ATTRIBUTE is None:
         return [(None, np.arange(np.asarray(combo).size))]
-    t_of = space.terms[combo]
+    t_of = space.terms_of(combo)
     return [(v, np.flatnonzero(t_of == v)) for v in np.unique(t_of).tolist()]
 
 
 def _c_factors(space: _Space, x, combo) -> np.ndarray:
     """The operator's conditioning factor of each point's selected term(s) (its ``selected_cancellation``)."""
     out = np.ones(x.size)
-    t_of = space.targets[combo]
+    t_of = space.targets_of(combo)
     for term, sel in _term_groups(space, combo):
         out[sel] = space.op.selected_cancellation(x[sel], t_of[sel], term)
     return out
@@ -237,7 +305,7 @@ def _c_factors(space: _Space, x, combo) -> np.ndarray:
 def _inside(space: _Space, x, combo) -> np.ndarray:
     """True where a point lies in the operator's root neighbourhood (its ``in_neighbourhood``)."""
     inside = np.zeros(x.size, dtype=bool)
-    t_of = space.targets[combo]
+    t_of = space.targets_of(combo)
     for term, sel in _term_groups(space, combo):
         inside[sel] = space.op.in_neighbourhood(x[sel], t_of[sel], term)
     return inside
@@ -271,8 +339,8 @@ def _score_points(space: _Space, ordinal, combo) -> dict:
     n = ordinal.size
     preds = from_ordinal(ordinal, fmt)
     x = preds.astype(np.float64)
-    t_of = space.targets[combo]
-    columns = {name: space.values(name)[combo] for name in space.names}
+    t_of = space.targets_of(combo)
+    columns = {name: space.attribute_of(name, combo) for name in space.names}
     out = {"ordinal": ordinal, "combo": combo, "err": np.empty(n), "computed": np.empty(n),
            "rounded": np.empty(n), "exact_hi": np.empty(n), "exact_lo": np.empty(n),
            "cls": np.empty(n, dtype=np.int8), "c_factor": _c_factors(space, x, combo)}
@@ -371,7 +439,10 @@ def _sample(rng, space: _Space, n: int):
         o = np.where(how == 0, rng.integers(-max_ord, max_ord + 1, m), rng.integers(-range_ord, range_ord + 1, m))
         reals = round_to_format(rng.uniform(-SAMPLE_RANGE, SAMPLE_RANGE, m), fmt)
         o = np.where(how >= 2, to_ordinal(reals, fmt), o).astype(np.int64)
-        c = rng.integers(0, len(space.combos), m).astype(np.int64)
+        if space.ranged:  # a few combinations per batch (the variant is evaluated once per combination)
+            c = _fresh_combos(rng, space, FRESH_COMBOS)[rng.integers(0, FRESH_COMBOS, m)]
+        else:
+            c = rng.integers(0, space.n_combos, m).astype(np.int64)
         if space.outside:
             keep = ~_inside(space, from_ordinal(o, fmt).astype(np.float64), c)
             o, c = o[keep], c[keep]
@@ -383,6 +454,50 @@ def _sample(rng, space: _Space, n: int):
     return np.concatenate(got_o), np.concatenate(got_c)
 
 
+def _fresh_combos(rng, space: _Space, k: int) -> np.ndarray:
+    """k combinations drawn afresh: a listed value uniformly; a value of a range uniform over its reals (rounded
+    to float32), or with probability :data:`RANGE_END_SHARE` one of its two ends; a target uniformly.  (Uniform
+    over the float32 values would mostly draw values near 0, e.g. alphas of 1e-30, which no model uses.)"""
+    f32 = get_format("fp32")
+    digits = []
+    for _, values, lo, hi in space.axes:
+        if values is not None:
+            digits.append(rng.integers(0, len(values), k))
+            continue
+        ends = from_ordinal(np.array([lo, hi]), f32).astype(np.float64)
+        real = to_ordinal(round_to_format(rng.uniform(ends[0], ends[1], k), f32), f32).astype(np.int64) - lo
+        end = rng.integers(0, 2, k) * (hi - lo)
+        digits.append(np.where(rng.random(k) < RANGE_END_SHARE, end, np.clip(real, 0, hi - lo)))
+    digits.append(rng.integers(0, len(space.target_values), k))
+    return space.combine(digits)
+
+
+def _attribute_moves(rng, space: _Space, combo: int, ordinal: int, max_ord: int, n: int):
+    """About n points near one kept point moved in its ranged attributes: :data:`ATTRIBUTE_MOVES` moves, each of
+    one ranged attribute (chosen at random) by a random distance in a random octave ``[2**j, 2**(j+1))`` of
+    float32 ordinals, ``0 <= j <= LADDER_BITS``, either way (clipped to the range); each move at the kept pred,
+    its ordinal neighbours at +-1, +-2, +-4, +-8 and the rest at random distances in random octaves of pred
+    ordinals (one combination per move: one evaluation of the variant)."""
+    ranged = [k for k, (_, values, _, _) in enumerate(space.axes) if values is None]
+    base = space.digits(np.array([combo]))
+    near = np.array([0, 1, -1, 2, -2, 4, -4, 8, -8], dtype=np.int64)
+    per_move = max(near.size, n // ATTRIBUTE_MOVES)
+    out_o, out_c = [], []
+    for _ in range(ATTRIBUTE_MOVES):
+        k = ranged[int(rng.integers(0, len(ranged)))]
+        j = int(rng.integers(0, LADDER_BITS + 1))
+        step = ((1 << j) + int(rng.integers(0, 1 << j))) * (1 if rng.integers(0, 2) else -1)
+        digits = [d.copy() for d in base]
+        digits[k] = np.clip(digits[k] + step, 0, space.sizes[k] - 1)
+        octave = np.left_shift(1, rng.integers(0, LADDER_BITS + 1, per_move - near.size))
+        far = (octave + rng.integers(0, octave)) * rng.choice(np.array([-1, 1]), octave.size)
+        preds = ordinal + np.concatenate([near, far])
+        preds = preds[np.abs(preds) <= max_ord]
+        out_o.append(preds)
+        out_c.append(np.full(preds.size, int(space.combine(digits)[0]), dtype=np.int64))
+    return np.concatenate(out_o), np.concatenate(out_c)
+
+
 def _neighbours(rng, space: _Space, kept: dict, n: int):
     """About n neighbours of the least-expanded kept points (ties: worst first); expansions counted in ``kept``."""
     fmt = get_format(space.fmt)
@@ -390,7 +505,7 @@ def _neighbours(rng, space: _Space, kept: dict, n: int):
     if kept["ordinal"].size == 0 or n <= 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     per_center = 2 * (LADDER_BITS + 1)
-    centers = max(1, n // per_center)
+    centers = 1 if space.ranged else max(1, n // per_center)  # (ranged: one, and its attribute moves)
     order = np.lexsort((kept["ordinal"], kept["combo"], -kept["err"], kept["expansions"]))[:centers]
     js = np.arange(LADDER_BITS + 1, dtype=np.int64)
     out_o, out_c = [], []
@@ -404,6 +519,11 @@ def _neighbours(rng, space: _Space, kept: dict, n: int):
         o = o[np.abs(o) <= max_ord]
         out_o.append(o)
         out_c.append(np.full(o.size, kept["combo"][i], dtype=np.int64))
+        if space.ranged:
+            o, c = _attribute_moves(rng, space, int(kept["combo"][i]), int(kept["ordinal"][i]), max_ord,
+                                    n - per_center)
+            out_o.append(o)
+            out_c.append(c)
         kept["expansions"][i] += 1
     o, c = np.concatenate(out_o), np.concatenate(out_c)
     if space.outside:
@@ -427,16 +547,17 @@ def _run_stream(job: _StreamJob) -> dict:
     specials = _empty(with_expansions=False)
     evaluated = unresolved = special = 0
     recent = deque(maxlen=3)
+    batch = RANGED_BATCH if space.ranged else BATCH
     while True:
         started = time.monotonic()
         if job.points is not None:
-            size = min(BATCH, job.points - evaluated)
+            size = min(batch, job.points - evaluated)
             if size <= 0:
                 break
         else:
             if started + (max(recent) if recent else 0.0) > job.deadline:
                 break
-            size = BATCH
+            size = batch
         local = int(size * LOCAL_SHARE) if kept["ordinal"].size else 0
         o1, c1 = _neighbours(rng, space, kept, local)
         o1, c1 = o1[:size], c1[:size]
@@ -471,7 +592,8 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     xs = np.unique(np.concatenate([x, -x]).view(np.int64)).view(np.float64)
     xs = xs[np.argsort(np.abs(xs), kind="stable")]  # x and -x in one chunk share exp and log1p
     term_name = op.TERMS_ATTRIBUTE
-    terms = sorted(set(space.terms.tolist())) if term_name is not None else [None]
+    every = np.arange(space.n_combos)
+    terms = sorted(set(space.terms_of(every).tolist())) if term_name is not None else [None]
     chunk = -(-xs.size // (4 * max(1, executor.workers)))
     jobs = [(xs[i:i + chunk], tuple(terms), space.operator) for i in range(0, xs.size, chunk)]
     pieces = {}
@@ -494,7 +616,7 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
         for given in np.unique(rows[of_term], axis=0):  # each combination of the attributes' values, ascending
             mine = of_term[(rows[of_term] == given).all(axis=1)]
             attributes = {name: float(v) for name, v in zip(space.names, given)}
-            targets = space.targets[mine]
+            targets = space.targets_of(mine)
             T = targets.size
             computed = _evaluate(space, np.repeat(values[:, None], T, axis=1),
                                  np.broadcast_to(targets.astype(np.int32), (values.size, T)).copy(), attributes)
@@ -538,7 +660,7 @@ def _alone(space: _Space, rows: dict) -> np.ndarray:
     for i in range(out.size):
         ci = int(rows["combo"][i])
         pred = from_ordinal(rows["ordinal"][i:i + 1], fmt)[:, None]
-        c = _evaluate(space, pred, np.array([[space.combos[ci][-1]]], dtype=np.int32), space.attributes(ci))[:, 0]
+        c = _evaluate(space, pred, space.targets_of(np.array([[ci]])).astype(np.int32), space.attributes(ci))[:, 0]
         e = ulp_error(c, (rows["exact_hi"][i:i + 1], rows["exact_lo"][i:i + 1]), fmt, rows["rounded"][i:i + 1])
         out[i] = np.inf if np.isnan(e[0]) else e[0]
     return out
@@ -548,14 +670,14 @@ def _frame(space: _Space, rows: dict) -> pd.DataFrame:
     fmt = get_format(space.fmt)
     combo = rows["combo"].astype(np.int64)
     pred = from_ordinal(rows["ordinal"], fmt).astype(np.float64)
-    attributes = {name: space.values(name)[combo] for name in space.names}
+    attributes = {name: space.attribute_of(name, combo) for name in space.names}
     hexes = lambda arr: [float(v).hex() for v in arr]  # noqa: E731
     return pd.DataFrame({
         "rank": np.arange(1, combo.size + 1, dtype=np.int64),
         "err_ulp": rows["err"],
         "err_ulp_alone": _alone(space, rows),
         "class": [CLASS_NAMES[int(c)] for c in rows["cls"]],
-        "pred": pred, "target": space.targets[combo], **attributes,
+        "pred": pred, "target": space.targets_of(combo), **attributes,
         "weight": np.full(combo.size, np.nan), "dout": np.ones(combo.size),
         "computed": rows["computed"], "rounded": rows["rounded"], "exact": rows["exact_hi"],
         "exact_lo": rows["exact_lo"], "c_factor": rows["c_factor"],
@@ -585,6 +707,32 @@ def _float32_list(values, name: str) -> tuple:
     return tuple(dict.fromkeys(out))
 
 
+def _ranges(ranges: dict, op, attribute_values: dict) -> dict:
+    """{attribute: (lo, hi) as float32 ordinals} of the attributes searched as real ranges (one-line errors for an
+    unknown attribute, a range given with the attribute's list, ends that are not finite float32 numbers or out of
+    order)."""
+    out = {}
+    for name, ends in ranges.items():
+        if name not in op.ATTRIBUTES:
+            raise ParameterError(f"range of {name!r}: not an attribute of the operator; expected one of "
+                                 f"{', '.join(op.ATTRIBUTES)}")
+        if f"{name}s" in attribute_values:
+            raise ParameterError(f"{name}: give its values or its range, not both")
+        try:
+            lo, hi = (float(v) for v in ends)
+        except (TypeError, ValueError):
+            raise ParameterError(f"{name} range={ends!r}; expected two numbers LO HI") from None
+        with np.errstate(over="ignore"):
+            lo32, hi32 = np.float32(lo), np.float32(hi)
+        if not (np.isfinite(lo32) and np.isfinite(hi32)):
+            raise ParameterError(f"{name} range={ends!r}; expected finite float32 ends (|v| < 3.4e38)")
+        if not lo32 <= hi32:
+            raise ParameterError(f"{name} range={ends!r}; expected LO <= HI")
+        f32 = get_format("fp32")
+        out[name] = tuple(int(v) for v in to_ordinal(np.array([lo32, hi32]), f32))
+    return out
+
+
 def _int_list(values, name: str) -> tuple:
     out = []
     for v in values:
@@ -598,7 +746,8 @@ def _int_list(values, name: str) -> tuple:
 
 def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), outside_neighbourhood: bool = False,
          seconds: float | None = None, points: int | None = None, seed: int = 0, workers: int | None = None,
-         top: int = 10, operator: str = DEFAULT_OPERATOR, **attribute_values) -> HuntResult:
+         top: int = 10, operator: str = DEFAULT_OPERATOR, ranges: dict | None = None,
+         **attribute_values) -> HuntResult:
     """Search for the inputs where a variant's ulp error is largest.
 
     Parameters
@@ -618,6 +767,12 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
         attribute's name in the plural (SigmoidFocalLossGrad: ``gammas``,
         ``alphas``), rounded to float32.  Defaults: the operator's
         (``ATTRIBUTES``; gamma 2 and alpha 0.25).
+    ranges : dict, optional
+        Attributes searched as real ranges instead of lists: ``{name: (lo, hi)}``
+        (SigmoidFocalLossGrad: ``{"alpha": (0, 1), "gamma": (-3, 6)}``), the
+        ends rounded to float32; every float32 value between them can be
+        drawn (module docstring, "Real ranges").  Not together with the
+        attribute's list.  A hunt with a range is hunted, in fp16 too.
     targets : sequence of int, optional
         Raw selectors.  Default ``(0, 1)``.
     outside_neighbourhood : bool, optional
@@ -677,7 +832,8 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
                         f"{', '.join(f'{a}s' for a in op.ATTRIBUTES)}")
     # the terms attribute first (the search's outer order), then the others in the operator's order
     order = search_order(op)
-    lists = {a: _float32_list(attribute_values.get(f"{a}s", op.ATTRIBUTES[a]), a) for a in order}
+    spans = _ranges(ranges or {}, op, attribute_values)
+    lists = {a: _float32_list(attribute_values.get(f"{a}s", op.ATTRIBUTES[a]), a) for a in order if a not in spans}
     targets = _int_list(targets, "target")
     if seconds is not None and points is not None:
         raise ParameterError("give seconds or points, not both (points makes the hunt reproducible)")
@@ -693,12 +849,14 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
         workers = os.cpu_count() or 1
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ParameterError(f"workers={workers!r}; expected a positive integer")
-    if fmt == "fp32" and seconds is None and points is None:
+    if (fmt == "fp32" or spans) and seconds is None and points is None:
         seconds = DEFAULT_SECONDS
-    combos = tuple((*(dict(zip(order, values))[a] for a in op.ATTRIBUTES), t)
-                   for values in itertools.product(*lists.values()) for t in targets)
-    space = _Space(name if isinstance(variant, str) else variant, machine, fmt, combos, bool(outside_neighbourhood),
-                   operator)
+    space = _Space(name if isinstance(variant, str) else variant, machine, fmt,
+                   tuple((a, lists[a], 0, 0) if a not in spans else (a, None, *spans[a]) for a in order), targets,
+                   bool(outside_neighbourhood), operator)
+    if space.n_combos >= 2 ** 62:
+        raise ParameterError(f"{space.n_combos:,} combinations of attribute values and targets; expected fewer "
+                             "than 2^62")
     dtype = get_format(fmt).dtype
     try:  # the variant takes this format (e.g. naive-fp16 takes fp16 pred only)
         _evaluate(space, np.zeros((1, 1), dtype=dtype), np.array([[targets[0]]], np.int32), space.attributes(0))
@@ -707,7 +865,7 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
 
     executor = make_executor(workers=workers)
     try:
-        if fmt == "fp16":
+        if fmt == "fp16" and not space.ranged:
             kind, streams, budget_seconds, budget_points = "exhaustive", 0, None, None
             worst, specials, n_points, unresolved, n_special = _exhaust(space, executor, top)
         else:
@@ -744,7 +902,9 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
         witness=witness, top=frame, points=int(n_points), specials=int(n_special), unresolved=int(unresolved),
         seconds=time.monotonic() - started, budget_seconds=budget_seconds, budget_points=budget_points,
         seed=int(seed), workers=int(workers), streams=int(streams), attributes=tuple(lists.items()), targets=targets,
-        outside_neighbourhood=bool(outside_neighbourhood), operator=operator)
+        outside_neighbourhood=bool(outside_neighbourhood), operator=operator,
+        ranges=tuple((a, *(float(v) for v in from_ordinal(np.array(spans[a]), get_format("fp32")))) for a in order
+                     if a in spans))
 
 
 def rescore(variant, pred, target, *attributes, machine: str = "npu", fmt: str = "fp32",
@@ -772,8 +932,11 @@ def rescore(variant, pred, target, *attributes, machine: str = "npu", fmt: str =
                         f"attributes); got {len(attributes)}")
     pred = np.asarray(pred, dtype=np.float64)
     cols = [np.asarray(v, dtype=np.float64).ravel() * np.ones(pred.size) for v in (*attributes, target)]
-    combos, combo = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
-    space = _Space(variant, machine, fmt, tuple((*map(float, c[:-1]), int(c[-1])) for c in combos), False, operator)
+    by_name = dict(zip(names, cols[:-1]))
+    axes = tuple((a, tuple(np.unique(by_name[a]).tolist()), 0, 0) for a in search_order(op))
+    space = _Space(variant, machine, fmt, axes, tuple(int(t) for t in np.unique(cols[-1])), False, operator)
+    combo = space.combine([np.searchsorted(values, by_name[a]) for a, values, _, _ in axes]
+                          + [np.searchsorted(space.target_values, cols[-1])])
     if pred.size == 0:
         return pd.DataFrame(columns=["pred", "target", *names, "err_ulp", "class", "computed", "rounded",
                                      "c_factor", "inside"])

@@ -47,8 +47,10 @@ class HuntResult:
     seed : int
     workers, streams : int
     attributes : tuple
-        ``(name, values)`` of each of the operator's attributes searched (float32 values), in search order
-        (the terms attribute first).
+        ``(name, values)`` of each of the operator's attributes searched as a list (float32 values), in search
+        order (the terms attribute first).
+    ranges : tuple
+        ``(name, lo, hi)`` of each attribute searched as a real range (float32 ends), in search order.
     targets : tuple
         The selectors searched.
     outside_neighbourhood : bool
@@ -77,6 +79,7 @@ class HuntResult:
     targets: tuple
     outside_neighbourhood: bool
     operator: str = DEFAULT_OPERATOR
+    ranges: tuple = ()
 
     @property
     def label(self) -> str:
@@ -114,6 +117,7 @@ class HuntResult:
         c_threshold = op.ROOT_NEIGHBOURHOOD_C
         zone = f" outside the root neighbourhood (C < {c_threshold:g})" if self.outside_neighbourhood else ""
         w = " ".join(f"{k}={v}" for k, v in self.witness.items())
+        zone += "".join(f", {name} in [{lo:g}, {hi:g}]" for name, lo, hi in self.ranges)
         out.append(f"hunt {self.variant} {self.fmt} {self.machine}{zone}: max_ulp={_ulps(self.max_ulp)} "
                    f"max_finite_ulp={_ulps(self.max_finite_ulp)} {self.label}, {self.workers} workers, "
                    f"{self.points_per_second:,.0f} points/s, {self.specials} special, {self.unresolved} unresolved; "
@@ -144,6 +148,7 @@ class HuntResult:
             "budget": {"seconds": self.budget_seconds, "points": self.budget_points},
             "seed": self.seed, "workers": self.workers, "streams": self.streams,
             **{f"{a}s": [float(v).hex() for v in values] for a, values in self.attributes},
+            **{f"{a}_range": [float(lo).hex(), float(hi).hex()] for a, lo, hi in self.ranges},
             "targets": list(self.targets), "outside_neighbourhood": self.outside_neighbourhood,
             "specials": self.specials, "unresolved": self.unresolved, "top": top,
         }

@@ -17,7 +17,7 @@ from precision.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, canc
 from precision.errors import ParameterError
 from precision.exact.formats import FP16, from_ordinal, get_format, to_ordinal
 from precision.sigmoid_focal_loss_grad.guards import VARIANTS, evaluate, register_variant
-from precision.products.hunt import KINDS, hunt
+from precision.products.hunt import KINDS, hunt, rescore
 from precision.products.hunt_result import HuntResult
 
 from cli_support import run
@@ -178,7 +178,8 @@ class TestSearchSpace:
 
     def test_ladder_then_random_octaves(self):
         from precision.products import hunt as hunt_module
-        space = hunt_module._Space("candidate", "npu", "fp32", ((2.0, 0.25, 0),), False)
+        space = hunt_module._Space("candidate", "npu", "fp32", (("gamma", (2.0,), 0, 0), ("alpha", (0.25,), 0, 0)),
+                                   (0,), False)
         kept = hunt_module._empty()
         kept.update(ordinal=np.array([1 << 30]), combo=np.array([0]), err=np.array([1.0]),
                     expansions=np.array([0]))
@@ -265,9 +266,72 @@ class TestCommand:
         (["hunt", "candidate", "--machine", "tpu"], "tpu"),
         (["hunt", "candidate", "--seed", "-1"], "--seed"),
         (["hunt", "candidate", "--workers", "0"], "--workers"),
+        (["hunt", "candidate", "--gamma", "2", "--gamma-range", "-3", "6"], "not both"),
+        (["hunt", "candidate", "--gamma-range", "6", "-3"], "LO <= HI"),
+        (["hunt", "candidate", "--alpha-range", "0", "x"], "--alpha-range"),
+        (["hunt", "candidate", "--alpha-range", "0", "1e39"], "finite float32"),
     ])
     def test_bad_input_one_line_exit_2(self, capsys, tmp_path, argv, word):
         code, out, err = run(capsys, *argv, "--corpus", str(tmp_path / "c.txt"))
         assert code == 2 and out == ""
         assert err.count("\n") == 1 and word in err and "Traceback" not in err
         assert not (tmp_path / "c.txt").exists()
+
+
+class TestRanges:
+    """Attributes searched as real ranges (``ranges``, ``--gamma-range``)."""
+
+    RANGES = {"alpha": (0.0, 1.0), "gamma": (-3.0, 6.0)}
+
+    def test_points_lie_in_the_ranges_off_the_grid_and_reproduce(self):
+        a = hunt("candidate", machine="ieee", ranges=self.RANGES, targets=[1], points=6000, workers=1, top=20)
+        b = hunt("candidate", machine="ieee", ranges=self.RANGES, targets=[1], points=6000, workers=2, top=20)
+        assert a.top.equals(b.top) and a.points == 6000 and a.kind == "hunted"
+        t = a.top
+        assert t["alpha"].between(0.0, 1.0).all() and t["gamma"].between(-3.0, 6.0).all()
+        assert (t["alpha"] == t["alpha"].astype(np.float32)).all()  # float32 values
+        grid = {-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 5.0, 6.0}
+        assert not set(t["gamma"]).issubset(grid)
+        assert a.ranges == (("gamma", -3.0, 6.0), ("alpha", 0.0, 1.0)) and a.attributes == ()
+        assert "gamma in [-3, 6], alpha in [0, 1]" in a.lines()[-1]
+        j = a.to_json()
+        assert j["gamma_range"] == [(-3.0).hex(), (6.0).hex()] and "gammas" not in j
+        # every reported error is the point's own, rescored alone
+        again = rescore("candidate", t["pred"], t["target"], t["alpha"], t["gamma"], machine="ieee")
+        assert np.array_equal(again["err_ulp"].to_numpy(), t["err_ulp"].to_numpy())
+
+    def test_a_range_and_a_list_mix(self):
+        r = hunt("candidate", machine="ieee", ranges={"gamma": (-3.0, -2.0)}, alphas=[0.25], targets=[0, 1],
+                 points=3000, workers=1)
+        assert set(r.top["alpha"]) == {0.25} and r.top["gamma"].between(-3.0, -2.0).all()
+        assert r.attributes == (("alpha", (0.25,)),)
+
+    def test_fp16_with_a_range_is_hunted(self):
+        r = hunt("candidate", fmt="fp16", machine="ieee", ranges={"gamma": (1.0, 2.0)}, points=2000, workers=1)
+        assert r.kind == "hunted" and r.points == 2000
+
+    @pytest.mark.parametrize("ranges, extra, word", [
+        ({"beta": (0, 1)}, {}, "not an attribute"),
+        ({"gamma": (1, 0)}, {}, "LO <= HI"),
+        ({"gamma": (0, 1)}, {"gammas": [2.0]}, "not both"),
+        ({"gamma": (0, float("inf"))}, {}, "finite float32"),
+    ])
+    def test_bad_ranges(self, ranges, extra, word):
+        with pytest.raises(ParameterError, match=word):
+            hunt("candidate", ranges=ranges, points=10, workers=1, **extra)
+
+    def test_attribute_moves_change_one_ranged_attribute_within_its_range(self):
+        from precision.products import hunt as hunt_module
+        f32 = get_format("fp32")
+        lo, hi = (int(v) for v in to_ordinal(np.array([-3.0, 6.0], dtype=np.float32), f32))
+        space = hunt_module._Space("candidate", "ieee", "fp32", (("gamma", None, lo, hi), ("alpha", (0.25,), 0, 0)),
+                                   (0, 1), False)
+        center = int(space.combine([np.array([(hi - lo) // 2]), np.array([0]), np.array([1])])[0])
+        rng = np.random.default_rng(0)
+        o, c = hunt_module._attribute_moves(rng, space, center, 1 << 40, 1 << 41, 100)
+        assert o.size == 50 * hunt_module.ATTRIBUTE_MOVES and (c != center).all()
+        assert np.unique(c).size == hunt_module.ATTRIBUTE_MOVES  # (one combination per move)
+        assert {-8, -4, -2, -1, 0, 1, 2, 4, 8} <= set((o - (1 << 40)).tolist())
+        gamma = space.attribute_of("gamma", c)
+        assert ((gamma >= -3.0) & (gamma <= 6.0)).all() and (gamma != space.attribute_of("gamma", [center])).any()
+        assert (space.attribute_of("alpha", c) == 0.25).all() and (space.targets_of(c) == 1).all()

@@ -815,3 +815,47 @@ def test_grid_scope_of_an_older_run_comes_from_its_unchanged_study_file(tmp_path
     del meta["grid"]
     study.write_text(THRESHOLD_TINY.replace("gamma = [-2.0, -1.5]", "gamma = [-2.0]"))
     assert scope() == ""
+
+
+def test_report_all_reports_from_a_run_folder_without_a_study_file(tmp_path):
+    """A report whose study file lives elsewhere (``precision run examples/plugin_study.toml --report``) is
+    regenerated from its run folder; one with neither a run folder nor a study file is one error, nothing
+    written."""
+    from precision.errors import ParameterError
+    from precision.engine.study import load_study
+    from precision.products.report.render import report_all
+    out, runs, studies, elsewhere = (tmp_path / d for d in ("reports", "runs", "studies", "elsewhere"))
+    for d in (out / "thr_tiny", studies, elsewhere):
+        d.mkdir(parents=True)
+    (elsewhere / "thr_tiny.toml").write_text(THRESHOLD_TINY)
+    run_study(load_study(elsewhere / "thr_tiny.toml"), runs / "thr_tiny", cache_dir=tmp_path / "c", workers=1)
+    got = list(report_all(runs, out, studies_dir=studies))
+    assert [(n, w) for n, _, w in got] == [("thr_tiny", "reported")]
+    assert (out / "thr_tiny" / "report.html").is_file()
+    (out / "orphan").mkdir()
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(ParameterError, match="orphan has neither a run folder .* nor a study file"):
+        list(report_all(runs, out, studies_dir=studies))
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_known_points_with_every_input_are_rescored_with_their_specials(tmp_path):
+    """A ``points`` file (pred, target and the attributes, off the grid too) is a known-witness source: its
+    points are re-evaluated now, the largest error outside the neighbourhood and the special outputs anywhere
+    reported with their inputs; an unreadable file is named, not counted."""
+    from types import SimpleNamespace
+
+    import precision.sigmoid_focal_loss_grad as op
+    from precision.products.report.known_witnesses import known_sources, rescored_maxima
+    (tmp_path / "pts.csv").write_text("# audit\npred,target,alpha,gamma\n0x1.1158d8p-2,1,0x1.7476cep-2,-0x1.3ee14p+1\n"
+                                      "-0x1.1393fcp-3,0,0x1p-2,-0x1.8p+0\n")
+    (tmp_path / "bad.csv").write_text("pred,target\n1,0\n")
+    run = SimpleNamespace(operator=op, operator_name="sigmoid_focal_loss_grad",
+                          stats=SimpleNamespace(frame=pd.DataFrame(columns=["variant", "format", "target", "alpha",
+                                                                            "gamma"])))
+    known, missing = known_sources(run, "candidate", pd.DataFrame(), [], tmp_path, ["pts.csv", "bad.csv", "no.csv"])
+    assert missing == ["bad.csv", "no.csv"] and [k[0] for k in known] == ["points pts.csv"]
+    row, = rescored_maxima(run, "candidate", "ieee", known, outside_only=True)
+    assert row["points"] == 1 and round(row["max_ulp"], 4) == 4.3204  # the wrong-signed point is inside
+    assert row["witness_gamma"] == float.fromhex("-0x1.3ee14p+1").hex() and row["specials"] == 1
+    assert row["special_at"] == "pred=-0x1.1393fcp-3 target=0 alpha=0x1p-2 gamma=-0x1.8p+0 (wrong_sign)"

@@ -22,7 +22,7 @@ from precision.engine.operators import search_order
 from precision.products.hunt import rescore
 from precision.products.report.tables import short_hex
 
-__all__ = ["hunt_table", "corpus_preds", "known_sources", "rescored_maxima"]
+__all__ = ["hunt_table", "corpus_preds", "point_table", "known_sources", "rescored_maxima"]
 
 
 def hunt_table(paths, base: Path, op) -> tuple[pd.DataFrame, list]:
@@ -44,7 +44,9 @@ def hunt_table(paths, base: Path, op) -> tuple[pd.DataFrame, list]:
                      "seconds": float(h["seconds"]), "workers": int(h["workers"]),
                      "points": int(h["points"]),
                      "seed": int(h["seed"]), "outside_neighbourhood": bool(h["outside_neighbourhood"]),
-                     **{f"{a}s": " ".join(short_hex(v) for v in h[f"{a}s"]) for a in search_order(op)},
+                     **{f"{a}s": (" ".join(short_hex(v) for v in h[f"{a}s"]) if f"{a}s" in h else
+                                  "range [{}, {}]".format(*(f"{float.fromhex(v):g}" for v in h[f"{a}_range"])))
+                        for a in search_order(op)},
                      "targets": " ".join(str(t) for t in h["targets"]), "specials": int(h["specials"]),
                      "file": str(rel)})
     return pd.DataFrame(rows), missing
@@ -58,6 +60,22 @@ def _hunt_points(path: Path, op) -> pd.DataFrame:
     rows = [(float.fromhex(str(p["pred"])), int(p["target"]), *(float.fromhex(str(p[a])) for a in names))
             for p in pts if p.get("pred") is not None]
     return pd.DataFrame(rows, columns=["pred", "target", *names]).drop_duplicates()
+
+
+def point_table(path: Path, op) -> pd.DataFrame:
+    """The points of a known-witness file: a CSV with columns pred, target and the operator ``op``'s attributes
+    (hex or decimal floats; ``#`` lines are comments), as floats (pred, target, attributes)."""
+    names = list(op.ATTRIBUTES)
+    raw = pd.read_csv(path, comment="#", dtype=str, skipinitialspace=True)
+    missing = [c for c in ("pred", "target", *names) if c not in raw.columns]
+    if missing:
+        raise ValueError(f"{path}: no column {', '.join(missing)}")
+
+    def number(text):
+        text = str(text).strip()
+        return float.fromhex(text) if "0x" in text.lower() else float(text)
+    return pd.DataFrame({"pred": [number(v) for v in raw["pred"]], "target": raw["target"].astype(int),
+                         **{a: [number(v) for v in raw[a]] for a in names}})
 
 
 def corpus_preds(path: Path) -> np.ndarray:
@@ -76,13 +94,14 @@ def corpus_preds(path: Path) -> np.ndarray:
     return np.unique(np.array(out, dtype=np.float64))
 
 
-def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -> tuple[list, list]:
+def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path, point_files=()) -> tuple[list, list]:
     """The witness points a study knows of for ``variant``'s fp32 output: ([(source, kind, how, points,
     {machine: stored max}), ...], unread files).
 
     ``hunt FILE``: the hunt's witness and top points (:func:`hunt_table`
-    rows of ``variant``, fp32); ``corpus FILE``: each fp32 pred of the file at
-    every combination of selector and attribute values of the run's fp32 rows of ``variant``.
+    rows of ``variant``, fp32; a hunt over attribute ranges says them); ``corpus FILE``: each fp32 pred of the
+    file at every combination of selector and attribute values of the run's fp32 rows of ``variant``;
+    ``points FILE``: known points with all their inputs (:func:`point_table`), on the grid or off it.
     ``points`` has columns pred, target and the run's operator's attributes.
     """
     op = run.operator
@@ -91,9 +110,10 @@ def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -
     for _, h in hunts.iterrows():
         if h["variant"] != variant or h["format"] != "fp32":
             continue
+        ranges = [f"{a} {h[f'{a}s']}" for a in search_order(op) if str(h[f"{a}s"]).startswith("range")]
         known.append((f"hunt {h['file']}", "hunted", f"hunted {int(h['points']):,} points in {h['seconds']:,.0f} s on {int(h['workers'])} "
-                      f"workers on {h['machine']}, "
-                      f"seed {int(h['seed'])}", _hunt_points(base / h["file"], op),
+                      f"workers on {h['machine']}, " + ("".join(f"{r}, " for r in ranges) or "on the grid, ")
+                      + f"seed {int(h['seed'])}", _hunt_points(base / h["file"], op),
                       {h["machine"]: float(h["max_ulp"])}))
     f = run.stats.frame
     grid = f[(f["variant"] == variant) & (f["format"] == "fp32")][["target", *names]].drop_duplicates()
@@ -107,6 +127,14 @@ def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path) -
             **{c: np.tile(grid[c].to_numpy(), preds.size) for c in ("target", *names)})
         known.append((f"corpus {rel}", "corpus", f"{preds.size:,} fp32 preds x {len(grid):,} "
                       f"({', '.join(['selector', *names])})", pts, {}))
+    for rel in point_files:
+        try:
+            pts = point_table(base / rel, op)
+        except (OSError, ValueError):
+            missing.append(str(rel))
+            continue
+        known.append((f"points {rel}", "known", f"{len(pts):,} known points (every input given, off the grid "
+                      "too)", pts, {}))
     return known, missing
 
 
@@ -120,6 +148,7 @@ def rescored_maxima(run, variant: str, machine: str, known, outside_only: bool, 
         s = rescore(variant, pts["pred"], pts["target"], *(pts[a] for a in names), machine=machine,
                     operator=run.operator_name) if len(pts) else \
             pd.DataFrame(columns=["err_ulp", "inside", "c_factor"])
+        special = s[s["class"] != "ok"] if "class" in s else s.iloc[0:0]
         keep = s["err_ulp"].notna()
         if outside_only:
             keep &= ~s["inside"].astype(bool)
@@ -132,5 +161,10 @@ def rescored_maxima(run, variant: str, machine: str, known, outside_only: bool, 
                      "stored_max_ulp": stored.get(machine, np.nan),
                      **({f"witness_{k}": (int(top[k]) if k == "target" else float(top[k]).hex())
                          for k in ("pred", "target", *names)} if top is not None else {}),
-                     "c_factor": float(top["c_factor"]) if top is not None else np.nan})
+                     "c_factor": float(top["c_factor"]) if top is not None else np.nan,
+                     # special outputs among every point of the source, the neighbourhood included
+                     "specials": len(special),
+                     "special_at": "" if special.empty else " ".join(
+                         f"{k}={int(special.iloc[0][k]) if k == 'target' else short_hex(float(special.iloc[0][k]))}"
+                         for k in ("pred", "target", *names)) + f" ({special.iloc[0]['class']})"})
     return rows

@@ -30,7 +30,8 @@ __all__ = ["SECTION_OPTIONS", "REPORT_SECTIONS", "GLOSSARY", "PHRASES"]
 SECTION_OPTIONS = {
     "targets": {"variant": ("string", "candidate"), "fp32_max_ulp": ("number", 4.0), "nan_inf": ("number", 0.0),
                 "fp16_share_correct": ("number", 0.999), "fp16_max_ulp": ("number", 1.0),
-                "ops_ratio": ("number", 1.5), "hunts": ("strings", ()), "corpus": ("strings", ())},
+                "ops_ratio": ("number", 1.5), "hunts": ("strings", ()), "corpus": ("strings", ()),
+                "points": ("strings", ())},
     "threshold": {},
     "recovery": {},
     "q": {"x": ("numbers", (1.0, 2.0, 4.0, 8.0, 10.0, 12.0, 14.0, 16.0, 16.5, 17.0, 18.0, 20.0, 24.0, 30.0,

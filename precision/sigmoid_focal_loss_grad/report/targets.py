@@ -92,7 +92,7 @@ def opcount_table(variants, op, reference: str = "kernel") -> pd.DataFrame:
 
 
 def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, corpora, base: Path,
-                  label: str) -> tuple[pd.DataFrame, list]:
+                  label: str, points=()) -> tuple[pd.DataFrame, list]:
     """The candidate's fp32 maximum outside the root neighbourhood per machine and source: (table, unread files).
 
     Sources: ``run`` (the run's maximum, labelled ``label``) and every
@@ -102,7 +102,7 @@ def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, cor
     points (scored outside the neighbourhood), max_ulp, stored_max_ulp (the
     hunt file's own figure on its machine), the witness (hex) and its C.
     """
-    known, missing = known_sources(run, candidate, hunts, corpora, base)
+    known, missing = known_sources(run, candidate, hunts, corpora, base, points)
     rows = []
     for machine in run.machines:
         r = t[(t["variant"] == candidate) & (t["machine"] == machine) & (t["format"] == "fp32")]
@@ -114,7 +114,14 @@ def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, cor
                      **{f"witness_{k}": r.get(f"witness_{k}_outside") for k in ("pred", "target", "alpha", "gamma")},
                      "c_factor": np.nan})
         rows += rescored_maxima(run, candidate, machine, known, outside_only=True)
-    return pd.DataFrame(rows), missing
+    out = pd.DataFrame(rows)
+    if len(out):  # whether each witness's attribute values are among the run's (its grid) or off it
+        f = run.stats.frame
+        grid = {a: set(f[a].astype(float)) for a in run.operator.ATTRIBUTES}
+        out["on_grid"] = [all(not isinstance(r.get(f"witness_{a}"), str)
+                              or float.fromhex(r[f"witness_{a}"]) in grid[a] for a in grid)
+                          for r in out.to_dict("records")]
+    return out, missing
 
 
 def _verdict(ok: bool) -> str:
@@ -140,8 +147,22 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
         col = f"{r['machine']} {r['format']}"
         special, count = cite("special", T, t, w, "special"), cite("count", T, t, w, "count")
         ok_special = special.value <= K["nan_inf"]
+        shown_special = special.text
+        ks = known[(known["machine"] == r["machine"]) & (known["source"] != "run") & (known["specials"] > 0)] \
+            if r["format"] == "fp32" and not known.empty and "specials" in known else pd.DataFrame()
+        if len(ks):  # special outputs at known points (the neighbourhood included): the target is missed there
+            top = ks.iloc[0]
+            kc = cite(f"specials_{top['source']}", TW, known, {"machine": r["machine"], "source": top["source"]},
+                      "specials")
+            ok_special = False
+            shown_special = f"{special.text} in the run, {kc.text} at a known point ({top['special_at']})"
+            findings.append(Finding(f"targets/{r['machine']}/special", "targets",
+                                    f"On {r['machine']}, fp32 output: {candidate} gives a special output at "
+                                    f"{kc.text} known points of {top['source']} (first: {top['special_at']}), "
+                                    f"re-evaluated with the current code; the run's own points have "
+                                    f"{special.text}.", [special, kc], 3))
         cells[("no special output (NaN, inf, wrong sign, lost inf)", col)] = (
-            f"{_verdict(ok_special)} {special.text}", "met" if ok_special else "missed")
+            f"{_verdict(ok_special)} {shown_special}", "met" if ok_special else "missed")
         if r["format"] == "fp32":
             mx = cite("max_outside", T, t, w, "max_ulp_outside")
             sampled = f"{mx.text} ulp ({label('fp32')}) at {inputs_text(r, 'witness_', '_outside', ATTRIBUTES)}"
@@ -157,7 +178,8 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
                 figure = max(float(mx.value), float(top.value))
                 ok = figure <= K["fp32_max_ulp"]
                 if float(top.value) > float(mx.value):
-                    shown, source = top.text, f"{top_row['source']}, re-evaluated"
+                    off = "" if bool(top_row.get("on_grid", True)) else ", off the study's grid"
+                    shown, source = top.text, f"{top_row['source']}, re-evaluated{off}"
                     at = inputs_text(top_row, attributes=ATTRIBUTES)
                 else:
                     shown, source, at = mx.text, f"run, {label('fp32').split(':')[0]}", \
@@ -221,7 +243,7 @@ def build(ctx) -> Section:
         section.tables["hunts.csv"] = hunts
     sources = []
     known, unread = witness_table(run, t, candidate, hunts, ctx.option("targets", "corpus"), base,
-                                  labels.get("fp32", ""))
+                                  labels.get("fp32", ""), ctx.option("targets", "points"))
     missing += unread
     if not known.empty:
         section.tables[TW] = known
@@ -267,11 +289,13 @@ def _target_answers(cells: dict, findings: list, candidate: str) -> list:
     missed where), then each target finding as an answer of its own (its numbers cited)."""
     question = f"Which of its targets does {candidate} meet?"
     by_target: dict = {}
-    for (target, col), (_, css) in cells.items():
-        by_target.setdefault(target, []).append((col, css))
-    met = [t for t, cs in by_target.items() if all(c == "met" for _, c in cs)]
-    missed = [f"{t} (missed on {', '.join(col for col, c in cs if c != 'met')})" for t, cs in by_target.items()
-              if t not in met]
+    for (target, col), (text, css) in cells.items():
+        by_target.setdefault(target, []).append((col, css, text))
+    met = [t for t, cs in by_target.items() if all(c == "met" for _, c, _ in cs)]
+    # where each is missed, and the first missed cell's figure with its evidence (run, hunt, known point...)
+    missed = [f"{t} (missed on {', '.join(col for col, c, _ in cs if c != 'met')}: "
+              f"{next(x for _, c, x in cs if c != 'met').removeprefix('MISSED ')})"
+              for t, cs in by_target.items() if t not in met]
     text = (f"{candidate} meets {len(met)} of its {len(by_target)} targets"
             + (f": {'; '.join(met)}" if met else "") + (f". It misses: {'; '.join(missed)}" if missed else "") + ".")
     out = [Answer(question, text, [], subject=candidate, verdict="met" if not missed else "missed")]

@@ -258,13 +258,14 @@ def _known_maxima(ctx, variants) -> pd.DataFrame:
     if "targets" not in ctx.run.operator.SECTION_OPTIONS:
         return pd.DataFrame()
     hunts_opt, corpora = ctx.option("targets", "hunts"), ctx.option("targets", "corpus")
-    if not hunts_opt and not corpora:
+    points = ctx.option("targets", "points")
+    if not hunts_opt and not corpora and not points:
         return pd.DataFrame()
     base = Path(ctx.run.run.get("study_file", ".")).parent
     hunts, _ = hunt_table(hunts_opt, base, ctx.run.operator)
     rows = []
     for v in variants:
-        known, _ = known_sources(ctx.run, v, hunts, corpora, base)
+        known, _ = known_sources(ctx.run, v, hunts, corpora, base, points)
         for machine in ctx.run.machines:
             rows += [{"variant": v, **r} for r in rescored_maxima(ctx.run, v, machine, known, outside_only=False,
                                                                    finite_only=True)]
