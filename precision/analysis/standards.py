@@ -27,7 +27,8 @@ definitions in :func:`precision.analysis.acceptance.acceptance_columns`):
   golden is finite (cross_check fails the variant there: it must equal the
   third party), ``not_evaluable`` when both have mismatches (cross_check
   then compares them position by position, which pooled statistics
-  cannot), the reason in ``level_note``;
+  cannot), the reason in ``level_note``; ``third_party`` on the third
+  party's own row;
 * **allclose**: the share of outputs with ``|a - g| <= atol + rtol |g|``
   for a preset (:data:`precision.analysis.acceptance.ALLCLOSE_PRESETS`),
   equal infinities close, NaN never;
@@ -67,7 +68,8 @@ RATIO_LEVELS = {
 #: A level as a number (for gate budgets): none 0, L0 1, L1 2, L2 3.
 LEVEL_RANK = {"none": 0, **{name: i + 1 for i, name in enumerate(RATIO_LEVELS)}}
 #: A row's level as a number: :data:`LEVEL_RANK`, and ``special_mismatch`` and ``third_party_special`` (failed on
-#: special values) 0; ``unpaired``, ``not_evaluable`` and ``no_third_party`` are NaN (not judged).
+#: special values) 0; ``unpaired``, ``not_evaluable``, ``third_party`` (its own row) and ``no_third_party`` are
+#: NaN (not judged).
 ROW_LEVEL_RANK = {**LEVEL_RANK, "special_mismatch": 0, "third_party_special": 0}
 
 #: Columns of ``standards.csv``.
@@ -210,14 +212,15 @@ def standards_table(stats: GroupStats, settings: StandardsSettings | None = None
     # positions (the golden's finite ones).  Mismatches on both sides are judged position by position only.
     tp_mismatch = ref["special_mismatch"].to_numpy(np.float64)
     tp_at_finite = ref["special_mismatch_finite"].to_numpy(np.float64)
-    judged = paired & ~((out["variant"] == settings.third_party)
-                        & (out["machine"] == settings.third_party_machine)).to_numpy()  # (itself: equal everywhere)
+    itself = ((out["variant"] == settings.third_party) & (out["machine"] == settings.third_party_machine)).to_numpy()
+    judged = paired & ~itself
     failed = judged & (tp_mismatch == 0) & (mismatch > 0)
     failed_tp = judged & (mismatch == 0) & (tp_at_finite > 0)
     undecided = judged & (tp_mismatch > 0) & (mismatch > 0)
     level[failed] = "special_mismatch"
     level[failed_tp] = "third_party_special"
     level[undecided] = "not_evaluable"
+    level[itself] = "third_party"  # (the third party against itself: not a verdict)
     out["level"] = level
     note = np.full(len(out), "", dtype=object)
     note[failed] = [f"{n:,} special mismatches (NaN or inf against the exact value): cross_check fails before any "

@@ -102,9 +102,9 @@ class TestMetricsByHand:
         # MERE = 1.6e-4 >= T = 1.22e-4: the threshold standard fails
         assert row["threshold_T"] == THRESHOLD_T["fp32"] and not row["threshold_pass"]
         assert row["mare_witness"].startswith("pred=0x1.0000000000000p+0,")  # the second point (index 1)
-        # against itself every ratio is 1, but 3 cases are below every level's minimum count
+        # against itself every ratio is 1, and that is no verdict
         assert (row["mare_ratio"], row["mere_ratio"], row["rmse_ratio"]) == (1.0, 1.0, 1.0)
-        assert row["level"] == "none"
+        assert row["level"] == "third_party"
 
 
 class TestSpecialValues:
@@ -170,8 +170,8 @@ class TestSpecialValues:
         assert t.loc["v", "level"] == "third_party_special" and t.loc["v", "threshold_pass"]
         assert t.loc["v", "level_note"].startswith("the third party gives 1 special outputs where the exact")
         assert ROW_LEVEL_RANK["third_party_special"] == 0
-        # the third party against itself is equal everywhere: judged by its ratios (all 1)
-        assert t.loc["tp", "level"] == "none"
+        # the third party against itself is no verdict
+        assert t.loc["tp", "level"] == "third_party"
         # mismatches on both sides: only a position-by-position comparison decides
         t = self._table({"v": [-np.inf, np.nan, 2.0], "tp": [-np.inf, 1.0, np.inf]})
         assert t.loc["v", "level"] == "not_evaluable"
@@ -266,10 +266,10 @@ def test_run_writes_standards_csv(tmp_path):
     assert a.loc[("kernel", "ieee", "fp32"), "blind_witness"].startswith("pred=0x1.0a00000000000p+4,target=0,")
     assert a.loc[("golden", "ieee", "fp16"), "false_alarm"] >= 2
     g = a.loc[("golden", "ieee", "fp32")]
-    assert (g["mare_ratio"], g["mere_ratio"], g["rmse_ratio"]) == (1.0, 1.0, 1.0) and g["level"] == "none"
+    assert (g["mare_ratio"], g["mere_ratio"], g["rmse_ratio"]) == (1.0, 1.0, 1.0) and g["level"] == "third_party"
     assert (t["third_party"] == "golden@ieee").all()
-    # 10 points per format: every cell is below L0's 5,000 cases
-    assert set(a["level"]) == {"none"}
+    # 10 points per format: every other cell is below L0's 5,000 cases
+    assert set(a["level"]) == {"none", "third_party"}
     again = tmp_path / "again"
     run_study(parse_study(STUDY, str(tmp_path / "std.toml")), again, cache_dir=tmp_path / "cache", workers=1)
     assert (out / "standards.csv").read_bytes() == (again / "standards.csv").read_bytes()
