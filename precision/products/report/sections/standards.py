@@ -233,7 +233,9 @@ def build(ctx) -> Section:
              "0/0 counts as 1, x/0 as inf). allclose: |a - g| <= atol + rtol |g| "
              f"(preset {settings.allclose}: {tol}). ULP verdict: max ulp error <= {fmt_num(max_ulp)} and no special "
              "output."),
-        Table(verdicts, T, note="region all; standards.csv has every region; maxima (max_ulp, MARE): "
+        # (columns empty in every row, e.g. the ratios without a third party, are left off the page)
+        Table(verdicts.dropna(axis=1, how="all"), T, note="region all; standards.csv has every region; maxima "
+              "(max_ulp, MARE): "
               + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in summary["format"])),
         Heading("What the standards cannot see", 3),
         Para(f"blind: outputs accepted element-wise (r <= 10 T) while over {fmt_num(BLIND_ULP)} ulps "
@@ -241,6 +243,8 @@ def build(ctx) -> Section:
              "mismatch (worst r). "
              "Variants sharing the same worst witness share a row; the explain line replays it step by step."),
         Table(blind, B) if len(blind) else Para("None: no output was blind or a false alarm."),
-        Details("Cells per format (standards_summary.csv)", [Table(summary, S)]),
+        # (one column per format: the counts read down, the page keeps its width)
+        Details("Cells per format (standards_summary.csv)",
+                [Table(summary.set_index("format").T.rename_axis("count").reset_index(), S)]),
     ]
     return section
