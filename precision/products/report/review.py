@@ -332,8 +332,9 @@ def _candidate_words(c: dict) -> list:
         root = ""
         if io:
             outside, inside = max(v[0] for v in io), max(v[1] for v in io)
-            root = (f"; its largest error is {fmt_num(outside)} ulp outside the root neighbourhood of A and "
-                    f"{fmt_num(inside)} ulp inside it, which the targets exempt and the standards do not")
+            root = (f"; its largest error on the run's points (the study's grid) is {fmt_num(outside)} ulp outside "
+                    f"the root neighbourhood of A and {fmt_num(inside)} ulp inside it, which the targets exempt and "
+                    "the standards do not")
         out.append(f"Standards, {s['format']}: the threshold standard passes {s['threshold_pass']} of its "
                    f"{s['cells']} cells; they reject {fmt_num(s['false_alarm'])} of its outputs that are "
                    f"correctly rounded (e.g. {s['false_alarm_witness'] or 'none'}) and accept "

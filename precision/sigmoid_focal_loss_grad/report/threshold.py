@@ -322,6 +322,11 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame, octaves: pd.D
               for r in recommend_thresholds(octaves, t, v, search, str(run.run.get("study", "")))}
     out = []
     for c in _cells(t, search, op):
+        # news for a reviewer though no evidence for the verdict: what 1/64 does to far-off outputs (vs never)
+        never = t[(t["machine"] == c.machine) & (t["profile"] == c.profile) & (t["threshold"] == "never")]
+        moved, moved_nums = _garbage_class_changes(v, c, never["variant"].iloc[0]) if len(never) else ("", [])
+        moved = moved.replace("; among the outputs it changes", ". Against no correction, among the outputs 1/64 "
+                              "changes", 1)
         beat = c.finite[(c.finite["tau"] != op.PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "helps")]
         lose = c.finite[(c.finite["tau"] != op.PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "hurts")]
         lowest = beat.sort_values("tau").iloc[0] if len(beat) else None
@@ -346,9 +351,11 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame, octaves: pd.D
             said = f" {said[0].upper()}{said[1:]}" if said else ""
             text = (f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64 on these points "
                     f"(best against no correction: {name}); indistinguishable from 1/64: {_names(c.same)}.{said}")
-            out.append(Answer(QUESTION, text, [], subject="G5=1/64", machine=c.machine, format=c.format,
-                              verdict="right", extra=extra,
-                              short=f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64.{said}"))
+            moved_text = f"{moved[2:]}." if moved else ""  # (a sentence of its own: drop the leading ". ")
+            out.append(Answer(QUESTION, f"{text} {moved_text}".strip(), moved_nums, subject="G5=1/64",
+                              machine=c.machine, format=c.format, verdict="right", extra=extra,
+                              short=f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64.{said}"
+                                    + (f" {moved_text}" if moved_text else "")))
             continue
         nums = []
         scope = (f"every threshold of the study from {lowest['threshold']} up beats 1/64" if every_up
@@ -380,6 +387,10 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame, octaves: pd.D
                      f"({float(c.search['boundary_tau']):.9g}; net {bn.text} outputs over no correction)")
             if rec is None:  # (the recommendation names it)
                 short += f". Best float32 tau: {extra['best_tau_hex']} ({float(c.search['boundary_tau']):.9g})"
+        if moved:
+            nums += moved_nums
+            text += moved
+            short += moved
         out.append(Answer(QUESTION, text + ".", nums, subject=f"G5={best['threshold']}",
                           comparison=f"{best['variant']} vs {c.prod['variant']}", machine=c.machine,
                           format=c.format, verdict="helps", magnitude=magnitude_row, mechanism=mech, extra=extra,
