@@ -34,6 +34,7 @@ from precision.products.report.answers import Answer
 from precision.products.report.document import Heading, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, fmt_share
 from precision.products.report.known_witnesses import hunt_table, known_sources, rescored_maxima
+from precision.products.report.sections.standards import explain_line
 from precision.products.report.tables import inputs_text, maximum_label, ordered
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.engine.sweep import hex_witnesses
@@ -191,6 +192,10 @@ def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, 
                         f"{shown} ulp at {at} ({source}), the largest over every known witness re-evaluated with "
                         f"the current code: run {sampled}; {others}. Target <= {fmt_num(K['fp32_max_ulp'])}: "
                         f"{_verdict(ok)}; {special.text} special outputs of {count.text}.")
+                if float(top.value) > float(mx.value):  # the known witness, step by step
+                    w = {k: float.fromhex(top_row[f"witness_{k}"]) for k in ("pred", *ATTRIBUTES)}
+                    w.update(target=int(top_row["witness_target"]), weight=np.nan, dout=1.0)
+                    text += f" See it step by step: `{explain_line(candidate, r['machine'], 'fp32', w)}`."
             else:
                 ok = mx.value <= K["fp32_max_ulp"]
                 cells[(target_row, col)] = (f"{_verdict(ok)} {mx.text}", "met" if ok else "missed")
