@@ -205,7 +205,7 @@ class _Space:
     ``axes`` holds, per attribute in search order (the terms attribute first), ``(name, values, lo, hi)``: a
     list of float32 values (``lo = hi = 0``), or a real range (``values = None``) as the float32 ordinals
     ``lo .. hi`` of its ends.  A combination is a number in mixed radix over the axes then the targets (the
-    first axis most significant): for lists alone, its index in :attr:`combos` (``itertools.product``'s order).
+    first axis most significant): for lists alone, its index in ``itertools.product`` of the lists and targets.
     """
 
     variant: object  # registry name (picklable) or Variant
@@ -276,12 +276,6 @@ class _Space:
     def attributes(self, combo: int) -> dict:
         """{name: value} of one combination."""
         return {name: float(self.attribute_of(name, np.array([combo]))[0]) for name in self.names}
-
-    @property
-    def combos(self) -> tuple:
-        """Every combination (attribute values in the operator's order, target), for lists alone."""
-        return tuple((*(self.attributes(c).values()), int(self.targets_of(np.array([c]))[0]))
-                     for c in range(self.n_combos))
 
 
 def _term_groups(space: _Space, combo):
@@ -592,8 +586,8 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     xs = np.unique(np.concatenate([x, -x]).view(np.int64)).view(np.float64)
     xs = xs[np.argsort(np.abs(xs), kind="stable")]  # x and -x in one chunk share exp and log1p
     term_name = op.TERMS_ATTRIBUTE
-    every = np.arange(space.n_combos)
-    terms = sorted(set(space.terms_of(every).tolist())) if term_name is not None else [None]
+    combos = np.arange(space.n_combos)  # (a grid's: each of them)
+    terms = sorted(set(space.terms_of(combos).tolist())) if term_name is not None else [None]
     chunk = -(-xs.size // (4 * max(1, executor.workers)))
     jobs = [(xs[i:i + chunk], tuple(terms), space.operator) for i in range(0, xs.size, chunk)]
     pieces = {}
@@ -606,8 +600,7 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     ordinals = to_ordinal(values, fmt).astype(np.int64)
     worst, specials = [], []
     points = unresolved = special = 0
-    combos = np.arange(len(space.combos))
-    rows = np.array([c[:-1] for c in space.combos], dtype=np.float64).reshape(len(space.combos), -1)
+    rows = np.stack([space.attribute_of(name, combos) for name in space.names], axis=1)
     P = values.size
     for term, of_term in _term_groups(space, combos):
         table = op.TermTable.concatenate([p[term] for p in order]).take(sort)
