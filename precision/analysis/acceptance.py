@@ -55,11 +55,21 @@ ACCEPTANCE_MAXIMA = {"mare": "mare_witness_", "blind_ulp": "blind_witness_", "fa
 def relative_error(computed, golden) -> np.ndarray:
     """The standards' relative error ``|computed - golden| / (|golden| + 1e-7)`` (float64) where both are finite;
     at a special position (:data:`SPECIAL_RULE`) 0 where it matches, inf where it does not."""
-    c, g = np.asarray(computed, dtype=np.float64), np.asarray(golden, dtype=np.float64)
-    evaluated, matched, _ = special_positions(c, g)
-    with np.errstate(invalid="ignore", over="ignore"):
-        r = np.abs(c - g) / (np.abs(g) + RELATIVE_FLOOR)
+    evaluated, matched, _, _, _, _, r = _relative_parts(np.asarray(computed, dtype=np.float64),
+                                                       np.asarray(golden, dtype=np.float64))
     return np.where(evaluated, r, np.where(matched, 0.0, np.inf))
+
+
+def _relative_parts(c: np.ndarray, g: np.ndarray) -> tuple:
+    """(evaluated, matched, mismatched, c - g, |c - g|, |g|, r): the :data:`SPECIAL_RULE` masks and, at the
+    evaluated positions, the difference, its size, the golden's size and the relative error (0 elsewhere): the
+    pieces the relative error and the acceptance sums share."""
+    evaluated, matched, mismatched = special_positions(c, g)
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.where(evaluated, c - g, 0.0)
+        dist, magnitude = np.abs(d), np.abs(g)
+        r = np.where(evaluated, dist / (magnitude + RELATIVE_FLOOR), 0.0)
+    return evaluated, matched, mismatched, d, dist, magnitude, r
 
 
 def standards_golden(exact, rounded) -> np.ndarray:
@@ -119,11 +129,7 @@ def acceptance_columns(grouping, computed, golden, err_ulp, fmt, witness=None) -
     g = np.asarray(golden, dtype=np.float64).ravel()
     err = np.asarray(err_ulp, dtype=np.float64).ravel()
     err = np.where(np.isnan(err), np.inf, err)
-    evaluated, matched, mismatched = special_positions(c, g)
-    with np.errstate(invalid="ignore", over="ignore"):
-        d = np.where(evaluated, c - g, 0.0)
-        dist, magnitude = np.abs(d), np.abs(g)
-        r = np.where(evaluated, dist / (magnitude + RELATIVE_FLOOR), 0.0)
+    evaluated, matched, mismatched, d, dist, magnitude, r = _relative_parts(c, g)
     constants = acceptance_parameters(fmt)
     limit = constants["limit"]
     blind = evaluated & (r <= limit) & ~(err <= constants["blind_ulp"])
