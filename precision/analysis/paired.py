@@ -81,6 +81,12 @@ def _error_bits_at(err: np.ndarray, at: np.ndarray) -> np.ndarray:
     return bits
 
 
+def _both_garbage(ew, sw, eo, so) -> np.ndarray:
+    """Special (``sw``, ``so``) or over :data:`GARBAGE_ULP` ulps (``ew``, ``eo``) on both sides: no evidence."""
+    with np.errstate(invalid="ignore"):
+        return (sw | (ew > GARBAGE_ULP)) & (so | (eo > GARBAGE_ULP))
+
+
 def compare_points(err_with, cls_with, err_without, cls_without, changed):
     """Outcome of each point of a paired comparison ("with" against "without").
 
@@ -116,7 +122,7 @@ def compare_points(err_with, cls_with, err_without, cls_without, changed):
         bw, bo = error_bits(ew), error_bits(eo)
         gain = bo - bw
     finite_both = ~sw & ~so
-    garbage = ch & (sw | (ew > GARBAGE_ULP)) & (so | (eo > GARBAGE_ULP))
+    garbage = ch & _both_garbage(ew, sw, eo, so)
     evidence = ch & ~garbage
     delta = np.full(ew.shape, np.nan)
     delta[evidence & finite_both] = gain[evidence & finite_both]
@@ -375,8 +381,8 @@ def changed_quality(err_with, cls_with, err_without, cls_without) -> dict:
     ew, eo = np.asarray(err_with, np.float64), np.asarray(err_without, np.float64)
     cw, co = np.asarray(cls_with), np.asarray(cls_without)
     sw, so = cw != CLASS_OK, co != CLASS_OK
+    garbage = _both_garbage(ew, sw, eo, so)
     with np.errstate(invalid="ignore"):
-        garbage = (sw | (ew > GARBAGE_ULP)) & (so | (eo > GARBAGE_ULP))
         return {"changed_became_correct": ~sw & (ew <= 0.5) & ~(~so & (eo <= 0.5)),
                 "changed_became_le_1ulp": ~sw & (ew <= 1.0) & ~(~so & (eo <= 1.0)),
                 "changed_still_garbage": sw | (ew > GARBAGE_ULP),
