@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from precision.products.report.answers import Answer, magnitude_text, verdict_table
-from precision.products.report.sections.verdicts import GARBAGE_CLASS_CHANGES
+from precision.products.report.sections.verdicts import garbage_class_clause
 from precision.products.report.document import Details, Heading, Image, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num, p_text
 from precision.products.report.mechanism import effect_of
@@ -238,26 +238,26 @@ def _cells(t: pd.DataFrame, search: pd.DataFrame, op):
                     s.iloc[0] if len(s) else None)
 
 
-def _garbage_class_changes(v: pd.DataFrame, c, never: str) -> tuple[str, list]:
-    """The clause on the outputs whose class the production threshold changes while they are special or over
-    2^20 ulp both with and without it (no evidence for the verdict, but news for a reviewer), cited from
-    verdicts.csv; empty when there are none."""
-    if v is None or v.empty or "changed_garbage_made_special" not in v:
+def _garbage_class_changes(v: pd.DataFrame, t: pd.DataFrame, c) -> tuple[str, list]:
+    """What the production threshold does, against no correction, to outputs special or over 2^20 ulp both with
+    and without it (no evidence for the verdict, but news for a reviewer): the class changes
+    (:func:`garbage_class_clause`, cited from verdicts.csv); ``("", [])`` when there are none or no never."""
+    never = t[(t["machine"] == c.machine) & (t["profile"] == c.profile) & (t["threshold"] == "never")]
+    if v is None or v.empty or "changed_garbage_made_special" not in v or not len(never):
         return "", []
-    w = {"with_variant": c.prod["variant"], "without_variant": never, "machine": c.machine, "profile": c.profile,
-         "region": "all"}
+    w = {"with_variant": c.prod["variant"], "without_variant": never["variant"].iloc[0], "machine": c.machine,
+         "profile": c.profile, "region": "all"}
     row = v
     for k, val in w.items():
         row = row[row[k] == val]
-    if len(row) != 1:
-        return "", []
-    moved = [(col, label) for col, label in GARBAGE_CLASS_CHANGES.items() if int(row.iloc[0][col]) > 0]
-    if not moved:
-        return "", []
-    cites = [cite(f"prod_{col}", VT, v, w, col) for col, _ in moved]
-    return ("; among the outputs it changes that are special or over 2^20 ulp both with and without it (no "
-            "evidence for the verdict), " + ", ".join(f"{n.text} {label}" for n, (_, label) in zip(cites, moved))), \
-        cites
+    return garbage_class_clause(VT, v, w, row.iloc[0], "prod_{col}") if len(row) == 1 else ("", [])
+
+
+#: How the class changes are introduced: after the 1/64 vs never counts, and as a sentence of their own.
+_GARBAGE_LEAD = "among the outputs it changes that are special or over 2^20 ulp both with and without it (no " \
+                "evidence for the verdict), "
+_GARBAGE_SENTENCE = "Against no correction, among the outputs 1/64 changes that are special or over 2^20 ulp both " \
+                    "with and without it (no evidence for the verdict), "
 
 
 def _answer(t: pd.DataFrame, search: pd.DataFrame, op, v: pd.DataFrame | None = None) -> list:
@@ -277,9 +277,9 @@ def _answer(t: pd.DataFrame, search: pd.DataFrame, op, v: pd.DataFrame | None = 
         nums = [cite(f"prod_{k}", T, t, w, f"{k}_vs_never") for k in ("better", "worse", "p_value")]
         helps = c.finite[c.finite["verdict_vs_never"] == "helps"]
         hurts = c.finite[c.finite["verdict_vs_never"] == "hurts"]
-        never = t[(t["machine"] == c.machine) & (t["profile"] == c.profile) & (t["threshold"] == "never")]
-        moved, moved_nums = _garbage_class_changes(v, c, never["variant"].iloc[0]) if len(never) else ("", [])
+        moved, moved_nums = _garbage_class_changes(v, t, c)
         nums += moved_nums
+        moved = f"; {_GARBAGE_LEAD}{moved}" if moved else ""
         text = (f"{c.machine} {c.format}, pooled points: against no correction 1/64 {c.prod['verdict_vs_never']} "
                 f"({nums[0].text} better, {nums[1].text} worse, {p_text(nums[2].value)}){moved}; thresholds that "
                 f"help: {_names(helps)}; that hurt: {_names(hurts)}")
@@ -323,10 +323,8 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame, octaves: pd.D
     out = []
     for c in _cells(t, search, op):
         # news for a reviewer though no evidence for the verdict: what 1/64 does to far-off outputs (vs never)
-        never = t[(t["machine"] == c.machine) & (t["profile"] == c.profile) & (t["threshold"] == "never")]
-        moved, moved_nums = _garbage_class_changes(v, c, never["variant"].iloc[0]) if len(never) else ("", [])
-        moved = moved.replace("; among the outputs it changes", ". Against no correction, among the outputs 1/64 "
-                              "changes", 1)
+        moved, moved_nums = _garbage_class_changes(v, t, c)
+        moved = f"{_GARBAGE_SENTENCE}{moved}." if moved else ""
         beat = c.finite[(c.finite["tau"] != op.PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "helps")]
         lose = c.finite[(c.finite["tau"] != op.PRODUCTION_THRESHOLD) & (c.finite["verdict_vs_production"] == "hurts")]
         lowest = beat.sort_values("tau").iloc[0] if len(beat) else None
@@ -351,11 +349,10 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame, octaves: pd.D
             said = f" {said[0].upper()}{said[1:]}" if said else ""
             text = (f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64 on these points "
                     f"(best against no correction: {name}); indistinguishable from 1/64: {_names(c.same)}.{said}")
-            moved_text = f"{moved[2:]}." if moved else ""  # (a sentence of its own: drop the leading ". ")
-            out.append(Answer(QUESTION, f"{text} {moved_text}".strip(), moved_nums, subject="G5=1/64",
+            out.append(Answer(QUESTION, f"{text} {moved}".strip(), moved_nums, subject="G5=1/64",
                               machine=c.machine, format=c.format, verdict="right", extra=extra,
                               short=f"{c.machine} {c.format}: yes, no threshold of the study beats 1/64.{said}"
-                                    + (f" {moved_text}" if moved_text else "")))
+                                    + (f" {moved}" if moved else "")))
             continue
         nums = []
         scope = (f"every threshold of the study from {lowest['threshold']} up beats 1/64" if every_up
@@ -387,10 +384,10 @@ def _threshold_answers(run, t: pd.DataFrame, search: pd.DataFrame, octaves: pd.D
                      f"({float(c.search['boundary_tau']):.9g}; net {bn.text} outputs over no correction)")
             if rec is None:  # (the recommendation names it)
                 short += f". Best float32 tau: {extra['best_tau_hex']} ({float(c.search['boundary_tau']):.9g})"
-        if moved:
+        if moved:  # (text and short end without their full stop: the clause is a sentence of its own)
             nums += moved_nums
-            text += moved
-            short += moved
+            text += f". {moved[:-1]}"
+            short += f". {moved[:-1]}"
         out.append(Answer(QUESTION, text + ".", nums, subject=f"G5={best['threshold']}",
                           comparison=f"{best['variant']} vs {c.prod['variant']}", machine=c.machine,
                           format=c.format, verdict="helps", magnitude=magnitude_row, mechanism=mech, extra=extra,

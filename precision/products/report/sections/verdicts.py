@@ -25,6 +25,7 @@ from precision.products.report.tables import grid_scope
 from precision.analysis.paired import VERDICT_RULE
 
 __all__ = ["build", "verdict_grid", "cell_text", "against_production", "VERDICT_COLUMNS", "verdict_columns", "cell_answer",
+           "garbage_class_clause",
            "GUARD_QUESTION"]
 
 #: The question the verdicts of guard comparisons answer.
@@ -36,6 +37,15 @@ DECLARED_QUESTION = "Is each variant better than the one it is compared with?"
 GARBAGE_CLASS_CHANGES = {"changed_garbage_made_special": "made special (NaN, inf, wrong sign or lost inf)",
                          "changed_garbage_made_finite": "made finite, still over 2^20 ulp",
                          "changed_garbage_special_changed": "changed from one special class to another"}
+
+def garbage_class_clause(table: str, t: pd.DataFrame, where: dict, row, name: str) -> tuple[str, list]:
+    """``25 made special (NaN, ...), 3 made finite, still over 2^20 ulp``: the class changes among the
+    both_garbage outputs of one comparison row (``row`` of ``t``, written as ``table``, found by ``where``), each
+    count cited (cite names ``name.format(col=column)``); ``("", [])`` when there is none."""
+    moved = [c for c in GARBAGE_CLASS_CHANGES if c in t.columns and int(row[c]) > 0]
+    cites = [cite(name.format(col=c), table, t, where, c) for c in moved]
+    return ", ".join(f"{n.text} {GARBAGE_CLASS_CHANGES[c]}" for n, c in zip(cites, moved)), cites
+
 
 #: Columns of verdicts.csv (the comparisons table of the run, in this order).
 VERDICT_COLUMNS = ["subject", "comparison", "kind", "with_variant", "without_variant", "machine", "format", "profile",
@@ -163,12 +173,10 @@ def _comparison_findings(grid: pd.DataFrame, t: pd.DataFrame, op) -> list:
                 bg = cite(f"both_garbage_{tag}", T, t, w, "both_garbage")
                 nums.append(bg)
                 text += f"; {bg.text} changed outputs are special or over 2^20 ulp both with and without and count for neither"
-                moved = [(c, label) for c, label in GARBAGE_CLASS_CHANGES.items() if c in t.columns and top[c] > 0]
+                moved, cites = garbage_class_clause(T, t, w, top, "{col}_" + tag)
                 if moved:
-                    cites = [cite(f"{c}_{tag}", T, t, w, c) for c, _ in moved]
                     nums += cites
-                    text += (" (of them " + ", ".join(f"{n.text} {label}" for n, (_, label) in zip(cites, moved))
-                             + ")")
+                    text += f" (of them {moved})"
             parts.append(text + ")")
         rank = 10 if rows["shown"].isin(["helps", "hurts", "mixed"]).any() else 30
         out.append(Finding(f"verdicts/{comparison}", "verdicts", f"{subject}, {comparison}: " + "; ".join(parts)
