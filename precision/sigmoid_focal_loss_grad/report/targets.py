@@ -116,9 +116,8 @@ def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, cor
                      "c_factor": np.nan})
         rows += rescored_maxima(run, candidate, machine, known, outside_only=True)
     out = pd.DataFrame(rows)
-    if len(out):  # whether each witness's attribute values are among the run's (its grid) or off it
-        f = run.stats.frame
-        grid = {a: set(f[a].astype(float)) for a in run.operator.ATTRIBUTES}
+    if len(out) and run.grid:  # whether each witness's attribute values are among the run's grid or off it
+        grid = {a: set(run.grid[a]) for a in run.operator.ATTRIBUTES}
         out["on_grid"] = [all(not isinstance(r.get(f"witness_{a}"), str)
                               or float.fromhex(r[f"witness_{a}"]) in grid[a] for a in grid)
                           for r in out.to_dict("records")]
