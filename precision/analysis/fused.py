@@ -19,7 +19,8 @@ Each computes exactly what the numpy definitions compute (the scores of
 :mod:`precision.analysis.scoring`;
 :meth:`~precision.analysis.groups.GroupStats._reduce_columns_reference`, with
 :func:`precision.analysis.acceptance.acceptance_columns` and
-:func:`precision.analysis.histograms.histogram_bins`;
+:func:`precision.analysis.histograms.histogram_bins`; :func:`reduce_msprobe_groups`, with
+:func:`precision.analysis.msprobe.msprobe_columns`;
 :meth:`~precision.analysis.groups.Grouping.top_k_reference`;
 :meth:`~precision.analysis.paired.PairedStats._compare_columns_reference`;
 ``precision.analysis.groups._merge_sparse_reference``), bit for bit, and
@@ -42,6 +43,8 @@ the tests check it on adversarial points (NaN, infinities, signed zeros, ties):
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -49,7 +52,7 @@ from precision.analysis.histograms import HIST_BINS, HIST_MIN_EXP, HIST_SUBBINS
 from precision.machine.compiled import frozen as _frozen
 
 __all__ = ["COUNTS", "SUMS", "MAXIMA", "PAIR_COUNTS", "score_points", "reduce_error_groups", "top_k_groups",
-           "compare_groups", "merge_histogram", "quantile_entries", "load"]
+           "compare_groups", "merge_histogram", "quantile_entries", "reduce_msprobe_groups", "load"]
 
 
 def _index_points(order, starts, sizes, n: int) -> bool:
@@ -578,6 +581,96 @@ def quantile_entries(keys, counts, qs) -> np.ndarray:
     return _quantile_entries(keys, counts, _frozen(np.asarray(qs, dtype=np.float64).ravel()), n_keys)
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _reduce_msprobe(order, starts, sizes, computed, bench, bench_cast, small_value, atol_benchmark, atol_threshold,
+                    rtol, eps, min_eb, mantissa, ulp_cut, max_finite, overflow, fp32):
+    n_rows = sizes.size
+    counts = np.zeros((n_rows, 14), dtype=np.int64)
+    sums = np.zeros((n_rows, 3))
+    top = np.full((n_rows, 3), -np.inf)
+    tally = np.zeros(14, dtype=np.int64)
+    for row in range(n_rows):
+        tally[:] = 0
+        sum_sq = sum_rel = sum_ulp = 0.0
+        t0 = t1 = t2 = -np.inf
+        for j in range(starts[row], starts[row] + sizes[row]):
+            i = order[j]
+            c, b, bc = computed[i], bench[i], bench_cast[i]
+            finite = np.isfinite(c) and np.isfinite(bc)
+            ae = abs(c - b)
+            magnitude = abs(b)
+            rel = ae / (magnitude + eps)
+            small = finite and magnitude <= small_value
+            normal = finite and not small
+            cc = max_finite if c > max_finite else (-max_finite if c < -max_finite else c)
+            bcc = max_finite if bc > max_finite else (-max_finite if bc < -max_finite else bc)
+            diff = abs(cc - bcc)
+            if diff >= overflow:
+                diff = np.inf
+            passes = diff / (magnitude + eps) <= rtol or (np.isnan(c) and np.isnan(bc))
+            if np.isfinite(b):
+                eb = 0
+                if b != 0.0:
+                    eb = math.frexp(b)[1] - 1
+                    eb = eb if eb > min_eb else min_eb
+                scale = math.ldexp(1.0, mantissa - eb)
+            else:
+                scale = np.nan
+            if fp32:
+                ulp = abs((c - b) * scale)
+            else:
+                ulp = np.float64(abs(np.float32(c - b) * np.float32(scale)))
+            ulp_nan = np.isnan(ulp)
+            tally[0] += not finite
+            tally[1] += (not finite) and not passes
+            tally[2] += small
+            tally[3] += small and ae > atol_benchmark
+            tally[4] += small and ae > atol_threshold
+            tally[5] += normal and rel > rtol
+            tally[6] += c > bc
+            tally[7] += c < bc
+            tally[8] += ulp_nan
+            tally[9] += ulp > ulp_cut
+            tally[10] += np.isnan(ae)
+            tally[11] += rel < 0.01
+            tally[12] += rel < 0.001
+            tally[13] += rel < 0.0001
+            sum_sq += ae * ae if normal else 0.0
+            sum_rel += rel if normal else 0.0
+            sum_ulp += 0.0 if ulp_nan else ulp
+            if normal and rel > t0:
+                t0 = rel
+            if not ulp_nan and ulp > t1:
+                t1 = ulp
+            if ae > t2:
+                t2 = ae
+        counts[row, :] = tally
+        sums[row, 0], sums[row, 1], sums[row, 2] = sum_sq, sum_rel, sum_ulp
+        top[row, 0], top[row, 1], top[row, 2] = t0, t1, t2
+    return counts, sums, top
+
+
+def reduce_msprobe_groups(order, starts, sizes, computed, bench, bench_cast, parameters: dict, overflow: float,
+                          fp32: bool) -> tuple:
+    """Per group of points (as :func:`reduce_error_groups`' ``order``, ``starts``, ``sizes``): msprobe's counts,
+    sums and maxima (:data:`precision.analysis.msprobe.MSPROBE_COUNTS`, ``MSPROBE_SUMS``, ``MSPROBE_MAXIMA``; a
+    maximum -inf where no point qualifies), equal bit for bit to
+    :func:`precision.analysis.msprobe.msprobe_columns`.  ``parameters``: the format's
+    :data:`~precision.analysis.msprobe.MSPROBE_PARAMETERS`; ``overflow``: the least magnitude the format rounds to
+    infinity; ``fp32``: msprobe's ulp error in float64 (else float32)."""
+    order = _frozen(order, dtype=np.int64)
+    sizes = _frozen(sizes, dtype=np.int64)
+    starts = _frozen(np.asarray(starts, dtype=np.int64)[:sizes.size])
+    n = np.asarray(computed).size
+    if not _index_points(order, starts, sizes, n) or np.asarray(bench).size != n or np.asarray(bench_cast).size != n:
+        raise ValueError("reduce_msprobe_groups: the groups do not index the points")
+    k = parameters
+    return _reduce_msprobe(order, starts, sizes, _frozen(computed, dtype=np.float64), _frozen(bench, dtype=np.float64),
+                           _frozen(bench_cast, dtype=np.float64), float(k["small_value"]), float(k["atol_benchmark"]),
+                           float(k["atol_threshold"]), float(k["rtol"]), float(k["eps"]), int(k["min_eb"]),
+                           int(k["mantissa"]), float(k["ulp_cut"]), float(k["max_finite"]), float(overflow), bool(fp32))
+
+
 def load() -> None:
     """Load every pass now (from the cache beside this file, or compiled the first time), for each argument
     type a sweep gives it (a run's process loads them while its workers work, for the tables' merges; never
@@ -591,7 +684,11 @@ def load() -> None:
     for raw in (np.zeros(1, np.uint16), np.zeros(1, np.uint32)):
         score_points(one, raw, one, one, one, one, np.zeros(1, np.int64), raw.itemsize * 8)
     top_k_groups(order, starts, sizes, one, 1)
+    from precision.analysis.msprobe import MSPROBE_PARAMETERS
+    for fp32 in (False, True):
+        reduce_msprobe_groups(order, starts, sizes, one, one, one, MSPROBE_PARAMETERS["fp32"], 1.0, fp32)
     compare_groups(order, starts, sizes, no, one, cls, one, cls, one, one, 1.0, 1, 1, 3)
     for dtype in (np.int32, np.int64):
         merge_histogram(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, dtype), np.ones(1, dtype), 1)
         quantile_entries(np.zeros(1, np.int64), np.ones(1, dtype), (0.5,))
+

@@ -18,7 +18,10 @@ from precision.analysis.acceptance import (ACCEPTANCE_COUNTS, ACCEPTANCE_MAXIMA,
                                           acceptance_parameters)
 from precision.analysis import histograms
 from precision.analysis.histograms import HIST_BINS, bin_upper_edge, histogram_bins
+from precision.analysis.msprobe import (MSPROBE_COUNTS, MSPROBE_MAXIMA, MSPROBE_PARAMETERS, MSPROBE_SUMS,
+                                        msprobe_columns, msprobe_parameters, overflow_bound)
 from precision.analysis.scoring import CLASS_NAMES, CLASS_OK, COMPILED_MIN_POINTS, SPECIAL_CLASSES, blank_missing
+from precision.exact.formats import get_format
 from precision.io.frames import frame_from_arrays, frame_to_arrays
 
 __all__ = [
@@ -438,6 +441,15 @@ def _log2(values: np.ndarray) -> np.ndarray:
         return np.log2(values)
 
 
+def _msprobe_arrays(acceptance) -> tuple | None:
+    """(computed, bench, bench_cast, fmt) of msprobe's standards from a reduce's ``acceptance`` argument, or None
+    (no bench given, or a format msprobe has no standard for)."""
+    if acceptance is None or len(acceptance) < 5 or get_format(acceptance[2]).name not in MSPROBE_PARAMETERS:
+        return None
+    computed, _, fmt, bench, cast = acceptance
+    return tuple(np.asarray(a, dtype=np.float64).ravel() for a in (computed, bench, cast)) + (fmt,)
+
+
 def _canonical_nan(sums: np.ndarray) -> np.ndarray:
     """Sums with every NaN the canonical one (a NaN's sign and payload depend on the order a compiler gives the
     operands of an addition, which IEEE 754 leaves open)."""
@@ -457,8 +469,8 @@ class GroupStats(Mergeable):
 
     SUMS = STAT_SUMS
     # counts of guard decisions (precision.engine.task.DECISIONS); the acceptance sums (acceptance_columns)
-    SUM_PREFIXES = ("fired_", "acc_")
-    MAXIMA = {"max_ulp": "witness_", "max_finite_ulp": "finite_witness_", **ACCEPTANCE_MAXIMA}
+    SUM_PREFIXES = ("fired_", "acc_", "ms_")
+    MAXIMA = {"max_ulp": "witness_", "max_finite_ulp": "finite_witness_", **ACCEPTANCE_MAXIMA, **MSPROBE_MAXIMA}
     BINS = HIST_BINS
 
     @classmethod
@@ -477,9 +489,11 @@ class GroupStats(Mergeable):
         counts : dict of str to array_like of bool, optional
             Further per-group counts, named with a :attr:`SUM_PREFIXES`
             prefix (``fired_g5``: where a guard's decision held).
-        acceptance : tuple (computed, golden, fmt), optional
+        acceptance : tuple (computed, golden, fmt[, bench, bench_cast]), optional
             Adds the acceptance standards' columns (:func:`acceptance_columns`,
-            witnesses from ``witness``).
+            witnesses from ``witness``); with msprobe's bench (float64) and
+            the bench cast to the format, msprobe's
+            (:func:`precision.analysis.msprobe.msprobe_columns`).
 
         Returns
         -------
@@ -512,9 +526,10 @@ class GroupStats(Mergeable):
         decisions = np.stack([counts[name] for name in acting]) if acting else None
         extra = {}
         if acceptance is not None:
-            computed, golden, fmt = acceptance
+            computed, golden, fmt = acceptance[:3]
             extra = dict(computed=np.asarray(computed, dtype=np.float64).ravel(),
                          golden=np.asarray(golden, dtype=np.float64).ravel(), **acceptance_parameters(fmt))
+        msprobe = _msprobe_arrays(acceptance)
         tally, sums, top, at, hist = fused.reduce_error_groups(
             grouping.perm, grouping.starts, grouping.counts, err, np.asarray(err_bits).ravel(),
             np.asarray(classes).ravel(), _log2(err), decisions, **extra)
@@ -543,6 +558,14 @@ class GroupStats(Mergeable):
                 frame[col] = reported
                 for name, v in witness.items():
                     frame[f"{prefix}{name}"] = blank_missing(v[np.maximum(first, 0)], none)
+        if msprobe is not None:
+            c, bench, cast, fmt = msprobe
+            ms_counts, ms_sums, ms_top = fused.reduce_msprobe_groups(
+                grouping.perm, grouping.starts, grouping.counts, c, bench, cast, msprobe_parameters(fmt),
+                overflow_bound(fmt), get_format(fmt).name == "fp32")
+            frame.update(zip(MSPROBE_COUNTS, ms_counts.T))
+            frame.update((name, _canonical_nan(v)) for name, v in zip(MSPROBE_SUMS, ms_sums.T))
+            frame.update((name, np.where(v == -np.inf, np.nan, v)) for name, v in zip(MSPROBE_MAXIMA, ms_top.T))
         return frame, hist
 
     @staticmethod
@@ -572,10 +595,14 @@ class GroupStats(Mergeable):
             frame[f"finite_witness_{name}"] = blank_missing(v[fat], ftop == -np.inf)
         frame.update({name: tallied[name] for name in (counts or {})})
         if acceptance is not None:
-            computed, golden, fmt = acceptance
+            computed, golden, fmt = acceptance[:3]
             columns = acceptance_columns(grouping, computed, golden, err, fmt, witness)
             frame.update(columns, acc_sum_r=_canonical_nan(columns["acc_sum_r"]),
                          acc_sum_sq=_canonical_nan(columns["acc_sum_sq"]))
+        msprobe = _msprobe_arrays(acceptance)
+        if msprobe is not None:
+            columns = msprobe_columns(grouping, *msprobe)
+            frame.update(columns, **{name: _canonical_nan(columns[name]) for name in MSPROBE_SUMS})
         return frame, grouping.histogram(histogram_bins(err), HIST_BINS)
 
     def table(self, keys=None) -> pd.DataFrame:

@@ -35,6 +35,8 @@ definitions in :func:`precision.analysis.acceptance.acceptance_columns`):
 * what they cannot see: ``blind`` (finite, accepted element-wise, r <= 10
   T, yet over 2^10 ulps wrong) and ``false_alarm`` (correctly rounded, yet
   r > 10 T or a special mismatch).
+* msprobe's pre-check standards (the ``ms_*`` columns,
+  :mod:`precision.analysis.msprobe`), its third party the ratio standard's.
 
 Ratio conventions (the published standard leaves them open; TTK's own code
 floors the third party's metric at a small value and splits off small
@@ -55,6 +57,7 @@ import pandas as pd
 
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, THRESHOLD_T, allclose_tolerances
 from precision.analysis.groups import GroupStats, witness_fields
+from precision.analysis.msprobe import MSPROBE_COLUMNS, MSPROBE_COUNTS, msprobe_metrics, msprobe_verdicts
 
 __all__ = ["RATIO_LEVELS", "LEVEL_RANK", "ROW_LEVEL_RANK", "StandardsSettings", "STANDARDS_COLUMNS", "standards_table",
            "ratio", "ratio_level", "settings_from_options"]
@@ -76,7 +79,8 @@ ROW_LEVEL_RANK = {**LEVEL_RANK, "special_mismatch": 0, "third_party_special": 0}
 STANDARDS_COLUMNS = ("variant", "machine", "format", "region", "count", "evaluated", "special_match",
                      "special_mismatch", "special_mismatch_finite", "mere", "mare", "mare_witness", "rmse",
                      "threshold_T", "threshold_pass", "third_party", "mare_ratio", "mere_ratio", "rmse_ratio", "level",
-                     "level_note", "allclose_share", "blind", "blind_witness", "false_alarm", "false_alarm_witness")
+                     "level_note", "allclose_share", "blind", "blind_witness", "false_alarm", "false_alarm_witness",
+                     *MSPROBE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -243,7 +247,23 @@ def standards_table(stats: GroupStats, settings: StandardsSettings | None = None
     out["blind_witness"] = _witness_text(f, ACCEPTANCE_MAXIMA["blind_ulp"])
     out["false_alarm"] = f["acc_false_alarm"].to_numpy(np.int64)
     out["false_alarm_witness"] = _witness_text(f, ACCEPTANCE_MAXIMA["false_alarm_r"])
+    out = pd.concat([out, _msprobe(f, out, paired & (not third.empty), settings)], axis=1)
     return _sorted(out, variants, regions)
+
+
+def _msprobe(f: pd.DataFrame, out: pd.DataFrame, paired, settings: StandardsSettings) -> pd.DataFrame:
+    """msprobe's standards of every row (:mod:`precision.analysis.msprobe`), the third party being the ratio
+    standard's on the same (format, region) and the same number of points; empty columns for statistics
+    without msprobe's (a format it has no standard for)."""
+    if MSPROBE_COUNTS[0] not in f.columns:
+        return pd.DataFrame({c: np.full(len(f), np.nan, dtype=object) for c in MSPROBE_COLUMNS}, index=out.index)
+    own = msprobe_metrics(f)
+    itself = ((out["variant"] == settings.third_party) & (out["machine"] == settings.third_party_machine)).to_numpy()
+    keys = out[["format", "region"]].reset_index(drop=True)
+    third = keys.merge(pd.concat([keys, own.reset_index(drop=True)], axis=1)[itself], on=["format", "region"],
+                       how="left").drop(columns=["format", "region"])
+    third[~np.asarray(paired, dtype=bool) | itself] = np.nan  # not the same points, or its own row: not judged
+    return msprobe_verdicts(own.reset_index(drop=True), third, out["format"].to_numpy()).set_axis(out.index)
 
 
 def _sorted(t: pd.DataFrame, variants, regions) -> pd.DataFrame:

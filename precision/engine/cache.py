@@ -256,8 +256,9 @@ class TermCache:
 #: 6: a bundle stores each distinct array once (:meth:`ResultCache.put_bundle`); 7: its alias table as lines
 #: of tab-separated names (was JSON); 8: each piece holds its holes' extents (``extent``, ``extent_count``); 9:
 #: the acceptance standards judge special positions (``acc_special_match``, ``acc_special_mismatch``) and the
-#: comparisons count class changes among garbage pairs (``changed_garbage_*``).
-RESULTS_VERSION = 9
+#: comparisons count class changes among garbage pairs (``changed_garbage_*``); 10: msprobe's standards' counts,
+#: sums and maxima (``ms_*``, ``msprobe_max_*``).
+RESULTS_VERSION = 10
 
 #: Separates a piece's key from its array's name inside a bundle.
 _PIECE_SEP = "/"

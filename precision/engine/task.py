@@ -452,6 +452,11 @@ class _Tensor:
         # correct rounding
         self.golden = (standards_golden(self.exact[0], self.scorer.r64) if task.golden == "exact"
                        else self.scorer.r64)
+        # msprobe's bench: the same golden before special values are substituted (float64), and as msprobe casts
+        # it to the output format
+        self.bench = self.exact[0] if task.golden == "exact" else self.scorer.r64
+        with np.errstate(over="ignore"):
+            self.bench_cast = self.bench.astype(fmt.dtype).astype(np.float64)
         # group id per element: (target, region, bracket band), target-major; one band without bracket_edges
         R, B = len(task.region_edges) + 1, len(task.bracket_edges) + 1
         regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")
@@ -512,7 +517,7 @@ def _variant_piece(task: Task, tensor: _Tensor, computed: np.ndarray, fired: dic
     reduced = grouping if near is None else grouping.restricted(near.rows)
     stats = GroupStats.reduce_to_arrays(reduced, err, bits, cls, "stats", counts=fired,
                                         witness={"pred": tensor.flat_preds, "computed": c64, "exact": tensor.exact[0]},
-                                        acceptance=(c64, tensor.golden, fmt))
+                                        acceptance=(c64, tensor.golden, fmt, tensor.bench, tensor.bench_cast))
     if near is not None:
         stats = _patched_stats(near.piece, stats, near.rows, grouping.tally(fired))
     worst = np.where(np.isnan(err), np.inf, err)  # (NaN as inf: what the maxima read)

@@ -29,6 +29,8 @@ A budgets file (``studies/budgets.toml``)::
                                    # MARE and RMSE inf, the level 0; not judged: NaN, which fails)
     blind = 4000
     min_level = "L2"
+    ms_benchmark = "pass"          # msprobe's standards (optional): the least verdict accepted, "pass" or
+    ms_ratio = "warning"           # "warning" (ms_benchmark, ms_ulp, ms_absolute, ms_ratio; not judged fails)
     observed = { max_ulp = 8.8e7, p99_ulp = 9.9e6, mean_bits = 2.9, share_correct = 0.33 }
     witness = "pred=0x1.0a40000000000p+4 target=0 alpha=0x1.0000000000000p-2 gamma=..."
 
@@ -95,7 +97,11 @@ METRICS = {
     "allclose_share": ("min_allclose_share", "ge"),
     "blind": ("blind", "le"),
     "level": ("min_level", "ge"),
+    # msprobe's pre-check standards (precision.analysis.msprobe): the least verdict accepted, "pass" or "warning"
+    **{name: (name, "ge") for name in ("ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio")},
 }
+#: msprobe's verdicts as numbers (for budgets): error 0, warning 1, pass 2; ``not judged`` is NaN (fails).
+MS_VERDICT_RANK = {"error": 0, "warning": 1, "pass": 2}
 _COUNT_METRICS = SPECIAL_CLASSES
 _BUDGET_KEYS = {"variant", "format", "machine", "region", "observed", "witness",
                 *(key for key, _ in METRICS.values())}
@@ -225,6 +231,11 @@ def load_budgets(path) -> tuple[GateSettings, list]:
                     raise _error(path, f"{where}.{key}", f"{row[key]!r}; expected one of "
                                                          f"{', '.join(repr(k) for k in LEVEL_RANK)}")
                 limits.append((metric, float(LEVEL_RANK[row[key]])))
+            elif metric.startswith("ms_") and key in row:
+                if row[key] not in MS_VERDICT_RANK:
+                    raise _error(path, f"{where}.{key}", f"{row[key]!r}; expected one of "
+                                                         f"{', '.join(repr(k) for k in MS_VERDICT_RANK)}")
+                limits.append((metric, float(MS_VERDICT_RANK[row[key]])))
             elif key in row:
                 limits.append((metric, _number(path, f"{where}.{key}", row[key],
                                                metric in _COUNT_METRICS or metric == "blind")))
@@ -262,8 +273,11 @@ def measure(run_dir) -> pd.DataFrame:
     if "acc_sum_r" in stats.frame.columns:
         report = json.loads((Path(run_dir) / "run.json").read_text()).get("report") or {}
         settings = settings_from_options((report.get("options") or {}).get("standards"))
+        ms = ["ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio"]
         acc = standards_table(stats, settings)[keys + ["region", "mere", "mare", "rmse", "allclose_share", "blind",
-                                                       "level", "special_mismatch"]]
+                                                       "level", "special_mismatch", *ms]]
+        for name in ms:
+            acc[name] = acc[name].map(MS_VERDICT_RANK).astype(float)
         # a special mismatch fails the case before any metric (TTK's stat_rel_err): every budget on one fails
         failed = acc.pop("special_mismatch").to_numpy() > 0
         for metric in ("mere", "mare", "rmse"):

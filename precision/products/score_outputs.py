@@ -85,6 +85,7 @@ from precision.analysis.groups import GroupStats, Grouping
 from precision.analysis.paired import OUTCOME_NAMES, VERDICT_RULE, PairedStats, compare_points, outputs_changed
 from precision.analysis.scoring import CLASS_NAMES, bits_error, classify, ulp_error
 from precision.analysis.standards import StandardsSettings, standards_table
+from precision.exact.formats import get_format
 from precision.engine.sweep import comparison_table, hex_witnesses, region_labels
 from precision.io.frames import write_csv
 
@@ -476,13 +477,15 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
         variants.append((compare_with, machine, np.asarray(emulated).ravel()))
     parts, scores, kept = [], [], []
     golden = standards_golden(hi, rounded)
+    with np.errstate(over="ignore"):
+        bench_cast = hi.astype(get_format(fmt).dtype).astype(np.float64)  # msprobe's bench (the exact value) in the format
     for name, mach, computed in variants:
         err = ulp_error(computed, (hi, lo), fmt, rounded)
         bits = bits_error(computed, rounded, fmt)
         cls = classify(computed, rounded)
         c64 = computed.astype(np.float64)
         parts.append(GroupStats.reduce(grouping, err, bits, cls, witness={**witness, "computed": c64, "exact": hi},
-                                       acceptance=(c64, golden, fmt))
+                                       acceptance=(c64, golden, fmt, hi, bench_cast))
                      .with_columns(variant=name, machine=mach))
         scores.append((computed, err, bits, cls))
         idx = np.flatnonzero(~(err <= 1.0))

@@ -459,3 +459,84 @@ def test_gate_fails_a_special_mismatch_before_any_metric(tmp_path):
                   & (standards["format"] == "fp32") & (standards["region"] == "all")].iloc[0]
     assert k["special_mismatch"] == 2 and not k["threshold_pass"] and k["level"] == "not_evaluable"
     assert result.exit_status == 1
+
+
+class TestMsprobeColumns:
+    """msprobe's standards in standards.csv, worked by hand on four fp32 points whose exact values are -1e301
+    (fp32: -inf), 1, 2 and 1e-7 (a small value: <= 2^-20)."""
+
+    def _table(self, outputs):
+        hi, lo = np.array([-1e301, 1.0, 2.0, 1e-7]), np.zeros(4)
+        rounded = np.array([-np.inf, 1.0, 2.0, 1e-7], dtype=np.float32)
+        parts = []
+        for name, out in outputs.items():
+            out = np.asarray(out, dtype=np.float32)
+            c64 = out.astype(np.float64)
+            with np.errstate(over="ignore"):
+                cast = hi.astype(np.float32).astype(np.float64)
+            parts.append(GroupStats.reduce(Grouping(np.zeros(4, np.int64), 1), ulp_error(out, (hi, lo), "fp32", rounded),
+                                           bits_error(out, rounded, "fp32"), classify(out, rounded),
+                                           witness={"pred": np.arange(4.0)},
+                                           acceptance=(c64, standards_golden(hi, rounded), "fp32", hi, cast))
+                         .with_columns(variant=name, machine="ieee", format="fp32", region="r0"))
+        t = standards_table(GroupStats.concat(parts), StandardsSettings(third_party="tp"))
+        return t[t["region"] == "all"].set_index("variant")
+
+    def test_by_hand(self):
+        t = self._table({"v": [-np.inf, 1.0 + 2 ** -10, 2.0, 1e-7], "tp": [-np.inf, 1.0, 2.0, 1e-7]})
+        v, tp = t.loc["v"], t.loc["tp"]
+        # the third party against itself: no benchmark or ULP verdict; the single-sided standards judge it
+        assert tp["ms_benchmark"] == "not judged" and tp["ms_ulp"] == "not judged" and tp["ms_absolute"] == "pass"
+        # absolute threshold: -inf against a bench rounding to -inf is no inf/NaN error; 1 + 2^-10 is a normal
+        # value 2^-10 off (> rtol 2^-20): 1 of the 2 normal values
+        assert (v["ms_inf_nan_error_ratio"], v["ms_rel_err_ratio"], v["ms_abs_err_ratio"]) == (0.0, 0.5, 0.0)
+        assert v["ms_absolute"] == "error"
+        # benchmark: RMSE over the normal values (0 elsewhere), 4 points, 2 masked (the inf and the small value);
+        # the third party's RMSE is 0, floored at minimum_err 2^-14
+        rmse = math.sqrt(2.0 ** -20 / 4 * (4 / (2 + 1e-4) + 1e-4))
+        assert v["ms_rmse_ratio"] == pytest.approx(rmse / 2.0 ** -14, rel=1e-14)
+        assert v["ms_small_value_ratio"] == 0.0 and v["ms_benchmark"] == "error"
+        # ULP: -inf - (-1e301) is -inf: the mean is inf on both sides (consistent); 2^-10 is 8192 ulps; share over
+        # 32 ulps 2/4 against 1/4: ratio 2, no pass
+        assert v["ms_mean_ulp"] == np.inf and v["ms_ulp_share"] == 0.5 and v["ms_ulp_share_ratio"] == 2.0
+        assert v["ms_max_ulp"] == np.inf and v["ms_ulp"] == "error"
+        # ratio standard: relative errors inf, 2^-10/(1 + eps), 0, ~1e-9: 3 of 4 within 1/1000, 2 within 1/10000
+        assert (v["ms_hundredth"], v["ms_thousandth"], v["ms_ten_thousandth"]) == (0.75, 0.75, 0.5)
+        assert v["ms_max_abs_err"] == np.inf and v["ms_ratio"] == "error"
+
+    def test_a_pass(self):
+        t = self._table({"v": [-np.inf, 1.0, 2.0, 1e-7], "tp": [-np.inf, 1.0 + 2 ** -10, 2.0, 1e-7]})
+        v = t.loc["v"]
+        assert v["ms_benchmark"] == "pass" and v["ms_rmse_ratio"] == 0.0
+        assert v["ms_ulp_share_ratio"] == pytest.approx(0.25 / 0.5) and v["ms_ulp"] == "pass"
+        assert v["ms_absolute"] == "pass"
+
+
+def test_gate_budgets_on_msprobe_standards(tmp_path):
+    """kernel fp32 on ieee, on the study's 10 points: msprobe's benchmark and ratio standards pass, its ULP standard
+    errs (3 of 10 outputs over 32 ulps, as many as the third party's: share ratio 1, not < 1), its absolute-threshold
+    standard errs (1 of 7 normal values off by more than 2^-20); the third party's own row is not judged (NaN)."""
+    from precision.errors import StudyFileError
+    from precision.products.gate import load_budgets, run_gate
+    (tmp_path / "std.toml").write_text(STUDY)
+    budgets = tmp_path / "budgets.toml"
+    budgets.write_text('[gate]\nstudy = "std.toml"\n\n[[budget]]\nvariant = "kernel"\nformat = "fp32"\n'
+                       'machine = "ieee"\nms_benchmark = "pass"\nms_ulp = "pass"\nms_absolute = "warning"\n'
+                       'ms_ratio = "pass"\n\n[[budget]]\nvariant = "golden"\nformat = "fp32"\nmachine = "ieee"\n'
+                       'ms_benchmark = "warning"\nms_ratio = "error"\n')
+    result = run_gate(budgets, out_dir=tmp_path / "run", cache_dir=tmp_path / "cache", workers=1)
+    got = {(line.budget.variant, line.metric): (line.status, line.observed) for line in result.lines
+           if line.metric.startswith("ms_")}
+    assert got[("kernel", "ms_benchmark")] == ("PASS", 2.0) and got[("kernel", "ms_ratio")] == ("PASS", 2.0)
+    assert got[("kernel", "ms_ulp")] == ("FAIL", 0.0) and got[("kernel", "ms_absolute")] == ("FAIL", 0.0)
+    status, observed = got[("golden", "ms_benchmark")]
+    assert status == "FAIL" and np.isnan(observed)
+    assert got[("golden", "ms_ratio")][0] == "UNBOUNDED"  # ("error" accepts any verdict)
+    assert result.exit_status == 1
+    t = pd.read_csv(tmp_path / "run" / "standards.csv", dtype={"region": str})
+    k = t[(t["variant"] == "kernel") & (t["machine"] == "ieee") & (t["format"] == "fp32") & (t["region"] == "all")]
+    assert k["ms_ulp_share"].iloc[0] == 0.3 and k["ms_ulp_share_ratio"].iloc[0] == 1.0
+    assert k["ms_rel_err_ratio"].iloc[0] == 1 / 7
+    budgets.write_text(budgets.read_text().replace('ms_ulp = "pass"', 'ms_ulp = "ok"'))
+    with pytest.raises(StudyFileError, match="ms_ulp: 'ok'; expected one of 'error', 'warning', 'pass'"):
+        load_budgets(budgets)

@@ -10,7 +10,9 @@ row, per region too; ``standards_summary.csv`` counts the cells per format
 standards cannot see: outputs they accept element-wise while over 2^10 ulps
 wrong (``blind``), and correctly rounded outputs they reject
 (``false_alarm``), each with its worst witness in hex and a ``precision
-explain`` line.
+explain`` line.  msprobe's four pre-check standards (:mod:`precision.analysis.msprobe`) follow in a table of
+their own, with what msprobe's own bench (the fp32 chain of the third party, for fp16 outputs) gets wrong
+against the exact value.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import RATIO_LEVELS, standards_table, settings_from_options
 from precision.io.shell import shell_join
 
-__all__ = ["build", "verdict_table", "summary_table", "blind_table", "explain_line"]
+__all__ = ["build", "verdict_table", "summary_table", "msprobe_table", "blind_table", "explain_line"]
 
 T, S, B = "standards.csv", "standards_summary.csv", "standards_blind.csv"
 _KEYS = ["variant", "machine", "format"]
@@ -57,10 +59,13 @@ def verdict_table(standards: pd.DataFrame, summary: pd.DataFrame, max_ulp: float
                       "allclose_share", "blind", "false_alarm"]].reset_index(drop=True)
 
 
-def summary_table(verdicts: pd.DataFrame) -> pd.DataFrame:
-    """Per output format: how many (variant, machine) cells each standard passes, and what they let through."""
+def summary_table(verdicts: pd.DataFrame, standards: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per output format: how many (variant, machine) cells each standard passes, and what they let through (with
+    ``standards``, msprobe's standards too: ``ms_<standard>_<verdict>``)."""
     rows = []
     for fmt, v in verdicts.groupby("format", sort=False):
+        ms = (standards[(standards["region"] == "all") & (standards["format"] == fmt)]
+              if standards is not None and "ms_absolute" in standards.columns else pd.DataFrame())
         rows.append({"format": fmt, "cells": len(v), "ulp_pass": int(v["ulp_pass"].sum()),
                      "threshold_pass": int(v["threshold_pass"].sum()),
                      **{f"level_{name}": int((v["level"] == name).sum())
@@ -76,8 +81,23 @@ def summary_table(verdicts: pd.DataFrame) -> pd.DataFrame:
                      "ulp_pass_threshold_fail": int((~v["threshold_pass"] & v["ulp_pass"]).sum()),
                      "cells_blind": int((v["blind"] > 0).sum()), "blind": int(v["blind"].sum()),
                      "cells_false_alarm": int((v["false_alarm"] > 0).sum()),
-                     "false_alarm": int(v["false_alarm"].sum())})
+                     "false_alarm": int(v["false_alarm"].sum()),
+                     **{f"{name}_{verdict}": int((ms[name] == verdict).sum())
+                        for name in ("ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio")
+                        for verdict in ("pass", "warning", "error", "not judged") if name in ms.columns}})
     return pd.DataFrame(rows)
+
+
+#: The columns of the msprobe table (region all), after the keys.
+MSPROBE_VERDICTS = ("ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio")
+MSPROBE_SHOWN = ("ms_benchmark", "ms_rmse_ratio", "ms_max_rel_ratio", "ms_mean_rel_ratio", "ms_ulp", "ms_mean_ulp",
+                 "ms_ulp_share", "ms_ulp_share_ratio", "ms_absolute", "ms_rel_err_ratio", "ms_ratio", "ms_thousandth")
+
+
+def msprobe_table(standards: pd.DataFrame) -> pd.DataFrame:
+    """Region ``all`` of ``standards.csv``: msprobe's four standards per (variant, machine, format)."""
+    s = standards[standards["region"] == "all"]
+    return s[_KEYS + ["count", *MSPROBE_SHOWN]].reset_index(drop=True)
 
 
 def blind_table(stats, variants) -> pd.DataFrame:
@@ -174,14 +194,43 @@ def _answer(summary: pd.DataFrame, blind: pd.DataFrame, verdicts: pd.DataFrame, 
                  f"{top['computed']} for {top['exact']} at pred={top['pred']})")
     text += (f", and reject {n['false_alarm'].text} correctly rounded outputs in {n['cells_false_alarm'].text} "
              "cells.")
+    ms = _msprobe_clause(summary, fmt, settings, verdicts)
+    if ms is not None:
+        text += " " + ms[0]
+        nums += ms[1]
     short = (f"{fmt} ({label.split(':')[0]}): of {n['cells'].text} cells the ULP verdict passes {n['ulp_pass'].text}, "
              f"the threshold standard {n['threshold_pass'].text}"
              + (f", the ratio standard reaches L2 in {n['level_L2'].text}" if applies else "")
              + f", allclose ({settings.allclose}) {n['allclose_all'].text}; they accept {n['blind'].text} outputs "
              f"over {fmt_num(BLIND_ULP)} ulps wrong and reject {n['false_alarm'].text} correctly rounded ones"
              + (f"; {n['special_mismatch'].text} outputs are special mismatches"
-                if row["special_mismatch"] else "") + ".")
+                if row["special_mismatch"] else "") + "." + (f" {ms[2]}" if ms is not None else ""))
     return Finding(f"standards/answer/{fmt}", "standards", text, nums, 12), short
+
+
+def _msprobe_clause(summary: pd.DataFrame, fmt: str, settings, verdicts: pd.DataFrame) -> tuple | None:
+    """(the sentence on msprobe's standards in one output format, its numbers, its short form), None without
+    them."""
+    if "ms_absolute_pass" not in summary.columns or "ms_absolute" not in verdicts.columns:
+        return None
+    row = summary.loc[summary["format"] == fmt].iloc[0]
+    w = {"format": fmt}
+    n = {c: cite(c, S, summary, w, c) for c in summary.columns
+         if c.startswith("ms_") and (row[c] or c.endswith("_pass"))}
+    judged = ""
+    if row["ms_benchmark_not judged"] < row["cells"]:
+        judged = (f"of the cells with a third party, the benchmark standard (against {settings.label}) passes "
+                  f"{n['ms_benchmark_pass'].text} and the ULP standard {n['ms_ulp_pass'].text}; ")
+    ratio = f"the ratio standard {n['ms_ratio_pass'].text}"
+    if row["ms_ratio_warning"]:
+        ratio += f" (a warning in {n['ms_ratio_warning'].text})"
+    passing = verdicts[[f"ms_{k}" for k in ("benchmark", "ulp", "absolute", "ratio")]].isin(["pass"]).all(axis=1)
+    text = (f"msprobe's pre-check standards, as its code computes them with the exact value as bench: {judged}"
+            f"the absolute-threshold standard passes {n['ms_absolute_pass'].text}, {ratio} (variants passing all "
+            f"four on every machine: {_passing(verdicts, fmt, passing)}).")
+    short = (f"msprobe passes {n['ms_benchmark_pass'].text} (benchmark), {n['ms_ulp_pass'].text} (ULP), "
+             f"{n['ms_absolute_pass'].text} (absolute threshold), {n['ms_ratio_pass'].text} (ratio) cells.")
+    return text, list(n.values()), short
 
 
 #: The question the section answers.
@@ -191,6 +240,55 @@ QUESTION = "Would the team's acceptance standards pass these variants, and what 
 def _blind_count(summary: pd.DataFrame, fmt: str) -> int:
     """Outputs the standards accept while over the blind threshold, in one output format."""
     return int(summary.loc[summary["format"] == fmt, "blind"].sum())
+
+
+def _msprobe_body(standards: pd.DataFrame, verdicts: pd.DataFrame, settings) -> list:
+    """The msprobe subsection: its rules, its table, and what its own golden gets wrong against the exact value."""
+    if "ms_absolute" not in standards.columns or standards["ms_absolute"].isna().all():
+        return []
+    table = msprobe_table(standards)
+    mine = (verdicts["variant"] == settings.third_party) & (verdicts["machine"] == settings.third_party_machine)
+    third = verdicts[mine].merge(standards.loc[standards["region"] == "all", _KEYS + ["special_mismatch_finite"]],
+                                 on=_KEYS, how="left")
+    golden = ""
+    cells = {r.format: r for r in third.itertuples()}
+
+    def off_by(r, unit: str) -> str:
+        special = f"{int(r.special_mismatch_finite):,} NaN or inf outputs where the exact value is finite"
+        return (f"is off by up to {fmt_num(r.max_ulp)} {unit} ulps, with {special}" if np.isfinite(r.max_ulp)
+                else f"gives {special}")
+
+    if "fp32" in cells:
+        golden = (f" msprobe's own bench is the operator on the CPU one precision step up: for fp16 outputs the fp32 "
+                  f"chain {settings.label} computes. Against the exact value that chain "
+                  f"{off_by(cells['fp32'], 'fp32')} (its fp32 cell)")
+        if "fp16" in cells:
+            golden += f"; rounded to fp16 it {off_by(cells['fp16'], 'fp16')} (its fp16 cell)"
+        golden += ". For fp32 outputs msprobe's bench is a float64 chain, not computed here."
+    errs = standards[(standards["region"] == "all") & (standards["ms_benchmark"] == "error")]
+    if len(errs):
+        golden += (" The benchmark standard errs " + "; ".join(
+            f"{r.variant} on {r.machine} {r.format} ({r.ms_benchmark_failed})" for r in errs.itertuples()) + ".")
+        tp_special = {f: int(c.special_mismatch_finite) for f, c in cells.items() if c.special_mismatch_finite > 0}
+        if set(errs["format"]) & set(tp_special):
+            golden += (f" Where {settings.label} gives NaN or inf and the exact value is finite ("
+                       + ", ".join(f"{n:,} outputs in {f}" for f, n in tp_special.items())
+                       + "), those positions leave its metrics while a variant's finite outputs there stay in its "
+                       "(RMSE is absolute: the largest values weigh most), so a variant finite and right where the "
+                       "third party overflows can be judged worse.")
+    return [
+        Heading("msprobe's pre-check standards", 3),
+        Para("As msprobe's code (mindstudio-probe 26.2.0, api_accuracy_checker) computes them, with the oracle's "
+             "exact value as its bench (float64) and " + settings.label + " as the third party: the benchmark "
+             "standard (small-value error ratio, RMSE, max and mean relative error, error balance; each over the third "
+             "party's, floored at minimum_err; error over 2, 2, 10, 2; the error balance shown, not judged, as in its "
+             "code), the ULP standard (fp32: mean < 64 ulp, or share over 32 ulp < 0.05, or that share's ratio < "
+             "1; fp16: share over 1 ulp < 0.001 or its ratio < 1), the absolute-threshold standard (no inf/NaN "
+             "mismatch, no relative error over rtol among normal values, no absolute error over atol among small "
+             "ones) and the ratio standard (shares within 1/100, 1/1000, 1/10000; its cosine gate not evaluated). "
+             "Small values: |bench| <= 2^-10 (fp16) or 2^-20 (fp32), as its code has them." + golden),
+        Table(table.dropna(axis=1, how="all"), T, note="region all; every region in standards.csv"),
+    ]
 
 
 def build(ctx) -> Section:
@@ -203,10 +301,12 @@ def build(ctx) -> Section:
     max_ulp = float(ctx.option("standards", "max_ulp"))
     standards = standards_table(run.stats, settings, run.variants, run.regions)
     verdicts = verdict_table(standards, run.summary, max_ulp)
-    summary = summary_table(verdicts)
+    ms = standards.loc[standards["region"] == "all", _KEYS + [c for c in MSPROBE_VERDICTS if c in standards.columns]]
+    judged = verdicts.merge(ms, on=_KEYS, how="left")  # (msprobe's verdicts beside, for the sentences)
+    summary = summary_table(verdicts, standards)
     blind = blind_table(run.stats, run.variants)
     section.tables.update({T: standards, S: summary, B: blind})
-    answered = [_answer(summary, blind, verdicts, settings, fmt, maximum_label(run, fmt)) for fmt in summary["format"]]
+    answered = [_answer(summary, blind, judged, settings, fmt, maximum_label(run, fmt)) for fmt in summary["format"]]
     findings = [f for f, _ in answered]
     section.findings = findings
     tol = "; ".join(f"{fmt} atol {fmt_num(a)} rtol {fmt_num(r)}"
@@ -243,6 +343,7 @@ def build(ctx) -> Section:
              "mismatch (worst r). "
              "Variants sharing the same worst witness share a row; the explain line replays it step by step."),
         Table(blind, B) if len(blind) else Para("None: no output was blind or a false alarm."),
+        *_msprobe_body(standards, verdicts, settings),
         # (one column per format: the counts read down, the page keeps its width)
         Details("Cells per format (standards_summary.csv)",
                 [Table(summary.set_index("format").T.rename_axis("count").reset_index(), S)]),
