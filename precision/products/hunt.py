@@ -64,6 +64,14 @@ through :func:`precision.sigmoid_focal_loss_grad.guards.evaluate` on an ``[n, 1]
 :func:`precision.analysis.scoring.ulp_error` against the exact value (so a correctly
 rounded result scores up to 0.5, as in every table of the project).
 
+Screening.  A point is scored by the oracle's compiled certified path (its double-double ball, proven
+bounds), never by the scalar oracle's escalation where that ball is formed but straddles the end of a
+rounding cell: the ball's centre is the exact value within 2^-40 relative, so the ulp error is as certain
+as elsewhere, and only which neighbour is the correct rounding stays open (an exact value a hair off a
+midpoint, ``1 - alpha`` at a huge |x| over a real alpha range: the scalar oracle spends seconds on it or
+fails at 65,536 bits).  The reported points' correct rounding (``rounded``) is then decided by the scalar
+oracle (NaN where it cannot).
+
 Ranking.  A NaN or inf where the correctly rounded value is finite (or a
 finite value where the exact value overflows) scores inf ulps and ranks above
 every finite error; such *special* points are kept apart (the first
@@ -322,11 +330,14 @@ def _attribute_args(space: _Space, columns: dict, term) -> list:
     return [term if n == name else columns[n] for n in space.names]
 
 
-def _score_points(space: _Space, ordinal, combo) -> dict:
+def _score_points(space: _Space, ordinal, combo, certify: bool = False) -> dict:
     """Score a batch of points; the variant sees one [n, 1] tensor per combination of attribute values of the
     batch.
 
-    Returns the arrays of ``_FIELDS`` (``err`` NaN where the oracle is undecided).
+    Returns the arrays of ``_FIELDS`` (``err`` NaN where the oracle cannot bound the exact value).  The exact
+    value is the oracle's certified one; where its compiled ball straddles the end of a rounding cell, the ball's
+    centre, within its proven bound, with ``rounded`` the rounding of its high part, undecided between two
+    neighbours (``certify``: decided by the scalar oracle, NaN where it cannot).
     """
     fmt = get_format(space.fmt)
     op = space.op
@@ -345,7 +356,7 @@ def _score_points(space: _Space, ordinal, combo) -> dict:
         pos, neg = op.selected_term_tables(xs, ts, *_attribute_args(space, mine, term))
         d = op.derive_gradient(xs, ts, *[np.full(m, v) if np.isscalar(v) else v
                                          for v in _attribute_args(space, mine, term)],
-                               np.ones(m), np.ones(m), np.ones(m, dtype=np.int64), fmt, pos, neg)
+                               np.ones(m), np.ones(m), np.ones(m, dtype=np.int64), fmt, pos, neg, certify=certify)
         computed = np.empty(m, dtype=fmt.dtype)
         rows = np.stack([mine[name] for name in space.names], axis=1)
         for values in np.unique(rows, axis=0):
@@ -882,6 +893,8 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
     finally:
         executor.close()
     rows = _concat([specials, worst])
+    if kind == "hunted" and rows["ordinal"].size:  # the reported points' correct rounding, certified
+        rows["rounded"] = _score_points(space, rows["ordinal"], rows["combo"], certify=True)["rounded"]
     frame = _frame(space, rows)
     max_finite = float(worst["err"][0]) if worst["err"].size else float("nan")
     max_ulp = math.inf if specials["err"].size else max_finite

@@ -480,7 +480,7 @@ def _derive_one(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, 
         + 2.0**-1070
     if below_ok and above_ok:
         return cand, s_hi, s_lo, False
-    return 0.0, 0.0, 0.0, True
+    return cand, s_hi, s_lo, True  # (the ball straddles a cell's end: its centre, the rounding undecided)
 
 
 @numba.njit(**_JIT)
@@ -489,8 +489,9 @@ def derive_rows(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, 
     """terms.derive_gradient's certified decision per point, compiled (the same operations, bit for bit).
 
     Writes rounded (float64 holding format values), exact_hi, exact_lo; ``todo[i]`` is True where the
-    point is left to the scalar oracle (its outputs are then unspecified).  Two points at a time (their
-    chains interleaved).
+    point is left to the scalar oracle: its outputs are then the ball's centre and the rounding of its
+    high part where the ball was formed and straddles the end of a rounding cell (``exact_hi != 0``), else
+    0.  Two points at a time (their chains interleaved).
     """
     size = t.size
     for i in range(0, size - 1, 2):

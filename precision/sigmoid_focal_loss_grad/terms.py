@@ -244,13 +244,18 @@ class DerivedGradient:
     ``rounded`` holds correctly rounded values in the format's dtype;
     ``exact_hi``/``exact_lo`` the exact value as a double-double (float64;
     +-inf above float64's range, +-0 far below every format's range);
-    ``fallback`` counts the points sent back to the scalar oracle.
+    ``fallback`` counts the points sent back to the scalar oracle; ``estimated``
+    (with ``certify = False``) marks the points whose exact value is the
+    compiled ball's centre, within its proven bound (at most 2^-40 relative
+    here), and whose correct rounding is undecided: ``rounded`` holds the
+    rounding of ``exact_hi``, one of the two values next to the exact one.
     """
 
     rounded: np.ndarray
     exact_hi: np.ndarray
     exact_lo: np.ndarray
     fallback: int
+    estimated: np.ndarray | None = None
 
 
 def _cell_bounds(cand, fmt):
@@ -270,7 +275,8 @@ def _cell_bounds(cand, fmt):
     return lower, upper
 
 
-def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable, neg: TermTable) -> DerivedGradient:
+def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable, neg: TermTable,
+                    certify: bool = True) -> DerivedGradient:
     """Certified-rounded gradients from precomputed focal terms.
 
     Parameters
@@ -283,6 +289,14 @@ def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable
         scalar oracle).
     pos, neg : TermTable
         A(x, gamma) and A(-x, gamma) for each point.
+    certify : bool, default True
+        False: a point whose compiled ball is formed but straddles the end of
+        a rounding cell keeps the ball's centre (``estimated``) instead of
+        going to the scalar oracle, which can spend seconds deciding it (an
+        exact value a hair off a midpoint: ``1 - alpha`` at a huge |x|) or
+        fail.  Its exact value is as certain as a decided point's (the same
+        proven bound, below 2^-40 relative); only which neighbour is its
+        correct rounding is open.  For screening (the worst-case hunt).
 
     Returns
     -------
@@ -302,13 +316,18 @@ def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable
     f = get_format(fmt)
     x, t, a, g, w, d, n = _derive_inputs(x, t, alpha, gamma, weight, dout, count)
     size = x.size
-    rounded, exact_hi, exact_lo = np.empty(size), np.empty(size), np.empty(size)
+    rounded, exact_hi, exact_lo = np.empty(size), np.zeros(size), np.empty(size)
     todo = np.ones(size, dtype=np.bool_)
     if f.prec <= 24:
         derive_rows(t, a, w, d, n, *(np.ascontiguousarray(c) for c in (pos.hi, pos.lo, pos.exp, pos.rel)),
                     *(np.ascontiguousarray(c) for c in (neg.hi, neg.lo, neg.exp, neg.rel)),
                     f.prec, f.emin, f.emax, rounded, exact_hi, exact_lo, todo)
-    return _with_fallback(x, t, a, g, w, d, n, f, rounded, exact_hi, exact_lo, todo)
+    estimated = None
+    if not certify:
+        estimated = todo & (exact_hi != 0)
+        todo = todo & ~estimated
+    out = _with_fallback(x, t, a, g, w, d, n, f, rounded, exact_hi, exact_lo, todo)
+    return out if estimated is None else dataclasses.replace(out, estimated=estimated)
 
 
 def _derive_inputs(x, t, alpha, gamma, weight, dout, count):
@@ -340,7 +359,8 @@ def _with_fallback(x, t, a, g, w, d, n, f, rounded, exact_hi, exact_lo, todo) ->
 def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable, neg: TermTable):
     """The numpy definition of :func:`derive_gradient`'s decision: (rounded, exact_hi, exact_lo, todo).
 
-    Values at the points ``todo`` marks are unspecified (they go to the scalar oracle).
+    At the points ``todo`` marks (they go to the scalar oracle): the ball's centre and the rounding of its
+    high part where the ball was formed and straddles the end of a rounding cell, else 0.
     """
     f = get_format(fmt)
     x, t, a, g, w, d, n = _derive_inputs(x, t, alpha, gamma, weight, dout, count)
@@ -411,12 +431,17 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
         far_value = np.where(above, sign * np.inf, sign * 0.0)
         ok = (use_pos | use_neg) & exact_c & (decided | far) & ~structural_zero & ~tiny & np.isfinite(v_hi) & \
             (v_hi != 0)
+    # a ball formed but straddling a cell's end keeps its centre (an estimate: the rounding is undecided); every
+    # other point left to the scalar oracle holds 0
+    formed = (use_pos | use_neg) & exact_c & ~structural_zero & ~tiny & np.isfinite(v_hi) & (v_hi != 0) & \
+        (r < 0.5) & in_range
     rounded = np.where(far, far_value, cand.astype(np.float64))
     exact_hi = np.where(far, far_value, s_hi)
     exact_lo = np.where(far, 0.0, s_lo)
-    rounded = np.where(structural_zero, 0.0, rounded)
-    exact_hi = np.where(structural_zero, 0.0, exact_hi)
-    exact_lo = np.where(structural_zero, 0.0, exact_lo)
+    blank = structural_zero | (~ok & ~formed)
+    rounded = np.where(blank, 0.0, rounded)
+    exact_hi = np.where(blank, 0.0, exact_hi)
+    exact_lo = np.where(blank, 0.0, exact_lo)
     return rounded, exact_hi, exact_lo, ~ok & ~structural_zero
 
 

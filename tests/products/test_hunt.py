@@ -335,3 +335,20 @@ class TestRanges:
         gamma = space.attribute_of("gamma", c)
         assert ((gamma >= -3.0) & (gamma <= 6.0)).all() and (gamma != space.attribute_of("gamma", [center])).any()
         assert (space.attribute_of("alpha", c) == 0.25).all() and (space.targets_of(c) == 1).all()
+
+    def test_screened_points_score_without_the_scalar_oracle(self, monkeypatch):
+        """Over real alpha values 1 - alpha can be an fp32 midpoint; at a huge |x| the exact gradient is that
+        midpoint plus a hair, whose rounding the scalar oracle cannot decide (NaN: ``unresolved``).  The hunt
+        scores such points from the compiled ball's centre instead: the same 30,000 points, the same maximum,
+        none unresolved."""
+        from precision.products import hunt as hunt_module
+        kw = dict(machine="ieee", ranges=self.RANGES, targets=[1], outside_neighbourhood=True, points=30000,
+                  workers=1, seed=0)
+        screened = hunt("candidate", **kw)
+        original = hunt_module._score_points
+        monkeypatch.setattr(hunt_module, "_score_points",
+                            lambda space, ordinal, combo, certify=True: original(space, ordinal, combo, True))
+        certified = hunt("candidate", **kw)
+        assert certified.unresolved > 0 and screened.unresolved == 0
+        assert screened.max_finite_ulp == certified.max_finite_ulp
+        assert screened.top["err_ulp"].iloc[0] == certified.top["err_ulp"].iloc[0]

@@ -190,6 +190,12 @@ def test_compiled_derivation_equals_its_numpy_definition(fmt):
     assert got.fallback == int(ref[3].sum()) > 0
     for want, have in zip(ref[:3], (got.rounded.astype(np.float64), got.exact_hi, got.exact_lo)):
         assert np.array_equal(np.asarray(want)[decided].view(np.int64), have[decided].view(np.int64))
+    # not certified: the balls that straddle a cell's end keep their centre, as the numpy definition has it
+    screened = terms.derive_gradient(x, t, a, g, w, d, cnt, fmt, pos, neg, certify=False)
+    kept = decided | screened.estimated
+    assert np.array_equal(screened.estimated, ref[3] & (ref[1] != 0))
+    for want, have in zip(ref[:3], (screened.rounded.astype(np.float64), screened.exact_hi, screened.exact_lo)):
+        assert np.array_equal(np.asarray(want)[kept].view(np.int64), have[kept].view(np.int64))
 
 
 def test_a_ball_across_the_overflow_threshold_is_not_decided():
@@ -208,3 +214,28 @@ def test_a_ball_across_the_overflow_threshold_is_not_decided():
     assert ref[3].tolist() == [True, False] and ref[0][1] == f.max_finite
     got = terms.derive_gradient(*args)
     assert got.fallback == 1 and got.rounded[1] == f.max_finite
+
+
+def test_a_ball_straddling_a_midpoint_keeps_its_centre_when_not_certified():
+    """alpha = 0x1.d4d21ep-2 (odd last bit): 1 - alpha is an fp32 midpoint; at t = 1 and x = 2^27.97 the exact
+    gradient is (1 - alpha) A(-x), A(-x) = -1 within exp(-2.6e8): a hair off that midpoint.  Certified, the
+    scalar oracle cannot decide it (NaN); not certified, the compiled ball's centre is kept (``estimated``) and
+    equals the oracle's exact value; the compiled and numpy definitions agree on it."""
+    x = np.array([np.float32(2.63940589e+08), 1.5], dtype=np.float64)
+    t = np.ones(2, dtype=np.int64)
+    a = np.full(2, float.fromhex("0x1.d4d21ep-2"))
+    g = np.full(2, float(np.float32(-2.78424311)))
+    pos, neg = terms.focal_term_table(x, g), terms.focal_term_table(-x, g)
+    args = (x, t, a, g, np.ones(2), np.ones(2), np.ones(2, np.int64), "fp32", pos, neg)
+    screened = terms.derive_gradient(*args, certify=False)
+    assert screened.estimated.tolist() == [True, False] and screened.fallback == 0
+    hi, lo, _ = oracle.exact_gradient(float(x[0]), 1, float(a[0]), float(g[0]), 1.0, 1.0, 1)
+    assert screened.exact_hi[0] == float(hi) == 1.0 - a[0] and screened.exact_lo[0] == 0.0
+    assert abs(float(screened.rounded[0]) - (1.0 - a[0])) == 2.0**-25  # one of the midpoint's two neighbours
+    certified = terms.derive_gradient(*args)
+    assert certified.fallback == 1 and np.isnan(certified.rounded[0]) and certified.estimated is None
+    assert certified.rounded[1] == screened.rounded[1]
+    ref = terms._derive_reference(*args)
+    assert ref[3].tolist() == [True, False]
+    for want, have in zip(ref[:3], (screened.rounded.astype(np.float64), screened.exact_hi, screened.exact_lo)):
+        assert np.array_equal(np.asarray(want).view(np.int64), have.view(np.int64))
