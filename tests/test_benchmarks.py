@@ -120,3 +120,12 @@ def test_oracle_benchmark_prints_a_rate_per_study_and_the_verdict():
     assert re.search(r"^(PASS|FAIL) certified oracle throughput: every row at least 5 M points/s per core$",
                      proc.stdout, re.M), proc.stdout
     assert proc.returncode == (0 if "PASS certified" in proc.stdout else 1)
+
+
+def test_hunt_benchmark_prints_both_rates_and_their_ratio():
+    out = _run("hunt.py", "--points", "4000", "--repeat", "1")
+    lines = out.splitlines()
+    assert lines[0].startswith("certified  4,000 points in ") and lines[1].startswith("screened   4,000 points in ")
+    assert "points/s" in lines[0] and "0 unresolved" in lines[1]
+    assert lines[0].split("max ")[1] == lines[1].split("max ")[1]  # the same points, the same maximum
+    assert lines[2].startswith("screening: ") and lines[2].endswith("x the certified hunt's rate")

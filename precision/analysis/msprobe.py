@@ -65,8 +65,8 @@ import pandas as pd
 from precision.exact.formats import get_format
 
 __all__ = ["MSPROBE_PARAMETERS", "BENCHMARK_LIMITS", "MSPROBE_COUNTS", "MSPROBE_SUMS", "MSPROBE_MAXIMA",
-           "MSPROBE_COLUMNS", "msprobe_parameters", "overflow_bound", "msprobe_point_values", "msprobe_columns", "msprobe_metrics",
-           "msprobe_verdicts"]
+           "MSPROBE_COLUMNS", "msprobe_parameters", "overflow_bound", "msprobe_point_values", "msprobe_columns",
+           "msprobe_metrics", "msprobe_verdicts"]
 
 #: msprobe's constants per output format (``StandardConfig``, ``ULP_PARAMETERS``, ``CompareConst``).
 MSPROBE_PARAMETERS = {
@@ -96,10 +96,11 @@ MSPROBE_SUMS = ("ms_sum_sq", "ms_sum_rel", "ms_sum_ulp")
 MSPROBE_MAXIMA = {"msprobe_max_rel": "msprobe_max_rel_witness_", "msprobe_max_ulp": "msprobe_max_ulp_witness_",
                   "msprobe_max_abs": "msprobe_max_abs_witness_"}
 #: Columns :func:`msprobe_verdicts` adds to a standards table.
-MSPROBE_COLUMNS = ("ms_benchmark", "ms_benchmark_failed", "ms_small_value_ratio", "ms_rmse_ratio", "ms_max_rel_ratio", "ms_mean_rel_ratio",
-                   "ms_eb_ratio", "ms_ulp", "ms_mean_ulp", "ms_max_ulp", "ms_ulp_share", "ms_ulp_share_ratio",
-                   "ms_absolute", "ms_inf_nan_error_ratio", "ms_rel_err_ratio", "ms_abs_err_ratio", "ms_ratio",
-                   "ms_hundredth", "ms_thousandth", "ms_ten_thousandth", "ms_max_abs_err")
+MSPROBE_COLUMNS = ("ms_benchmark", "ms_benchmark_failed", "ms_small_value_ratio", "ms_rmse_ratio",
+                   "ms_max_rel_ratio", "ms_mean_rel_ratio", "ms_eb_ratio", "ms_ulp", "ms_mean_ulp", "ms_max_ulp",
+                   "ms_ulp_share", "ms_ulp_share_ratio", "ms_absolute", "ms_inf_nan_error_ratio", "ms_rel_err_ratio",
+                   "ms_abs_err_ratio", "ms_ratio", "ms_hundredth", "ms_thousandth", "ms_ten_thousandth",
+                   "ms_max_abs_err")
 
 
 def msprobe_parameters(fmt) -> dict:

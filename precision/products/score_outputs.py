@@ -299,7 +299,8 @@ class ScoreResult:
         return s[s["machine"] == DEVICE_MACHINE].iloc[0]
 
     def lines(self) -> list:
-        """What the command prints: the device's headline, the comparison's, one summary line."""
+        """What the command prints: the device's headline, its standards (the team's, msprobe's), the comparison's,
+        one summary line."""
         h = self.headline
         out = [f"score {self.label} {self.fmt} {self.shape[0]}x{self.shape[1]}: max_ulp={_g(h['max_ulp'])} "
                f"max_finite_ulp={_g(h['max_finite_ulp'])} share_correct={fmt_num(h['share_correct'])} not_correct={_misses(h)} "
@@ -317,6 +318,13 @@ class ScoreResult:
                    f"{specials}threshold(T={_g(s['threshold_T'])})={'pass' if s['threshold_pass'] else 'fail'}{ratios} "
                    f"allclose_share={_g(s['allclose_share'])} blind={int(s['blind'])} "
                    f"false_alarm={int(s['false_alarm'])} mare_witness={s['mare_witness'] or 'none'}")
+        if isinstance(s["ms_absolute"], str):  # msprobe's standards (a format it has them for)
+            failed = f"({s['ms_benchmark_failed']})" if s["ms_benchmark_failed"] else ""
+            judged = (f" vs {s['third_party']}: benchmark={s['ms_benchmark']}{failed} ulp={s['ms_ulp']}"
+                      if s["ms_benchmark"] != "not judged" else "")
+            out.append(f"msprobe {self.label}: absolute={s['ms_absolute']} ratio={s['ms_ratio']}{judged} "
+                       f"mean_ulp={_g(s['ms_mean_ulp'])} ulp_share={_g(s['ms_ulp_share'])} "
+                       f"rel_err_ratio={_g(s['ms_rel_err_ratio'])} thousandth={_g(s['ms_thousandth'])}")
         if self.comparisons is not None and len(self.comparisons):
             c = self.comparisons[self.comparisons["region"] == "all"].iloc[0]
             agree = int(c["count"]) - int(c["changed"])
@@ -478,7 +486,8 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
     parts, scores, kept = [], [], []
     golden = standards_golden(hi, rounded)
     with np.errstate(over="ignore"):
-        bench_cast = hi.astype(get_format(fmt).dtype).astype(np.float64)  # msprobe's bench (the exact value) in the format
+        # msprobe's bench (the exact value) cast to the format
+        bench_cast = hi.astype(get_format(fmt).dtype).astype(np.float64)
     for name, mach, computed in variants:
         err = ulp_error(computed, (hi, lo), fmt, rounded)
         bits = bits_error(computed, rounded, fmt)

@@ -474,7 +474,8 @@ class TestMsprobeColumns:
             c64 = out.astype(np.float64)
             with np.errstate(over="ignore"):
                 cast = hi.astype(np.float32).astype(np.float64)
-            parts.append(GroupStats.reduce(Grouping(np.zeros(4, np.int64), 1), ulp_error(out, (hi, lo), "fp32", rounded),
+            err = ulp_error(out, (hi, lo), "fp32", rounded)
+            parts.append(GroupStats.reduce(Grouping(np.zeros(4, np.int64), 1), err,
                                            bits_error(out, rounded, "fp32"), classify(out, rounded),
                                            witness={"pred": np.arange(4.0)},
                                            acceptance=(c64, standards_golden(hi, rounded), "fp32", hi, cast))

@@ -102,6 +102,28 @@ class TestScoreCommand:
         assert points[["row", "col"]].values.tolist() == [[5, 3]] and points.loc[0, "pred"] == x
         assert f"{x.hex()}" in (Path("out/score/bad/report.html").read_text().split("<nav>")[0])
 
+    def test_msprobe_line(self, files, capsys):
+        """msprobe's standards on the printed line: correctly rounded outputs pass its single-sided standards
+        (the ULP and benchmark standards need a third party).  The element 40 ulps off is over msprobe's ulp
+        cut (32, fp32), yet its value, 9.48e-11, is a small value (<= 2^-20) whose absolute error (about 3e-16)
+        is below atol 2^-30: the absolute-threshold standard passes it."""
+        code, out, err = run(capsys, "score", "--inputs", "inputs.npz", "--outputs", "cr.npy", "--label", "cr2")
+        line = next(x for x in out.splitlines() if x.startswith("msprobe cr2: "))
+        assert line.startswith("msprobe cr2: absolute=pass ratio=pass mean_ulp=") and " benchmark=" not in line
+        assert " ulp_share=0 rel_err_ratio=0 " in line
+        code, out, err = run(capsys, "score", "--inputs", "inputs.npz", "--outputs", "bad.npy", "--compare-with",
+                             "kernel", "--machine", "ieee")
+        line = next(x for x in out.splitlines() if x.startswith("msprobe bad: "))
+        fields = dict(f.split("=", 1) for f in line.split(": ", 1)[1].split() if "=" in f)
+        small, moved = float(files["cr"][5, 3]), float(files["bad"][5, 3])
+        assert abs(small) <= 2.0 ** -20 and abs(moved - small) < 2e-15
+        assert fields["absolute"] == "pass" and float(fields["ulp_share"]) == pytest.approx(1 / (N * C), rel=1e-5)
+        standards = pd.read_csv("out/score/bad/standards.csv")
+        row = standards[(standards["machine"] == "device") & (standards["region"] == "all")].iloc[0]
+        assert line.startswith(f"msprobe bad: absolute=pass ratio={row['ms_ratio']} vs kernel@ieee: "
+                               f"benchmark={row['ms_benchmark']}")
+        assert row["ms_ulp_share"] == 1 / (N * C)
+
     def test_raw_dump_scores_like_the_npy(self, files, capsys):
         assert run(capsys, "score", "--inputs", "inputs.npz", "--outputs", "cr.npy")[0] == 0
         code, out, err = run(capsys, "score", "--inputs", "inputs.npz", "--outputs", "cr.bin", "--dtype", "float32",
