@@ -98,7 +98,7 @@ MSPROBE_MAXIMA = {"msprobe_max_rel": "msprobe_max_rel_witness_", "msprobe_max_ul
 #: Columns :func:`msprobe_verdicts` adds to a standards table.
 MSPROBE_COLUMNS = ("ms_benchmark", "ms_benchmark_failed", "ms_small_value_ratio", "ms_rmse_ratio",
                    "ms_max_rel_ratio", "ms_mean_rel_ratio", "ms_eb_ratio", "ms_ulp", "ms_mean_ulp", "ms_max_ulp",
-                   "ms_ulp_share", "ms_ulp_share_ratio", "ms_absolute", "ms_inf_nan_error_ratio", "ms_rel_err_ratio",
+                   "ms_ulp_share", "ms_ulp_share_ratio", "ms_ulp_over", "ms_ulp_nan", "ms_absolute", "ms_inf_nan_error_ratio", "ms_rel_err_ratio",
                    "ms_abs_err_ratio", "ms_ratio", "ms_hundredth", "ms_thousandth", "ms_ten_thousandth",
                    "ms_max_abs_err")
 
@@ -187,7 +187,7 @@ def msprobe_metrics(f: pd.DataFrame) -> pd.DataFrame:
             "eb": np.abs(col["ms_greater"] - col["ms_less"]) / n,
             "mean_ulp": np.where(col["ms_ulp_nan"] > 0, np.nan, col["ms_sum_ulp"] / n),
             "max_ulp": np.where(col["ms_ulp_nan"] > 0, np.nan, col["msprobe_max_ulp"]),
-            "ulp_share": col["ms_ulp_over"] / n,
+            "ulp_share": col["ms_ulp_over"] / n, "ulp_over": col["ms_ulp_over"], "ulp_nan": col["ms_ulp_nan"],
             "inf_nan_error_ratio": np.where(inf_nan > 0, col["ms_inf_nan_err"] / inf_nan, 0.0),
             "rel_err_ratio": np.where(normal > 0, col["ms_rel_over"] / normal, 0.0),
             "abs_err_ratio": np.where(small > 0, col["ms_small_err_threshold"] / small, 0.0),
@@ -242,6 +242,8 @@ def msprobe_verdicts(own: pd.DataFrame, third: pd.DataFrame, formats) -> pd.Data
     out["ms_ulp"] = np.where(judged, np.where(ulp_ok, "pass", "error"), "not judged")
     out["ms_mean_ulp"], out["ms_max_ulp"], out["ms_ulp_share"] = mean, own["max_ulp"].to_numpy(), share
     out["ms_ulp_share_ratio"] = np.where(judged, share_ratio, np.nan)
+    out["ms_ulp_over"] = own["ulp_over"].to_numpy(np.int64)
+    out["ms_ulp_nan"] = own["ulp_nan"].to_numpy(np.int64)
     ratios = [own[c].to_numpy(np.float64) for c in ("inf_nan_error_ratio", "rel_err_ratio", "abs_err_ratio")]
     out["ms_absolute"] = np.where(np.logical_and.reduce([r == 0 for r in ratios]), "pass", "error")
     out["ms_inf_nan_error_ratio"], out["ms_rel_err_ratio"], out["ms_abs_err_ratio"] = ratios

@@ -501,6 +501,7 @@ class TestMsprobeColumns:
         # 32 ulps 2/4 against 1/4: ratio 2, no pass
         assert v["ms_mean_ulp"] == np.inf and v["ms_ulp_share"] == 0.5 and v["ms_ulp_share_ratio"] == 2.0
         assert v["ms_max_ulp"] == np.inf and v["ms_ulp"] == "error"
+        assert (v["ms_ulp_over"], v["ms_ulp_nan"]) == (2, 0)  # (the correct -inf counts as an infinite ulp error)
         # ratio standard: relative errors inf, 2^-10/(1 + eps), 0, ~1e-9: 3 of 4 within 1/1000, 2 within 1/10000
         assert (v["ms_hundredth"], v["ms_thousandth"], v["ms_ten_thousandth"]) == (0.75, 0.75, 0.5)
         assert v["ms_max_abs_err"] == np.inf and v["ms_ratio"] == "error"

@@ -242,6 +242,33 @@ def _blind_count(summary: pd.DataFrame, fmt: str) -> int:
     return int(summary.loc[summary["format"] == fmt, "blind"].sum())
 
 
+def _msprobe_infinities(standards: pd.DataFrame, verdicts: pd.DataFrame) -> str:
+    """What msprobe's ulp error makes of correct infinities, from the cells without a special output: those
+    whose every output over its cut is correctly rounded (an overflow: the output +-inf, its ulp error inf), and
+    those whose mean ulp error is NaN (the bench beyond float64's range)."""
+    ms = standards.loc[standards["region"] == "all", _KEYS + ["ms_ulp_over", "ms_ulp_nan"]]
+    v = verdicts[_KEYS + ["max_ulp", "specials"]].merge(ms, on=_KEYS, how="left")
+    cut = np.where(v["format"] == "fp32", 32.0, 1.0)
+    clean = (v["specials"] == 0).to_numpy()
+    over = v[clean & (v["ms_ulp_over"] > 0).to_numpy() & (v["max_ulp"].to_numpy(np.float64) <= cut)]
+    nan = v[clean & (v["ms_ulp_nan"] > 0).to_numpy()]
+    if not len(over) and not len(nan):
+        return ""
+    parts = []
+    if len(over):
+        top = over.sort_values("ms_ulp_over", ascending=False, kind="stable").iloc[0]
+        parts.append(f"in {len(over)} cells without a special output and within msprobe's ulp cut everywhere "
+                     f"else, every output over the cut is a correctly rounded infinity (most: {top['variant']} on "
+                     f"{top['machine']} {top['format']}, {int(top['ms_ulp_over']):,} outputs)")
+    if len(nan):
+        top = nan.sort_values("ms_ulp_nan", ascending=False, kind="stable").iloc[0]
+        parts.append(f"its mean ulp error is NaN in {len(nan)} cells without a NaN output, where the exact value "
+                     f"exceeds float64's range (most: {top['variant']} on {top['machine']} {top['format']}, "
+                     f"{int(top['ms_ulp_nan']):,} outputs)")
+    return (" msprobe's ulp error of a correctly rounded overflow is inf (the bench finite beyond the format) or "
+            "NaN (the bench beyond float64): " + "; ".join(parts) + ".")
+
+
 def _msprobe_body(standards: pd.DataFrame, verdicts: pd.DataFrame, settings) -> list:
     """The msprobe subsection: its rules, its table, and what its own golden gets wrong against the exact value."""
     if "ms_absolute" not in standards.columns or standards["ms_absolute"].isna().all():
@@ -276,6 +303,7 @@ def _msprobe_body(standards: pd.DataFrame, verdicts: pd.DataFrame, settings) -> 
                        + "), those positions leave its metrics while a variant's finite outputs there stay in its "
                        "(RMSE is absolute: the largest values weigh most), so a variant finite and right where the "
                        "third party overflows can be judged worse.")
+    golden += _msprobe_infinities(standards, verdicts)
     return [
         Heading("msprobe's pre-check standards", 3),
         Para("As msprobe's code (mindstudio-probe 26.2.0, api_accuracy_checker) computes them, with the oracle's "
