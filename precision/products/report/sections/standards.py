@@ -82,9 +82,12 @@ def summary_table(verdicts: pd.DataFrame, standards: pd.DataFrame | None = None)
                      "cells_blind": int((v["blind"] > 0).sum()), "blind": int(v["blind"].sum()),
                      "cells_false_alarm": int((v["false_alarm"] > 0).sum()),
                      "false_alarm": int(v["false_alarm"].sum()),
-                     **{f"{name}_{verdict}": int((ms[name] == verdict).sum())
-                        for name in ("ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio")
-                        for verdict in ("pass", "warning", "error", "not judged") if name in ms.columns}})
+                     # msprobe's: the cells each standard passes (the benchmark and ULP standards of the cells
+                     # with a third party, ms_judged), and the ratio standard's warnings
+                     **({"ms_judged": int((ms["ms_benchmark"] != "not judged").sum()),
+                         **{f"{name}_pass": int((ms[name] == "pass").sum())
+                            for name in ("ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio")},
+                         "ms_ratio_warning": int((ms["ms_ratio"] == "warning").sum())} if len(ms) else {})})
     return pd.DataFrame(rows)
 
 
@@ -218,9 +221,10 @@ def _msprobe_clause(summary: pd.DataFrame, fmt: str, settings, verdicts: pd.Data
     n = {c: cite(c, S, summary, w, c) for c in summary.columns
          if c.startswith("ms_") and (row[c] or c.endswith("_pass"))}
     judged = ""
-    if row["ms_benchmark_not judged"] < row["cells"]:
-        judged = (f"of the cells with a third party, the benchmark standard (against {settings.label}) passes "
-                  f"{n['ms_benchmark_pass'].text} and the ULP standard {n['ms_ulp_pass'].text}; ")
+    if row["ms_judged"]:
+        judged = (f"of the {n['ms_judged'].text} cells with a third party, the benchmark standard (against "
+                  f"{settings.label}) passes {n['ms_benchmark_pass'].text} and the ULP standard "
+                  f"{n['ms_ulp_pass'].text}; ")
     ratio = f"the ratio standard {n['ms_ratio_pass'].text}"
     if row["ms_ratio_warning"]:
         ratio += f" (a warning in {n['ms_ratio_warning'].text})"
@@ -228,8 +232,11 @@ def _msprobe_clause(summary: pd.DataFrame, fmt: str, settings, verdicts: pd.Data
     text = (f"msprobe's pre-check standards, as its code computes them with the exact value as bench: {judged}"
             f"the absolute-threshold standard passes {n['ms_absolute_pass'].text}, {ratio} (variants passing all "
             f"four on every machine: {_passing(verdicts, fmt, passing)}).")
-    short = (f"msprobe passes {n['ms_benchmark_pass'].text} (benchmark), {n['ms_ulp_pass'].text} (ULP), "
-             f"{n['ms_absolute_pass'].text} (absolute threshold), {n['ms_ratio_pass'].text} (ratio) cells.")
+    short = ("msprobe passes "
+             + (f"{n['ms_benchmark_pass'].text} (benchmark), {n['ms_ulp_pass'].text} (ULP), " if row["ms_judged"]
+                else "")
+             + f"{n['ms_absolute_pass'].text} (absolute threshold), {n['ms_ratio_pass'].text} (ratio) cells"
+             + ("" if row["ms_judged"] else "; its benchmark and ULP standards need a third party") + ".")
     return text, list(n.values()), short
 
 
@@ -307,8 +314,11 @@ def _msprobe_body(standards: pd.DataFrame, verdicts: pd.DataFrame, settings) -> 
     return [
         Heading("msprobe's pre-check standards", 3),
         Para("As msprobe's code (mindstudio-probe 26.2.0, api_accuracy_checker) computes them, with the oracle's "
-             "exact value as its bench (float64) and " + settings.label + " as the third party: the benchmark "
-             "standard (small-value error ratio, RMSE, max and mean relative error, error balance; each over the third "
+             "exact value as its bench (float64) and "
+             + (f"{settings.label} as the third party" if len(third) else
+                f"no third party ({settings.label} is not in the run: the benchmark and ULP standards are not "
+                "judged)")
+             + ": the benchmark standard (small-value error ratio, RMSE, max and mean relative error, error balance; each over the third "
              "party's, floored at minimum_err; error over 2, 2, 10, 2; the error balance shown, not judged, as in its "
              "code), the ULP standard (fp32: mean < 64 ulp, or share over 32 ulp < 0.05, or that share's ratio < "
              "1; fp16: share over 1 ulp < 0.001 or its ratio < 1), the absolute-threshold standard (no inf/NaN "
