@@ -27,7 +27,7 @@ from precision.products.report.tables import maximum_label
 from precision.analysis.acceptance import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, SPECIAL_RULE, THRESHOLD_T
 from precision.analysis.groups import witness_attributes, witness_fields
 from precision.analysis.scoring import SPECIAL_CLASSES
-from precision.analysis.standards import RATIO_LEVELS, standards_table, settings_from_options
+from precision.analysis.standards import RATIO_LEVELS, StandardsSettings, standards_table, settings_from_options
 from precision.io.shell import shell_join
 
 __all__ = ["build", "verdict_table", "summary_table", "msprobe_table", "blind_table", "explain_line"]
@@ -228,7 +228,7 @@ def _msprobe_clause(summary: pd.DataFrame, fmt: str, settings, verdicts: pd.Data
     ratio = f"the ratio standard {n['ms_ratio_pass'].text}"
     if row["ms_ratio_warning"]:
         ratio += f" (a warning in {n['ms_ratio_warning'].text})"
-    passing = verdicts[[f"ms_{k}" for k in ("benchmark", "ulp", "absolute", "ratio")]].isin(["pass"]).all(axis=1)
+    passing = verdicts[list(MSPROBE_VERDICTS)].isin(["pass"]).all(axis=1)
     text = (f"msprobe's pre-check standards, as its code computes them with the exact value as bench: {judged}"
             f"the absolute-threshold standard passes {n['ms_absolute_pass'].text}, {ratio} (variants passing all "
             f"four on every machine: {_passing(verdicts, fmt, passing)}).")
@@ -272,7 +272,7 @@ def _msprobe_infinities(standards: pd.DataFrame, verdicts: pd.DataFrame) -> str:
         parts.append(f"its mean ulp error is NaN in {len(nan)} cells without a NaN output, where the exact value "
                      f"exceeds float64's range (most: {top['variant']} on {top['machine']} {top['format']}, "
                      f"{int(top['ms_ulp_nan']):,} outputs)")
-    return (" msprobe's ulp error of a correctly rounded overflow is inf (the bench finite beyond the format) or "
+    return ("msprobe's ulp error of a correctly rounded overflow is inf (the bench finite beyond the format) or "
             "NaN (the bench beyond float64): " + "; ".join(parts) + ".")
 
 
@@ -284,7 +284,7 @@ def _msprobe_body(standards: pd.DataFrame, verdicts: pd.DataFrame, settings) -> 
     mine = (verdicts["variant"] == settings.third_party) & (verdicts["machine"] == settings.third_party_machine)
     third = verdicts[mine].merge(standards.loc[standards["region"] == "all", _KEYS + ["special_mismatch_finite"]],
                                  on=_KEYS, how="left")
-    golden = ""
+    notes = []  # (one paragraph each: msprobe's own bench, the benchmark standard's errors, correct infinities)
     cells = {r.format: r for r in third.itertuples()}
 
     def off_by(r, unit: str) -> str:
@@ -292,25 +292,28 @@ def _msprobe_body(standards: pd.DataFrame, verdicts: pd.DataFrame, settings) -> 
         return (f"is off by up to {fmt_num(r.max_ulp)} {unit} ulps, with {special}" if np.isfinite(r.max_ulp)
                 else f"gives {special}")
 
-    if "fp32" in cells:
-        golden = (f" msprobe's own bench is the operator on the CPU one precision step up: for fp16 outputs the fp32 "
+    if "fp32" in cells and settings.third_party == StandardsSettings().third_party:  # (the ops-nn golden)
+        golden = (f"msprobe's own bench is the operator on the CPU one precision step up: for fp16 outputs the fp32 "
                   f"chain {settings.label} computes. Against the exact value that chain "
                   f"{off_by(cells['fp32'], 'fp32')} (its fp32 cell)")
         if "fp16" in cells:
             golden += f"; rounded to fp16 it {off_by(cells['fp16'], 'fp16')} (its fp16 cell)"
-        golden += ". For fp32 outputs msprobe's bench is a float64 chain, not computed here."
+        notes.append(golden + ". For fp32 outputs msprobe's bench is a float64 chain, not computed here.")
     errs = standards[(standards["region"] == "all") & (standards["ms_benchmark"] == "error")]
     if len(errs):
-        golden += (" The benchmark standard errs " + "; ".join(
+        errors = ("The benchmark standard errs " + "; ".join(
             f"{r.variant} on {r.machine} {r.format} ({r.ms_benchmark_failed})" for r in errs.itertuples()) + ".")
         tp_special = {f: int(c.special_mismatch_finite) for f, c in cells.items() if c.special_mismatch_finite > 0}
         if set(errs["format"]) & set(tp_special):
-            golden += (f" Where {settings.label} gives NaN or inf and the exact value is finite ("
+            errors += (f" Where {settings.label} gives NaN or inf and the exact value is finite ("
                        + ", ".join(f"{n:,} outputs in {f}" for f, n in tp_special.items())
                        + "), those positions leave its metrics while a variant's finite outputs there stay in its "
                        "(RMSE is absolute: the largest values weigh most), so a variant finite and right where the "
                        "third party overflows can be judged worse.")
-    golden += _msprobe_infinities(standards, verdicts)
+        notes.append(errors)
+    infinities = _msprobe_infinities(standards, verdicts)
+    if infinities:
+        notes.append(infinities)
     return [
         Heading("msprobe's pre-check standards", 3),
         Para("As msprobe's code (mindstudio-probe 26.2.0, api_accuracy_checker) computes them, with the oracle's "
@@ -318,14 +321,16 @@ def _msprobe_body(standards: pd.DataFrame, verdicts: pd.DataFrame, settings) -> 
              + (f"{settings.label} as the third party" if len(third) else
                 f"no third party ({settings.label} is not in the run: the benchmark and ULP standards are not "
                 "judged)")
-             + ": the benchmark standard (small-value error ratio, RMSE, max and mean relative error, error balance; each over the third "
-             "party's, floored at minimum_err; error over 2, 2, 10, 2; the error balance shown, not judged, as in its "
-             "code), the ULP standard (fp32: mean < 64 ulp, or share over 32 ulp < 0.05, or that share's ratio < "
-             "1; fp16: share over 1 ulp < 0.001 or its ratio < 1), the absolute-threshold standard (no inf/NaN "
+             + ": the benchmark standard (small-value error ratio, RMSE, max and mean relative error, error "
+             "balance; each over the third party's, floored at minimum_err; error over 2, 2, 10, 2; the error "
+             "balance shown, not judged, as in its code), the ULP standard (fp32: mean < 64 ulp, or share over 32 "
+             "ulp < 0.05, or that share's ratio < 1; fp16: share over 1 ulp < 0.001 or its ratio < 1), the "
+             "absolute-threshold standard (no inf/NaN "
              "mismatch, no relative error over rtol among normal values, no absolute error over atol among small "
              "ones) and the ratio standard (shares within 1/100, 1/1000, 1/10000; its cosine gate not evaluated). "
-             "Small values: |bench| <= 2^-10 (fp16) or 2^-20 (fp32), as its code has them." + golden),
-        Table(table.dropna(axis=1, how="all"), T, note="region all; every region in standards.csv"),
+             "Small values: |bench| <= 2^-10 (fp16) or 2^-20 (fp32), as its code has them."),
+        *(Para(note) for note in notes),
+        Table(table.dropna(axis=1, how="all"), T, note=" (region all; every region in standards.csv)"),
     ]
 
 
@@ -372,9 +377,9 @@ def build(ctx) -> Section:
              f"(preset {settings.allclose}: {tol}). ULP verdict: max ulp error <= {fmt_num(max_ulp)} and no special "
              "output."),
         # (columns empty in every row, e.g. the ratios without a third party, are left off the page)
-        Table(verdicts.dropna(axis=1, how="all"), T, note="region all; standards.csv has every region; maxima "
+        Table(verdicts.dropna(axis=1, how="all"), T, note=" (region all; standards.csv has every region; maxima "
               "(max_ulp, MARE): "
-              + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in summary["format"])),
+              + "; ".join(f"{f} outputs: {maximum_label(run, f)}" for f in summary["format"]) + ")"),
         Heading("What the standards cannot see", 3),
         Para(f"blind: outputs accepted element-wise (r <= 10 T) while over {fmt_num(BLIND_ULP)} ulps "
              "wrong (worst in ulps); false_alarm: correctly rounded outputs (<= 0.5 ulp) with r > 10 T or a special "
