@@ -117,6 +117,9 @@ RANGE_NORMAL, RANGE_BELOW, RANGE_ABOVE, RANGE_UNRESOLVED = 0, 1, 2, 3
 #: convention, :mod:`precision.sigmoid_focal_loss_grad.terms`), with the exponent +-EXP_CLAMP.
 EXP_FAR = 4096
 EXP_CLAMP = 1 << 40
+#: The widest ball (relative radius) whose centre a point the batch derivation leaves undecided keeps as its
+#: estimate (:func:`precision.sigmoid_focal_loss_grad.terms.derive_gradient` with ``certify=False``).
+ESTIMATE_REL = 2.0**-40
 
 _RN, _RF, _RC = libmp.round_nearest, libmp.round_floor, libmp.round_ceiling
 _ZERO, _ONE = libmp.fzero, libmp.fone

@@ -67,7 +67,7 @@ from precision.exact.double_double import (
     ADD_FP_REL, ADD_REL, EXP_ARG_MAX, EXP_REL, MUL_FP_REL, MUL_REL, U, dd_add, dd_add_fp, dd_exp, dd_mul,
     dd_mul_fp, exp_rel, exponent, log1p_newton, pow2, two_sum)
 
-from precision.sigmoid_focal_loss_grad.oracle import EXP_CLAMP, EXP_FAR
+from precision.sigmoid_focal_loss_grad.oracle import ESTIMATE_REL, EXP_CLAMP, EXP_FAR
 
 __all__ = ["focal_rows", "focal_pair_rows", "derive_rows", "SAFETY"]
 #: Factor on every final bound: covers the rounding of the float64 bound arithmetic itself.
@@ -480,7 +480,9 @@ def _derive_one(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, 
         + 2.0**-1070
     if below_ok and above_ok:
         return cand, s_hi, s_lo, False
-    return cand, s_hi, s_lo, True  # (the ball straddles a cell's end: its centre, the rounding undecided)
+    if r <= ESTIMATE_REL:  # (the ball straddles a cell's end: its centre, the rounding undecided)
+        return cand, s_hi, s_lo, True
+    return 0.0, 0.0, 0.0, True
 
 
 @numba.njit(**_JIT)
@@ -490,8 +492,9 @@ def derive_rows(t, a, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_hi, neg_lo, 
 
     Writes rounded (float64 holding format values), exact_hi, exact_lo; ``todo[i]`` is True where the
     point is left to the scalar oracle: its outputs are then the ball's centre and the rounding of its
-    high part where the ball was formed and straddles the end of a rounding cell (``exact_hi != 0``), else
-    0.  Two points at a time (their chains interleaved).
+    high part where the ball was formed, its radius at most
+    :data:`precision.sigmoid_focal_loss_grad.oracle.ESTIMATE_REL` relative, and straddles the
+    end of a rounding cell (``exact_hi != 0``), else 0.  Two points at a time (their chains interleaved).
     """
     size = t.size
     for i in range(0, size - 1, 2):

@@ -49,8 +49,8 @@ from precision.sigmoid_focal_loss_grad import oracle
 from precision.errors import OracleUndecidedError
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 
-__all__ = ["TermTable", "focal_term_table", "focal_term_tables", "selected_term_tables", "absent_table", "term_sides",
-           "DerivedGradient", "derive_gradient", "gradient", "EXP_CLAMP", "EXP_FAR", "TERM_REL"]
+__all__ = ["ESTIMATE_REL", "TermTable", "focal_term_table", "focal_term_tables", "selected_term_tables",
+           "absent_table", "term_sides", "DerivedGradient", "derive_gradient", "gradient", "EXP_CLAMP", "EXP_FAR", "TERM_REL"]
 
 #: Every stored term is tightened to this relative bound (or the oracle's
 #: precision cap), so derived exact values carry over 60 good bits.
@@ -123,6 +123,7 @@ def _ball_to_row(ball: oracle.Ball):
 #: The clamped exponent of a row beyond 2**+-EXP_FAR (module docstring).
 EXP_CLAMP = oracle.EXP_CLAMP
 EXP_FAR = oracle.EXP_FAR
+ESTIMATE_REL = oracle.ESTIMATE_REL
 
 
 def _settled(x, g, rows) -> TermTable:
@@ -246,8 +247,8 @@ class DerivedGradient:
     +-inf above float64's range, +-0 far below every format's range);
     ``fallback`` counts the points sent back to the scalar oracle; ``estimated``
     (with ``certify = False``) marks the points whose exact value is the
-    compiled ball's centre, within its proven bound (at most 2^-40 relative
-    here), and whose correct rounding is undecided: ``rounded`` holds the
+    compiled ball's centre, within its proven bound (at most
+    :data:`ESTIMATE_REL`, 2^-40, relative), and whose correct rounding is undecided: ``rounded`` holds the
     rounding of ``exact_hi``, one of the two values next to the exact one.
     """
 
@@ -295,8 +296,9 @@ def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable
         going to the scalar oracle, which can spend seconds deciding it (an
         exact value a hair off a midpoint: ``1 - alpha`` at a huge |x|) or
         fail.  Its exact value is as certain as a decided point's (the same
-        proven bound, below 2^-40 relative); only which neighbour is its
-        correct rounding is open.  For screening (the worst-case hunt).
+        proven bound, at most :data:`ESTIMATE_REL` = 2^-40 relative; a wider
+        ball goes to the scalar oracle); only which neighbour is its correct
+        rounding is open.  For screening (the worst-case hunt).
 
     Returns
     -------
@@ -360,7 +362,8 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
     """The numpy definition of :func:`derive_gradient`'s decision: (rounded, exact_hi, exact_lo, todo).
 
     At the points ``todo`` marks (they go to the scalar oracle): the ball's centre and the rounding of its
-    high part where the ball was formed and straddles the end of a rounding cell, else 0.
+    high part where the ball was formed, at most ``ESTIMATE_REL`` (2^-40) wide relative, and straddles the end
+    of a rounding cell, else 0.
     """
     f = get_format(fmt)
     x, t, a, g, w, d, n = _derive_inputs(x, t, alpha, gamma, weight, dout, count)
@@ -434,7 +437,7 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
     # a ball formed but straddling a cell's end keeps its centre (an estimate: the rounding is undecided); every
     # other point left to the scalar oracle holds 0
     formed = (use_pos | use_neg) & exact_c & ~structural_zero & ~tiny & np.isfinite(v_hi) & (v_hi != 0) & \
-        (r < 0.5) & in_range
+        (r <= ESTIMATE_REL) & in_range
     rounded = np.where(far, far_value, cand.astype(np.float64))
     exact_hi = np.where(far, far_value, s_hi)
     exact_lo = np.where(far, 0.0, s_lo)

@@ -239,3 +239,22 @@ def test_a_ball_straddling_a_midpoint_keeps_its_centre_when_not_certified():
     assert ref[3].tolist() == [True, False]
     for want, have in zip(ref[:3], (screened.rounded.astype(np.float64), screened.exact_hi, screened.exact_lo)):
         assert np.array_equal(np.asarray(want).view(np.int64), have.view(np.int64))
+
+
+def test_only_a_ball_at_most_estimate_rel_wide_is_kept_as_an_estimate():
+    """Two balls across fp16's overflow threshold, of relative radius 2^-41 and 2^-39: not certified, the first
+    keeps its centre (at most ESTIMATE_REL = 2^-40 wide), the second goes to the scalar oracle (which computes the
+    gradient at x = 1 itself: not the planted value)."""
+    f = get_format("fp16")
+    top = f.max_finite + math.ldexp(1.0, f.emax - f.prec)
+    hi, ex = math.frexp(top * (1 - 2.0**-45))
+    table = terms.TermTable(np.array([hi * 2, hi * 2]), np.zeros(2), np.array([ex - 1, ex - 1]),
+                            np.array([2.0**-41, 2.0**-39]))
+    args = (np.array([1.0, 1.0]), np.zeros(2, np.int64), np.ones(2), np.full(2, 2.0), np.ones(2), np.ones(2),
+            np.ones(2, np.int64), "fp16", table, terms.absent_table(2))
+    got = terms.derive_gradient(*args, certify=False)
+    assert terms.ESTIMATE_REL == 2.0**-40
+    assert got.estimated.tolist() == [True, False] and got.fallback == 1
+    assert got.exact_hi[0] == top * (1 - 2.0**-45)
+    ref = terms._derive_reference(*args)
+    assert ref[3].tolist() == [True, True] and ref[1][0] == got.exact_hi[0] and ref[1][1] == 0.0
