@@ -65,8 +65,8 @@ import pandas as pd
 from precision.exact.formats import get_format
 
 __all__ = ["MSPROBE_PARAMETERS", "BENCHMARK_LIMITS", "MSPROBE_COUNTS", "MSPROBE_SUMS", "MSPROBE_MAXIMA",
-           "MSPROBE_COLUMNS", "msprobe_parameters", "overflow_bound", "msprobe_point_values", "msprobe_columns",
-           "msprobe_metrics", "msprobe_verdicts"]
+           "MSPROBE_COLUMNS", "MSPROBE_VERDICTS", "bench_in_format", "msprobe_parameters", "overflow_bound",
+           "msprobe_point_values", "msprobe_columns", "msprobe_metrics", "msprobe_verdicts"]
 
 #: msprobe's constants per output format (``StandardConfig``, ``ULP_PARAMETERS``, ``CompareConst``).
 MSPROBE_PARAMETERS = {
@@ -95,12 +95,15 @@ MSPROBE_SUMS = ("ms_sum_sq", "ms_sum_rel", "ms_sum_ulp")
 #: Per-group maxima (NaN when no point qualifies) -> a witness prefix (none is recorded).
 MSPROBE_MAXIMA = {"msprobe_max_rel": "msprobe_max_rel_witness_", "msprobe_max_ulp": "msprobe_max_ulp_witness_",
                   "msprobe_max_abs": "msprobe_max_abs_witness_"}
+#: The verdict columns of the four standards (``pass``, ``warning``, ``error``; ``not judged`` without a third
+#: party).
+MSPROBE_VERDICTS = ("ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio")
 #: Columns :func:`msprobe_verdicts` adds to a standards table.
-MSPROBE_COLUMNS = ("ms_benchmark", "ms_benchmark_failed", "ms_small_value_ratio", "ms_rmse_ratio",
-                   "ms_max_rel_ratio", "ms_mean_rel_ratio", "ms_eb_ratio", "ms_ulp", "ms_mean_ulp", "ms_max_ulp",
-                   "ms_ulp_share", "ms_ulp_share_ratio", "ms_ulp_over", "ms_ulp_nan", "ms_absolute", "ms_inf_nan_error_ratio", "ms_rel_err_ratio",
-                   "ms_abs_err_ratio", "ms_ratio", "ms_hundredth", "ms_thousandth", "ms_ten_thousandth",
-                   "ms_max_abs_err")
+MSPROBE_COLUMNS = ("ms_benchmark", "ms_benchmark_failed", "ms_small_value_ratio", "ms_rmse_ratio", "ms_max_rel_ratio",
+                   "ms_mean_rel_ratio", "ms_eb_ratio", "ms_ulp", "ms_mean_ulp", "ms_max_ulp", "ms_ulp_share",
+                   "ms_ulp_share_ratio", "ms_ulp_over", "ms_ulp_nan", "ms_absolute", "ms_inf_nan_error_ratio",
+                   "ms_rel_err_ratio", "ms_abs_err_ratio", "ms_ratio", "ms_hundredth", "ms_thousandth",
+                   "ms_ten_thousandth", "ms_max_abs_err")
 
 
 def msprobe_parameters(fmt) -> dict:
@@ -135,6 +138,12 @@ def msprobe_point_values(computed, bench, bench_cast, fmt) -> dict:
                 "ms_greater": c > bc, "ms_less": c < bc, "ms_ulp_nan": np.isnan(ulp), "ms_ulp_over": ulp > k["ulp_cut"],
                 "ms_abs_nan": np.isnan(ae), **{name: rel < cut for name, cut in zip(MSPROBE_COUNTS[-3:], RATIO_CUTS)},
                 "normal": normal, "ae": ae, "rel": rel, "ulp": ulp}
+
+
+def bench_in_format(bench, fmt) -> np.ndarray:
+    """msprobe's bench cast to the output format (round to nearest; +-inf beyond it), as float64."""
+    with np.errstate(over="ignore"):
+        return np.asarray(bench, dtype=np.float64).astype(get_format(fmt).dtype).astype(np.float64)
 
 
 def overflow_bound(fmt) -> float:

@@ -53,6 +53,7 @@ from precision.exact.formats import get_format, round_to_format
 from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.analysis.acceptance import standards_golden
 from precision.analysis.groups import GroupStats, Grouping, packed_histogram
+from precision.analysis.msprobe import bench_in_format
 from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer
 from precision.engine.operators import get_operator
@@ -449,14 +450,11 @@ class _Tensor:
         self.rounded = rounded.ravel()
         self.scorer = Scorer(self.exact, self.rounded, fmt)
         # the acceptance standards' golden: the exact value (a correctly rounded overflow as its +-inf), or its
-        # correct rounding
-        self.golden = (standards_golden(self.exact[0], self.scorer.r64) if task.golden == "exact"
-                       else self.scorer.r64)
-        # msprobe's bench: the same golden before special values are substituted (float64), and as msprobe casts
-        # it to the output format
+        # correct rounding (msprobe's bench: that golden before its special values, float64, and as msprobe casts
+        # it to the output format)
         self.bench = self.exact[0] if task.golden == "exact" else self.scorer.r64
-        with np.errstate(over="ignore"):
-            self.bench_cast = self.bench.astype(fmt.dtype).astype(np.float64)
+        self.golden = standards_golden(self.bench, self.scorer.r64)
+        self.bench_cast = bench_in_format(self.bench, fmt)
         # group id per element: (target, region, bracket band), target-major; one band without bracket_edges
         R, B = len(task.region_edges) + 1, len(task.bracket_edges) + 1
         regions = np.searchsorted(np.asarray(task.region_edges), task.preds, side="right")

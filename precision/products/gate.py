@@ -72,6 +72,7 @@ import pandas as pd
 from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.io.files import atomic_open
 from precision.analysis.groups import witness_fields
+from precision.analysis.msprobe import MSPROBE_VERDICTS
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import LEVEL_RANK, ROW_LEVEL_RANK, settings_from_options, standards_table
 from precision.engine.study import load_study
@@ -98,7 +99,7 @@ METRICS = {
     "blind": ("blind", "le"),
     "level": ("min_level", "ge"),
     # msprobe's pre-check standards (precision.analysis.msprobe): the least verdict accepted, "pass" or "warning"
-    **{name: (name, "ge") for name in ("ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio")},
+    **{name: (name, "ge") for name in MSPROBE_VERDICTS},
 }
 #: msprobe's verdicts as numbers (for budgets): error 0, warning 1, pass 2; ``not judged`` is NaN (fails).
 MS_VERDICT_RANK = {"error": 0, "warning": 1, "pass": 2}
@@ -273,10 +274,9 @@ def measure(run_dir) -> pd.DataFrame:
     if "acc_sum_r" in stats.frame.columns:
         report = json.loads((Path(run_dir) / "run.json").read_text()).get("report") or {}
         settings = settings_from_options((report.get("options") or {}).get("standards"))
-        ms = ["ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio"]
         acc = standards_table(stats, settings)[keys + ["region", "mere", "mare", "rmse", "allclose_share", "blind",
-                                                       "level", "special_mismatch", *ms]]
-        for name in ms:
+                                                       "level", "special_mismatch", *MSPROBE_VERDICTS]]
+        for name in MSPROBE_VERDICTS:
             acc[name] = acc[name].map(MS_VERDICT_RANK).astype(float)
         # a special mismatch fails the case before any metric (TTK's stat_rel_err): every budget on one fails
         failed = acc.pop("special_mismatch").to_numpy() > 0

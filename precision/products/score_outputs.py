@@ -82,10 +82,10 @@ from precision.products.report.page import write_folder, write_page
 from precision.products.report.sections.verdicts import verdict_grid
 from precision.analysis.acceptance import standards_golden
 from precision.analysis.groups import GroupStats, Grouping
+from precision.analysis.msprobe import bench_in_format
 from precision.analysis.paired import OUTCOME_NAMES, VERDICT_RULE, PairedStats, compare_points, outputs_changed
 from precision.analysis.scoring import CLASS_NAMES, bits_error, classify, ulp_error
 from precision.analysis.standards import StandardsSettings, standards_table
-from precision.exact.formats import get_format
 from precision.engine.sweep import comparison_table, hex_witnesses, region_labels
 from precision.io.frames import write_csv
 
@@ -485,9 +485,7 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
         variants.append((compare_with, machine, np.asarray(emulated).ravel()))
     parts, scores, kept = [], [], []
     golden = standards_golden(hi, rounded)
-    with np.errstate(over="ignore"):
-        # msprobe's bench (the exact value) cast to the format
-        bench_cast = hi.astype(get_format(fmt).dtype).astype(np.float64)
+    bench_cast = bench_in_format(hi, fmt)  # msprobe's bench (the exact value) cast to the format
     for name, mach, computed in variants:
         err = ulp_error(computed, (hi, lo), fmt, rounded)
         bits = bits_error(computed, rounded, fmt)

@@ -50,7 +50,8 @@ from precision.errors import OracleUndecidedError
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 
 __all__ = ["ESTIMATE_REL", "TermTable", "focal_term_table", "focal_term_tables", "selected_term_tables",
-           "absent_table", "term_sides", "DerivedGradient", "derive_gradient", "gradient", "EXP_CLAMP", "EXP_FAR", "TERM_REL"]
+           "absent_table", "term_sides", "DerivedGradient", "derive_gradient", "gradient", "EXP_CLAMP", "EXP_FAR",
+           "TERM_REL"]
 
 #: Every stored term is tightened to this relative bound (or the oracle's
 #: precision cap), so derived exact values carry over 60 good bits.
@@ -248,8 +249,9 @@ class DerivedGradient:
     ``fallback`` counts the points sent back to the scalar oracle; ``estimated``
     (with ``certify = False``) marks the points whose exact value is the
     compiled ball's centre, within its proven bound (at most
-    :data:`ESTIMATE_REL`, 2^-40, relative), and whose correct rounding is undecided: ``rounded`` holds the
-    rounding of ``exact_hi``, one of the two values next to the exact one.
+    :data:`ESTIMATE_REL`, 2^-40, relative), and whose correct rounding is
+    undecided: ``rounded`` holds the rounding of ``exact_hi``, one of the two
+    values next to the exact one.
     """
 
     rounded: np.ndarray
@@ -432,12 +434,11 @@ def _derive_reference(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTab
         sign = np.sign(v_hi)
         far = (above | below) & (r < 0.5)
         far_value = np.where(above, sign * np.inf, sign * 0.0)
-        ok = (use_pos | use_neg) & exact_c & (decided | far) & ~structural_zero & ~tiny & np.isfinite(v_hi) & \
-            (v_hi != 0)
+        ball = (use_pos | use_neg) & exact_c & ~structural_zero & ~tiny & np.isfinite(v_hi) & (v_hi != 0)
+        ok = ball & (decided | far)
     # a ball formed but straddling a cell's end keeps its centre (an estimate: the rounding is undecided); every
     # other point left to the scalar oracle holds 0
-    formed = (use_pos | use_neg) & exact_c & ~structural_zero & ~tiny & np.isfinite(v_hi) & (v_hi != 0) & \
-        (r <= ESTIMATE_REL) & in_range
+    formed = ball & (r <= ESTIMATE_REL) & in_range
     rounded = np.where(far, far_value, cand.astype(np.float64))
     exact_hi = np.where(far, far_value, s_hi)
     exact_lo = np.where(far, 0.0, s_lo)

@@ -26,6 +26,7 @@ from precision.products.report.findings import Finding, cite, fmt_num
 from precision.products.report.tables import maximum_label
 from precision.analysis.acceptance import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, SPECIAL_RULE, THRESHOLD_T
 from precision.analysis.groups import witness_attributes, witness_fields
+from precision.analysis.msprobe import MSPROBE_VERDICTS
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import RATIO_LEVELS, StandardsSettings, standards_table, settings_from_options
 from precision.io.shell import shell_join
@@ -86,13 +87,12 @@ def summary_table(verdicts: pd.DataFrame, standards: pd.DataFrame | None = None)
                      # with a third party, ms_judged), and the ratio standard's warnings
                      **({"ms_judged": int((ms["ms_benchmark"] != "not judged").sum()),
                          **{f"{name}_pass": int((ms[name] == "pass").sum())
-                            for name in ("ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio")},
+                            for name in MSPROBE_VERDICTS},
                          "ms_ratio_warning": int((ms["ms_ratio"] == "warning").sum())} if len(ms) else {})})
     return pd.DataFrame(rows)
 
 
 #: The columns of the msprobe table (region all), after the keys.
-MSPROBE_VERDICTS = ("ms_benchmark", "ms_ulp", "ms_absolute", "ms_ratio")
 MSPROBE_SHOWN = ("ms_benchmark", "ms_rmse_ratio", "ms_max_rel_ratio", "ms_mean_rel_ratio", "ms_ulp", "ms_mean_ulp",
                  "ms_ulp_share", "ms_ulp_share_ratio", "ms_absolute", "ms_rel_err_ratio", "ms_ratio", "ms_thousandth")
 
