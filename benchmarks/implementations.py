@@ -6,7 +6,7 @@ Usage::
         [--variants kernel,naive,...] [--models ieee,numpy,npu] [--profile] [--shared]
 
 Each line: ``variant model points seconds points_per_s`` for one call of
-:func:`precision.sigmoid_focal_loss_grad.guards.evaluate` on float32 inputs of shape
+:func:`precision.operators.sigmoid_focal_loss_grad.guards.evaluate` on float32 inputs of shape
 ``[points // 1000, 1000]`` (pred uniform in [-20, 20], selectors 0/1, dout and
 weight normal), alpha 0.25, gamma 2.0, reduction "mean".  The best of
 ``--repeat`` runs is reported.  The target of the production recipe is
@@ -14,8 +14,8 @@ weight normal), alpha 0.25, gamma 2.0, reduction "mean".  The best of
 per-op time of ``kernel`` on ``npu`` (cProfile, top 15 by cumulative time).
 
 ``--shared`` adds, per model, the time of every registered variant evaluated
-one by one (:func:`precision.sigmoid_focal_loss_grad.guards.evaluate`) against all of them together
-(:func:`precision.sigmoid_focal_loss_grad.guards.evaluate_variants`, each shared step computed once)
+one by one (:func:`precision.operators.sigmoid_focal_loss_grad.guards.evaluate`) against all of them together
+(:func:`precision.operators.sigmoid_focal_loss_grad.guards.evaluate_variants`, each shared step computed once)
 on the same points, and their ratio (one run each; fp32 inputs, so the
 fp16-only variants are skipped by both).
 """
@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-from precision.sigmoid_focal_loss_grad.guards import evaluate, evaluate_variants, variant_names
+from precision.operators.sigmoid_focal_loss_grad.guards import evaluate, evaluate_variants, variant_names
 
 __all__ = ["make_inputs", "time_variant", "time_shared", "main"]
 

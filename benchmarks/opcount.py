@@ -1,16 +1,16 @@
-"""Primitive-op counts per element of `kernel` and `candidate` (precision.sigmoid_focal_loss_grad.opcount).
+"""Primitive-op counts per element of `kernel` and `candidate` (precision.operators.sigmoid_focal_loss_grad.opcount).
 
 Usage: python benchmarks/opcount.py [--machine npu] [--gamma 2.0]
 
 Input: every finite fp16 pred (as fp32), both selectors, weight present,
-reduction mean (precision.sigmoid_focal_loss_grad.opcount.standard_input).
+reduction mean (precision.operators.sigmoid_focal_loss_grad.opcount.standard_input).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from precision.sigmoid_focal_loss_grad.opcount import count_ops
+from precision.operators.sigmoid_focal_loss_grad.opcount import count_ops
 
 
 def main(argv=None):

@@ -2,14 +2,14 @@
 
 Throughput (the default).  One process, one core.  For each fp32 study of ``studies/`` (its fp32 profile's
 points: every pred x selector x alpha x gamma x weight x dout), the oracle's work as a sweep asks for it:
-the focal terms once per distinct (x, gamma) (:func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables`,
+the focal terms once per distinct (x, gamma) (:func:`precision.operators.sigmoid_focal_loss_grad.terms.focal_term_tables`,
 the compiled double-double path, mpmath for the rows it leaves above TERM_REL), then every point's
-certified rounding to fp32 (:func:`~precision.sigmoid_focal_loss_grad.terms.derive_gradient`); the sweep's
+certified rounding to fp32 (:func:`~precision.operators.sigmoid_focal_loss_grad.terms.derive_gradient`); the sweep's
 gathering of each point's terms between the two is not timed (``benchmarks/sweep.py`` times the stage).  Then
 real-valued attributes: fp32 preds with alpha uniform in [0, 1] and gamma uniform in [-3, 6] (float32
-values), every point its own term (:func:`precision.sigmoid_focal_loss_grad.terms.gradient`).  Each line
+values), every point its own term (:func:`precision.operators.sigmoid_focal_loss_grad.terms.gradient`).  Each line
 prints certified points per second, the mpmath path's rate on a sample of the same points
-(:func:`precision.sigmoid_focal_loss_grad.oracle.gradient`), and the share of terms and points deferred to
+(:func:`precision.operators.sigmoid_focal_loss_grad.oracle.gradient`), and the share of terms and points deferred to
 mpmath.  Each row is timed ``--repeat`` times (default 3) and the fastest kept, as timeit does.  Target
 (issue 44): at least 5,000,000 certified points per second per core.
 
@@ -36,8 +36,8 @@ import numpy as np
 from precision.engine.points import study_preds_by_term
 from precision.engine.study import load_study
 from precision.exact.formats import get_format
-from precision.sigmoid_focal_loss_grad import bracket, oracle, terms
-from precision.sigmoid_focal_loss_grad.oracle_fast import focal_rows
+from precision.operators.sigmoid_focal_loss_grad import bracket, oracle, terms
+from precision.operators.sigmoid_focal_loss_grad.oracle_fast import focal_rows
 
 TARGET_PER_SECOND = 5_000_000
 STUDIES = Path(__file__).resolve().parent.parent / "studies"

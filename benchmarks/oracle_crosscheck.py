@@ -1,7 +1,7 @@
 """Cross-check of the two certified oracles: counts, disagreements and time.
 
-Runs :func:`precision.sigmoid_focal_loss_grad.oracle_arb.crosscheck` -- the mpmath oracle
-(``precision.sigmoid_focal_loss_grad.oracle``) against the Arb oracle (``precision.sigmoid_focal_loss_grad.oracle_arb``,
+Runs :func:`precision.operators.sigmoid_focal_loss_grad.oracle_arb.crosscheck` -- the mpmath oracle
+(``precision.operators.sigmoid_focal_loss_grad.oracle``) against the Arb oracle (``precision.operators.sigmoid_focal_loss_grad.oracle_arb``,
 python-flint), bit for bit in fp16, bf16, fp32 and fp64 -- on N random points
 (default 10,000) plus the hard-case list, and prints one line per category,
 the per-oracle time and the per-evaluation cost of each oracle.
@@ -22,7 +22,7 @@ def main() -> int:
     parser.add_argument("--no-hard", action="store_true", help="random points only")
     args = parser.parse_args()
     try:
-        from precision.sigmoid_focal_loss_grad import oracle_arb
+        from precision.operators.sigmoid_focal_loss_grad import oracle_arb
     except ImportError as exc:
         print(f"oracle_crosscheck: {exc}", file=sys.stderr)
         return 2

@@ -24,7 +24,7 @@ It also prints the **overhead ratio** of the pipeline: end to end divided by
 ``--full`` times the whole ``fp16_exhaustive`` study (or ``--study FILE``) instead (default workers),
 ``--repeat N`` times each, judging the median: cold (empty caches),
 warm into a new folder, and after a comment appended to
-``sigmoid_focal_loss_grad/implementations/candidate.py`` (seen by the source digests only; the file is not
+``operators/sigmoid_focal_loss_grad/implementations/candidate.py`` (seen by the source digests only; the file is not
 touched), checks the three runs' tables are byte-identical, and prints PASS/FAIL against cold <= 40 s,
 warm <= 6 s, edited <= 10 s, and the overhead ratio of the cold run: its oracle (focal terms timed on the run's
 workers, certified derivations as on the slice, split over them) and its shared evaluation timed on the run's
@@ -47,10 +47,10 @@ import numpy as np
 
 from precision.engine.cache import TermCache
 from precision.engine.executor import InlineExecutor, make_executor
-from precision.sigmoid_focal_loss_grad.guards import evaluate, evaluate_variants
+from precision.operators.sigmoid_focal_loss_grad.guards import evaluate, evaluate_variants
 from precision.engine.task import _Tensor, build_tasks
-from precision.sigmoid_focal_loss_grad import FIRED_STEPS
-from precision.sigmoid_focal_loss_grad.terms import derive_gradient
+from precision.operators.sigmoid_focal_loss_grad import FIRED_STEPS
+from precision.operators.sigmoid_focal_loss_grad.terms import derive_gradient
 from precision.engine.study import load_study
 from precision.engine.points import pred_values
 from precision.engine import sweep
@@ -238,7 +238,7 @@ def full_study_figures(path: Path = STUDY, repeat: int = 1) -> None:
     same = True
     original = task._source_bytes
     package = Path(task.__file__).resolve().parents[1]
-    target = package / "sigmoid_focal_loss_grad" / "implementations" / "candidate.py"
+    target = package / "operators" / "sigmoid_focal_loss_grad" / "implementations" / "candidate.py"
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
             cache = Path(tmp) / "cache"

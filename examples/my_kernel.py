@@ -15,11 +15,11 @@ machine runs it with its own exp, ln and division, and ``+ftz`` flushes its
 multiplications' subnormal results, as for the built-in variants.
 
 The table of named steps (``MY_RECIPE``) is the implementation:
-``my_kernel`` is :func:`precision.sigmoid_focal_loss_grad.plugins.recipe_function` of it, and
+``my_kernel`` is :func:`precision.operators.sigmoid_focal_loss_grad.plugins.recipe_function` of it, and
 ``recipe=`` hands the same table to ``precision explain`` (one row per step,
 with its local error and cause).  Each step's ``exact`` names the real
 number it stands for, from the point's exact quantities ``Q``
-(:class:`precision.sigmoid_focal_loss_grad.attribution`): ``Q.e`` = exp(-|x|), ``Q.p``, ``Q.q``,
+(:class:`precision.operators.sigmoid_focal_loss_grad.attribution`): ``Q.e`` = exp(-|x|), ``Q.p``, ``Q.q``,
 ``Q.lp`` = ln p, ``Q.lq`` = ln q, ``Q.L`` = ln(1 + e), ``Q.pg`` = p^gamma,
 ``Q.qg1`` = q^(gamma+1), ``Q.dpos``, ``Q.dneg``, ``Q.raw``, ``Q.weighted``,
 ``Q.scaled``, ``Q.grad``, and the inputs ``Q.x Q.t Q.a Q.g Q.g1 Q.w Q.d Q.n``.
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from precision import RNE, register_variant
-from precision.sigmoid_focal_loss_grad.implementations.common import prepare_host_scalars, store_output
-from precision.sigmoid_focal_loss_grad.plugins import recipe_function
+from precision.operators.sigmoid_focal_loss_grad.implementations.common import prepare_host_scalars, store_output
+from precision.operators.sigmoid_focal_loss_grad.plugins import recipe_function
 from precision.recipes.steps import Recipe, RecipeCall, Step, sum_cond
 
 

@@ -38,7 +38,7 @@ import pandas as pd
 from precision import evaluate
 from precision.analysis.acceptance import allclose_tolerances
 from precision.products.score_outputs import DEVICE_MACHINE, score_outputs
-from precision.sigmoid_focal_loss_grad.implementations.common import validate_inputs
+from precision.operators.sigmoid_focal_loss_grad.implementations.common import validate_inputs
 
 #: The test's dtype profiles (TestDtypeProfile): profile -> (pred, dout, weight or None).
 PROFILES = {p: ("fp16" if p < 4 or p in (8, 9) else "fp32",

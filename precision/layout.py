@@ -13,19 +13,20 @@ __all__ = ["MOVED", "moved_name"]
 MOVED = {
     "formats": "exact.formats", "certify": "exact.certify", "files": "io.files", "frames": "io.frames",
     "steps": "recipes.steps", "scoring": "analysis.scoring", "standards": "analysis.standards",
-    **{name: f"sigmoid_focal_loss_grad.{name}" for name in (
+    **{name: f"operators.sigmoid_focal_loss_grad.{name}" for name in (
         "oracle", "oracle_arb", "terms", "bracket", "implementations", "guards", "comparisons", "attribution",
         "opcount", "plugins")},
     **{name: f"engine.{name}" for name in (
         "study", "task", "sweep", "cache", "executor", "attribution_table")},
-    "threshold_search": "sigmoid_focal_loss_grad.threshold_tasks",
+    "threshold_search": "operators.sigmoid_focal_loss_grad.threshold_tasks",
+    "sigmoid_focal_loss_grad": "operators.sigmoid_focal_loss_grad",
     **{name: f"products.{name}" for name in ("report", "gate", "diff", "hunt", "score_outputs")},
 }
 
 
 def moved_name(name: str):
     """The current name of a module named in the flat layout (``precision.oracle`` ->
-    ``precision.sigmoid_focal_loss_grad.oracle``), or None."""
+    ``precision.operators.sigmoid_focal_loss_grad.oracle``), or None."""
     parts = name.split(".")
     if len(parts) < 2 or parts[0] != "precision" or parts[1] not in MOVED:
         return None

@@ -63,7 +63,7 @@ def pytest_collection_modifyitems(config, items):
 COMPILED_SETS = (
     "from precision.analysis import fused; fused.load()",
     "from precision.machine import arith_fused, ieee_fused, npu_fused; "
-    "from precision.sigmoid_focal_loss_grad import oracle_fast; "
+    "from precision.operators.sigmoid_focal_loss_grad import oracle_fast; "
     "[m.load() for m in (arith_fused, ieee_fused, npu_fused, oracle_fast)]",
 )
 

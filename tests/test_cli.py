@@ -347,7 +347,7 @@ class TestOutputsProbedBeforeWork:
         """A path that passes its check and fails during the work (a disk filled meanwhile)."""
         def full(*args, **kwargs):
             raise OSError(28, "No space left on device", "out/x")
-        monkeypatch.setattr("precision.cli.point_commands.round_gradient", full)
+        monkeypatch.setattr("precision.operators.sigmoid_focal_loss_grad.round_exact", full)
         code, out, err = run(capsys, "oracle", "--pred", "1", "--target", "0")
         assert (code, err) == (2, "precision: error: out/x: No space left on device\n")
 

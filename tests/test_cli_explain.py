@@ -5,7 +5,7 @@ import json
 import pytest
 
 from precision.cli import main
-from precision.sigmoid_focal_loss_grad.implementations.kernel import KERNEL_RECIPE
+from precision.operators.sigmoid_focal_loss_grad.implementations.kernel import KERNEL_RECIPE
 
 from cli_support import run
 

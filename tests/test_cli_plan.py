@@ -312,7 +312,7 @@ def test_row10_a_proposed_budgets_file_is_accepted_by_the_gate(gate_files):
 @pytest.fixture
 def device(tmp_path):
     """A stand-in device run: kernel's fp16 outputs on npu, one element made 3 ulps wrong."""
-    from precision.sigmoid_focal_loss_grad import evaluate
+    from precision.operators.sigmoid_focal_loss_grad import evaluate
     rng = np.random.default_rng(0)
     pred = rng.uniform(-8, 8, (4, 8)).astype(np.float16)
     target = rng.integers(0, 2, (4, 8)).astype(np.int32)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from precision.cli import _build_parser, main
-from precision.sigmoid_focal_loss_grad.plugins import loaded_plugins, unload_plugin
+from precision.operators.sigmoid_focal_loss_grad.plugins import loaded_plugins, unload_plugin
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

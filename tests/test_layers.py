@@ -3,9 +3,9 @@
 The layers of ``precision/`` (top down: entry points, the operator, products, sweep engine, analysis,
 recipes, machines, exact arithmetic and files, errors) import only the layers below them, and every
 top-level module is placed in one; no module imports, directly or through others, a sibling that imports
-it back, at any depth.  The products and the engine never import the operator (they receive it as an
-object, :mod:`precision.engine.operators`); the command line reaches it only through its package (its
-interface, ``precision/sigmoid_focal_loss_grad/__init__.py``).  A break fails this test (and so CI), naming
+it back, at any depth.  The products and the engine never import an operator (they receive it as an
+object, :mod:`precision.engine.operators`); operators never import each other; the command line reaches
+one only through its package (its interface, ``precision/operators/<name>/__init__.py``).  A break fails this test (and so CI), naming
 the imports that cause it.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or "lint-imports"
-LAYERS = ["__main__", "cli", "sigmoid_focal_loss_grad", "products", "engine", "analysis", "recipes", "machine",
+LAYERS = ["__main__", "cli", "operators", "products", "engine", "analysis", "recipes", "machine",
           "exact | io", "errors | layout"]
 
 
@@ -38,22 +38,20 @@ def test_the_contracts_cover_the_whole_package():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     assert config["root_package"] == "precision"
     contracts = {c["type"]: c for c in config["contracts"]}
-    assert sorted(contracts) == ["acyclic_siblings", "forbidden", "layers"]
+    assert sorted(contracts) == ["acyclic_siblings", "forbidden", "independence", "layers"]
     assert contracts["acyclic_siblings"]["ancestors"] == ["precision"]
     layers = contracts["layers"]
     assert (layers["containers"], layers["exhaustive"], layers["layers"]) == (["precision"], True, LAYERS)
+    # every operator folder, present or future: the wildcards name none of them
+    assert contracts["independence"]["modules"] == ["precision.operators.*"]
     interface = contracts["forbidden"]
-    assert interface["source_modules"] == ["precision.cli"]
-    operator = ROOT / "precision" / "sigmoid_focal_loss_grad"
-    modules = sorted(f"precision.sigmoid_focal_loss_grad.{p.stem if p.is_file() else p.name}"
-                     for p in operator.iterdir() if p.name != "__init__.py" and (p.suffix == ".py" or p.is_dir())
-                     and p.name != "__pycache__")
-    assert interface["forbidden_modules"] == modules  # every module of the operator but its interface
+    assert (interface["source_modules"], interface["forbidden_modules"]) == (["precision.cli"],
+                                                                             ["precision.operators.*.*"])
 
 
 def test_the_package_keeps_its_contracts():
     done = _lint(ROOT)
-    assert done.returncode == 0 and "3 kept, 0 broken" in done.stdout, done.stdout[-2000:] + done.stderr
+    assert done.returncode == 0 and "4 kept, 0 broken" in done.stdout, done.stdout[-2000:] + done.stderr
 
 
 @pytest.mark.parametrize("edit, broken", [
@@ -64,12 +62,15 @@ def test_the_package_keeps_its_contracts():
     # a cycle inside one layer
     (("engine/executor.py", "\nimport precision.engine.sweep\n"), "No import cycles"),
     # the engine importing the operator, even its interface: it receives the operator as an object
-    (("engine/executor.py", "\nimport precision.sigmoid_focal_loss_grad\n"), "Layers"),
+    (("engine/executor.py", "\nimport precision.operators.sigmoid_focal_loss_grad\n"), "Layers"),
     # a product importing the operator
-    (("products/gate.py", "\nfrom precision.sigmoid_focal_loss_grad import get_variant\n"), "Layers"),
+    (("products/gate.py", "\nfrom precision.operators.sigmoid_focal_loss_grad import get_variant\n"), "Layers"),
     # the command line reaching into the operator past its interface
-    (("cli/options.py", "\nfrom precision.sigmoid_focal_loss_grad.guards import get_variant\n"),
-     "The operator's interface"),
+    (("cli/options.py", "\nfrom precision.operators.sigmoid_focal_loss_grad.guards import get_variant\n"),
+     "An operator's interface"),
+    # one operator importing another
+    (("operators/sigmoid_focal_loss/reduction.py",
+      "\nimport precision.operators.sigmoid_focal_loss_grad.oracle\n"), "Operators are independent"),
 ])
 def test_a_break_fails_the_lint(tmp_path, edit, broken):
     root = _copy(tmp_path)
@@ -82,13 +83,16 @@ def test_a_break_fails_the_lint(tmp_path, edit, broken):
     assert done.stdout.count("Broken contracts") == 1 and broken in report, done.stdout[-3000:]
 
 
-def test_the_docs_count_the_interfaces_names():
-    """README's layout section and docs/operators.md say how many names the operator's interface has."""
+def test_the_docs_are_the_protocol():
+    """docs/operators.md lists every required name and every optional capability with its default, and says how
+    many names the required core has; README's layout section says it too."""
     import re
 
-    import precision.sigmoid_focal_loss_grad as operator
-    n = len(operator.__all__)
-    assert len(set(operator.__all__)) == n and all(hasattr(operator, name) for name in operator.__all__)
-    for doc in ("README.md", "docs/operators.md"):
-        text = " ".join((ROOT / doc).read_text().split())
-        assert [int(k) for k in re.findall(r"interface: (\d+) names", text)] == [n], doc
+    from precision.engine.operators import OPTIONAL, REQUIRED
+    doc = (ROOT / "docs/operators.md").read_text()
+    text = " ".join(doc.split())
+    assert [int(k) for k in re.findall(r"The required core: (\d+) names", text)] == [len(REQUIRED)]
+    for name in (*REQUIRED, *OPTIONAL):
+        assert f"`{name}" in doc, name
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert [int(k) for k in re.findall(r"required core of (\d+) names", readme)] == [len(REQUIRED)]

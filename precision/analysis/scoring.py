@@ -89,7 +89,7 @@ def ulp_error(computed, exact, fmt, rounded=None) -> np.ndarray:
         Values of the output format (any float dtype holding them exactly).
     exact : array_like or tuple of two array_like
         The exact values, as float64 or as a double-double ``(hi, lo)``
-        (see :func:`precision.sigmoid_focal_loss_grad.oracle.exact_gradient`).
+        (see :func:`precision.operators.sigmoid_focal_loss_grad.oracle.exact_gradient`).
     fmt : str or Format
         The output format whose ulp is meant.
     rounded : array_like, optional

@@ -1,5 +1,5 @@
 """The ``precision`` command: the top layer, which may import every other (the products, the engine and
-the operator through its interface, ``precision.sigmoid_focal_loss_grad``).
+the operator through its interface, ``precision.operators.sigmoid_focal_loss_grad``).
 
 Exit statuses: 0 success; 1 a budget failed or regressed (``gate``) or the
 two oracles disagree (``oracle --check``); 2 a usage or input error,
@@ -36,8 +36,8 @@ import warnings
 from precision import __version__
 from precision.cli.options import (DEFAULT_DIFF_DIR, DEFAULT_REPORTS_DIR, DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, Given,
                                    HelpFormatter, Parser, UsageError, add_attribute_lists, add_attribute_options,
-                                   add_attribute_ranges, add_command, examples_epilog, paragraphs, parse_exact_float,
-                                   positive_int)
+                                   add_attribute_ranges, add_command, add_operator_option, examples_epilog, paragraphs,
+                                   parse_exact_float, positive_int)
 from precision.cli.point_commands import cmd_explain, cmd_oracle
 from precision.cli.run_commands import (cmd_cache, cmd_diff, cmd_gate, cmd_hunt, cmd_report, cmd_run, cmd_score,
                                         cmd_variants)
@@ -54,7 +54,7 @@ __all__ = ["main", "parse_exact_float", "INTERRUPTED", "DEFAULT_RUNS_DIR", "DEFA
 # ---------------------------------------------------------------------------
 
 def _add_plugin_option(p) -> None:
-    """``--plugin FILE`` (repeatable): a Python file registering more variants (precision.sigmoid_focal_loss_grad.plugins)."""
+    """``--plugin FILE`` (repeatable): a Python file registering more variants (precision.operators.sigmoid_focal_loss_grad.plugins)."""
     p.add_argument("--plugin", action="append", metavar="FILE",
                    help="a Python file that registers variants with precision.register_variant; repeatable "
                         "(default: none; see docs/plugins.md)")
@@ -110,11 +110,13 @@ def _build_parser() -> argparse.ArgumentParser:
                     "bit for bit on random points plus hard cases; exit 0 on zero disagreements, 1 otherwise.",
         examples=["precision oracle --pred -0x1.4p+0 --target 0 --alpha 0.25 --gamma 2 --dout -0x1.8p+0 "
                   "--count 6",
-                  "precision oracle --check --points 300 --seed 1"])
+                  "precision oracle --check --points 300 --seed 1",
+                  "precision oracle --operator sigmoid_focal_loss --pred 16 --target 1 --gamma 2.5"])
     p.add_argument("--pred", action=Given, metavar="X", help="the logit x (required unless --check)")
     p.add_argument("--target", action=Given, metavar="T",
                    help="raw selector t: any integer, 0 the positive-class term, 1 the negative "
                         "(required unless --check)")
+    add_operator_option(p)
     add_attribute_options(p, action=Given)
     p.add_argument("--weight", action=Given, default="1.0", help="element weight")
     p.add_argument("--dout", action=Given, default="1.0", help="incoming gradient")
@@ -132,7 +134,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     "parameterized forms kernel[G5=<tau>] and kernel[tile=<n>]. Study files name variants "
                     "this way. With --plugin, the variants a plugin file registers too, marked with its file.",
         examples=["precision variants", "precision variants | grep kernel",
-                  "precision variants --plugin examples/my_kernel.py"])
+                  "precision variants --plugin examples/my_kernel.py",
+                  "precision variants --operator sigmoid_focal_loss"])
+    add_operator_option(p)
     _add_plugin_option(p)
 
     p = add_command(
@@ -142,16 +146,19 @@ def _build_parser() -> argparse.ArgumentParser:
                     "ulp error, and one row per step of the recipe: its computed value (hex), its exact value "
                     "(decimal), its local error (Herbie's: the step on the correctly rounded exact values of its "
                     "inputs, in ulps), the cause, the condition number and whether it reaches the output; then "
-                    "the top cause in one sentence (precision.sigmoid_focal_loss_grad.attribution).\n"
+                    "the top cause in one sentence (precision.operators.sigmoid_focal_loss_grad.attribution).\n"
                     "Floats are hex (exact) or decimal; pred, dout and weight are rounded to --format, alpha and "
                     "gamma to float32. --json prints the same as one object.",
         examples=["precision explain kernel --pred 10 --target 0    # q = 1 - p cancels at large x",
                   "precision explain kernel-G7 --pred 0 --target 0 --weight 0x1p-127 --dout 0x1p30 "
-                  "--machine npu+ftz --json"])
+                  "--machine npu+ftz --json",
+                  "precision explain kernel --operator sigmoid_focal_loss --pred 16 --target 1 --gamma 2.5 "
+                  "--machine npu    # the forward loss: q = 1 - p is 2^-23 at x = 16"])
     p.add_argument("variant", help="a recipe variant: kernel, kernel-G5, naive+G2, golden, mmcv, candidate, ...")
     p.add_argument("--pred", required=True, help="logit x (required)")
     p.add_argument("--target", required=True, help="raw selector t, 0 the positive and 1 the negative term "
                                                    "(required)")
+    add_operator_option(p)
     add_attribute_options(p)
     p.add_argument("--weight", default=None, help="element weight (default: absent)")
     p.add_argument("--dout", default="1.0", help="upstream gradient")
@@ -261,18 +268,20 @@ def _build_parser() -> argparse.ArgumentParser:
         examples=["precision hunt candidate --gamma -3 --outside-neighbourhood --seconds 5",
                   "precision hunt candidate --alpha-range 0 1 --gamma-range -3 6 --target 1 --seconds 5",
                   "precision hunt kernel --format fp16 --gamma 2 --json",
-                  "precision hunt kernel --gamma -2 --points 20000 --corpus out/worst_cases.txt"])
+                  "precision hunt kernel --gamma -2 --points 20000 --corpus out/worst_cases.txt",
+                  "precision hunt kernel --operator sigmoid_focal_loss --gamma 2.5 --target 1 --points 20000"])
     p.add_argument("variant", help="a registry name (see `precision variants`)")
     p.add_argument("--machine", default="npu",
                    help="machine spec: ieee, numpy, npu, suffixes like +ftz (default: npu)")
     p.add_argument("--format", default="fp32", choices=["fp32", "fp16"],
                    help="pred and output format; fp16 is exhausted (default: fp32)")
+    add_operator_option(p)
     add_attribute_lists(p)
     add_attribute_ranges(p)
     p.add_argument("--target", nargs="+", action="extend", metavar="T", help="raw selectors (default: 0 1)")
     p.add_argument("--outside-neighbourhood", action="store_true",
                    help="only points outside the root neighbourhood, gamma < -1 and C >= 4 "
-                        "(precision.sigmoid_focal_loss_grad.bracket)")
+                        "(precision.operators.sigmoid_focal_loss_grad.bracket)")
     p.add_argument("--seconds", help="wall-time budget of an fp32 hunt in seconds, start-up excluded (default: 60)")
     p.add_argument("--points",
                    help="point budget instead of --seconds: reproducible for a seed on any machine and worker count "
@@ -348,6 +357,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", metavar="N,C", help="shape of a raw --outputs dump (default: pred's shape)")
     p.add_argument("--dtype", choices=["float16", "float32"],
                    help="dtype of a raw --outputs dump, little-endian (default: none; required for a raw dump)")
+    add_operator_option(p)
     add_attribute_options(p, help_suffix="the outputs were computed with (float32)")
     p.add_argument("--reduction", default="mean", choices=["none", "sum", "mean"],
                    help="reduction attribute (mean: coefficient 1/(N*C))")

@@ -15,9 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from precision.engine.cache import default_cache_dir
-import precision.sigmoid_focal_loss_grad as sigmoid_focal_loss_grad
-from precision.engine.operators import search_order
-from precision.sigmoid_focal_loss_grad import ATTRIBUTE_HELP, ATTRIBUTES, load_plugins
+from precision.engine.operators import DEFAULT_OPERATOR, OPERATORS, OPTIONAL, get_operator, search_order
 from precision.errors import ParameterError, PrecisionError
 from precision.io.files import probe_writable
 
@@ -212,9 +210,13 @@ def require_cache_dir(args, *, create: bool = True) -> Path | None:
 
 
 def load_cli_plugins(args) -> tuple:
-    """The ``--plugin`` files of a command: checked like any input file, then loaded; their paths."""
+    """The ``--plugin`` files of a command: checked like any input file, then loaded by the command's operator
+    (one-line error for an operator without plugins); their paths."""
     paths = tuple(require_file(p, "--plugin") for p in (getattr(args, "plugin", None) or ()))
-    load_plugins(paths)
+    op = command_operator(args)
+    if paths and op.load_plugins is OPTIONAL["load_plugins"]:
+        raise ParameterError(f"--plugin: the operator {args.operator!r} takes no plugin files")
+    op.load_plugins(paths)
     return paths
 
 
@@ -231,7 +233,7 @@ def load_run_plugins(run_dir: Path) -> None:
         return
     rels = table.get("plugins", []) if isinstance(table, dict) else []
     files = [study_file.parent / rel for rel in rels if isinstance(rel, str)]
-    load_plugins([f for f in files if f.is_file()])
+    get_operator(DEFAULT_OPERATOR).load_plugins([f for f in files if f.is_file()])
 
 
 # ---------------------------------------------------------------------------
@@ -283,28 +285,45 @@ def positive_int(text: str) -> int:
 
 
 # ---------------------------------------------------------------------------
-# The operator's attributes as options (--alpha, --gamma)
+# The operator (--operator) and its attributes as options (--alpha, --gamma)
 # ---------------------------------------------------------------------------
 
+#: The attribute options: every operator's attributes (the default operator's default values and help where two
+#: operators share a name; SigmoidFocalLossGrad's and SigmoidFocalLoss's are both alpha and gamma).
+OPTION_ATTRIBUTES = {name: (op.ATTRIBUTES[name], op.ATTRIBUTE_HELP[name])
+                      for op in (get_operator(n) for n in sorted(OPERATORS, key=lambda n: n != DEFAULT_OPERATOR))
+                      for name in op.ATTRIBUTES}
+
+
+def add_operator_option(p) -> None:
+    """``--operator NAME``: which operator the command is about (default: the default operator)."""
+    p.add_argument("--operator", default=DEFAULT_OPERATOR, choices=list(OPERATORS),
+                   help=f"the operator: {', '.join(OPERATORS)} (default: {DEFAULT_OPERATOR})")
+
+
+def command_operator(args):
+    """The interface of the command's ``--operator`` (the default operator for a command without the option)."""
+    return get_operator(getattr(args, "operator", DEFAULT_OPERATOR))
+
+
 def add_attribute_options(p, *, action=None, help_suffix: str = "(float32)") -> None:
-    """One option per attribute of the operator (``--alpha``, ``--gamma``), defaulting to its default value."""
-    for name, default in ATTRIBUTES.items():
+    """One option per attribute of the operators (``--alpha``, ``--gamma``), defaulting to its default value."""
+    for name, (default, text) in OPTION_ATTRIBUTES.items():
         kwargs = {"action": action} if action is not None else {}
-        p.add_argument(f"--{name}", default=repr(float(default[0])), help=f"{ATTRIBUTE_HELP[name]} {help_suffix}",
-                       **kwargs)
+        p.add_argument(f"--{name}", default=repr(float(default[0])), help=f"{text} {help_suffix}", **kwargs)
 
 
 def add_attribute_lists(p) -> None:
     """One repeatable option per attribute (``--gamma G [G ...]``), in search order, for a search over them."""
-    for name in search_order(sigmoid_focal_loss_grad):
-        default = " ".join(f"{v:g}" for v in ATTRIBUTES[name])
+    for name in search_order(get_operator(DEFAULT_OPERATOR)):
+        default = " ".join(f"{v:g}" for v in OPTION_ATTRIBUTES[name][0])
         p.add_argument(f"--{name}", nargs="+", action="extend", metavar=name[0].upper(),
                        help=f"{name} values, float32 (default: {default})")
 
 
 def add_attribute_ranges(p) -> None:
     """One option per attribute for a search over a real range instead of a list (``--gamma-range LO HI``)."""
-    for name in search_order(sigmoid_focal_loss_grad):
+    for name in search_order(get_operator(DEFAULT_OPERATOR)):
         p.add_argument(f"--{name}-range", nargs=2, metavar=("LO", "HI"),
                        help=f"search {name} as every float32 value in [LO, HI] instead of --{name}'s values "
                             f"(default: none, the values of --{name})")
@@ -314,7 +333,7 @@ def parse_attribute_ranges(args) -> dict:
     """``{"gamma": (lo, hi), ...}``: the attributes given as ranges (exact floats; the hunt rounds the ends to
     float32); one-line error when an attribute has both its values and its range."""
     out = {}
-    for name in search_order(sigmoid_focal_loss_grad):
+    for name in search_order(command_operator(args)):
         ends = getattr(args, f"{name}_range", None)
         if ends is None:
             continue
@@ -325,14 +344,15 @@ def parse_attribute_ranges(args) -> dict:
 
 
 def parse_attributes(args) -> dict:
-    """The attribute options' values, rounded to float32 as the operator's attributes are (one-line error when
-    one overflows float32)."""
+    """The command's operator's attribute options' values, rounded to float32 as the operator's attributes are
+    (one-line error when one overflows float32)."""
+    names = command_operator(args).ATTRIBUTES
     out = {}
     with np.errstate(over="ignore"):
-        for name in ATTRIBUTES:
+        for name in names:
             out[name] = float(np.float32(parse_exact_float(getattr(args, name), name)))
     if not all(math.isfinite(v) for v in out.values()):
-        raise ParameterError(f"{'/'.join(f'--{n}' for n in ATTRIBUTES)} overflow float32; expected finite float32 "
+        raise ParameterError(f"{'/'.join(f'--{n}' for n in names)} overflow float32; expected finite float32 "
                              "attribute values")
     return out
 
@@ -340,6 +360,7 @@ def parse_attributes(args) -> dict:
 def parse_attribute_lists(args) -> dict:
     """``{"gammas": [...], "alphas": [...]}``: the values of each repeatable attribute option (its default when
     not given), as the hunt takes them (exact floats; the hunt rounds them to float32)."""
+    op = command_operator(args)
     return {f"{name}s": [parse_exact_float(v, name) for v in (getattr(args, name) or
-                                                              [repr(float(d)) for d in ATTRIBUTES[name]])]
-            for name in search_order(sigmoid_focal_loss_grad)}
+                                                              [repr(float(d)) for d in op.ATTRIBUTES[name]])]
+            for name in search_order(op)}

@@ -6,25 +6,43 @@ import json
 import math
 
 import numpy as np
-from mpmath import libmp
+from mpmath import libmp, mpf
 
-from precision.cli.options import UsageError, load_cli_plugins, parse_attributes, parse_exact_float, parse_int
+from precision.cli.options import (OPTION_ATTRIBUTES, UsageError, command_operator, load_cli_plugins,
+                                   parse_attributes, parse_exact_float, parse_int)
+from precision.engine.operators import DEFAULT_OPERATOR
 from precision.errors import ParameterError, PrecisionError
+from precision.analysis.scoring import ulp_error
 from precision.exact.formats import FORMATS, round_to_format
-from precision.sigmoid_focal_loss_grad import ATTRIBUTES, attribute, describe, exact_decimal, round_gradient
+from precision.recipes.steps import trace
 
 # ---------------------------------------------------------------------------
 # precision oracle, oracle --check, explain
 # ---------------------------------------------------------------------------
 
 #: The options that describe one point (``precision oracle`` without ``--check``).
-_POINT_OPTIONS = ("pred", "target", *ATTRIBUTES, "weight", "dout", "count")
+_POINT_OPTIONS = ("pred", "target", *OPTION_ATTRIBUTES, "weight", "dout", "count")
 #: The options of ``--check`` only.
 _CHECK_OPTIONS = ("points", "seed")
 
 
+def _unused_inputs(args, op) -> None:
+    """One-line error for a ``--dout`` or ``--count`` given to an operator without that input (its ``INPUTS``)."""
+    given = getattr(args, "given", None)
+    for name in ("dout", "count"):
+        default = {"dout": "1.0", "count": "1"}[name]
+        named = name in given if given is not None else getattr(args, name) != default
+        if named and name not in op.INPUTS:
+            raise ParameterError(f"--{name}: the operator {args.operator!r} has no {name} input (its inputs: pred, "
+                                 f"{', '.join(op.INPUTS)} and {', '.join(op.ATTRIBUTES)})")
+
+
 def cmd_oracle(args) -> int:
     given = getattr(args, "given", frozenset())
+    op = command_operator(args)
+    if args.check and args.operator != DEFAULT_OPERATOR:
+        raise ParameterError(f"oracle --check: the Arb cross-check is {DEFAULT_OPERATOR}'s; the operator "
+                             f"{args.operator!r} has none")
     if args.check:
         ignored = [f"--{name}" for name in _POINT_OPTIONS if name in given]
         if ignored:
@@ -37,25 +55,27 @@ def cmd_oracle(args) -> int:
     if args.pred is None or args.target is None:
         raise UsageError("oracle: the following arguments are required: --pred, --target (or --check) "
                           "(see 'precision oracle --help')")
+    _unused_inputs(args, op)
     x = parse_exact_float(args.pred, "pred")
     t = parse_int(args.target, "target")
     attributes = parse_attributes(args)
     weight = parse_exact_float(args.weight, "weight")
     dout = parse_exact_float(args.dout, "dout")
     count = parse_int(args.count, "count", positive=True)
-    exact = exact_decimal(x, t, *attributes.values(), weight, dout, count, digits=40)
+    exact = op.exact_decimal(x, t, *attributes.values(), weight, dout, count, digits=40)
     lines = [
+        f"operator {args.operator}" if args.operator != DEFAULT_OPERATOR else "",
         f"pred    {x.hex():<24} {x!r}",
         f"target  {t}",
         *(f"{name:<7} {v.hex():<24} {v!r} (float32)" for name, v in attributes.items()),
         f"weight  {weight.hex():<24} {weight!r}",
-        f"dout    {dout.hex():<24} {dout!r}",
-        f"count   {count}",
+        f"dout    {dout.hex():<24} {dout!r}" if "dout" in op.INPUTS else "",
+        f"count   {count}" if "count" in op.INPUTS else "",
         f"exact   {exact}",
     ]
     for name in FORMATS:
         try:
-            v = round_gradient(x, t, *attributes.values(), weight, dout, count, fmt=name)
+            v = op.round_exact(x, t, *attributes.values(), weight, dout, count, fmt=name)
             lines.append(f"{name:<7} {v.hex():<24} {v!r}")
         except PrecisionError as exc:  # undecided at the precision cap
             lines.append(f"{name:<7} unresolved ({exc})")
@@ -92,7 +112,7 @@ def _representability_note(name: str, value: float) -> str:
 def cmd_oracle_check(args) -> int:
     """``precision oracle --check``: the mpmath and Arb oracles, bit for bit."""
     try:  # python-flint is an optional extra: imported only when asked for
-        from precision.sigmoid_focal_loss_grad import oracle_arb
+        from precision.operators.sigmoid_focal_loss_grad import oracle_arb
     except ImportError:
         raise ParameterError("--check needs python-flint for the Arb oracle; "
                              "install it with pip install 'precision[arb]'") from None
@@ -116,8 +136,13 @@ def _json_number(v):
 
 
 def cmd_explain(args) -> int:
-    """``precision explain``: one point's error, step by step (precision.sigmoid_focal_loss_grad.attribution)."""
+    """``precision explain``: one point's error, step by step (precision.operators.sigmoid_focal_loss_grad.attribution)."""
     load_cli_plugins(args)
+    op = command_operator(args)
+    _unused_inputs(args, op)
+    if op.attribute is None:
+        return _explain_steps(args, op)
+    attribute, describe, exact_decimal = op.attribute, op.describe, op.exact_decimal
     dtype = np.dtype(np.float16 if args.format == "fp16" else np.float32)
     raw = {name: parse_exact_float(getattr(args, name), name) for name in ("pred", "dout")}
     raw["weight"] = None if args.weight is None else parse_exact_float(args.weight, "weight")
@@ -196,6 +221,57 @@ def cmd_explain(args) -> int:
         lines.append(f"{st['step']:<11} {comp:<24} {ex:<24} {lu:>9}  {st['cause']:<15} {cond:>8}  "
                      f"{'yes' if st['reaches_output'] else 'no'}")
     lines += ["", f"top cause: {sentence}"]
+    print("\n".join(lines))
+    return 0
+
+
+def _explain_steps(args, op) -> int:
+    """``precision explain`` for an operator without step attribution (no ``attribute``): every step's computed
+    value on the machine, then the exact value, its correct rounding and the output's error in ulps."""
+    if op.bind_recipe is None:
+        raise ParameterError(f"explain: the operator {args.operator!r} binds no recipe (its bind_recipe); its "
+                             "variants cannot be shown step by step")
+    dtype = np.dtype(np.float16 if args.format == "fp16" else np.float32)
+    t = parse_int(args.target, "target")
+    attributes = parse_attributes(args)
+    with np.errstate(over="ignore"):
+        x = dtype.type(parse_exact_float(args.pred, "pred"))
+        w = None if args.weight is None else dtype.type(parse_exact_float(args.weight, "weight"))
+    for name, v in (("pred", x), ("weight", w)):
+        if v is not None and not np.isfinite(v):
+            raise ParameterError(f"--{name}={getattr(args, name)!r} overflows {args.format}; expected a finite value")
+    bound = op.bind_recipe(args.variant, np.array([[x]], dtype), np.array([[t]], np.int32), None,
+                           None if w is None else np.array([[w]], dtype), **attributes, reduction="none",
+                           machine=args.machine)
+    tr = trace(bound)
+    weight = 1.0 if w is None else float(w)
+    exact = op.exact_decimal(float(x), t, *attributes.values(), weight, digits=20)
+    rounded = op.round_exact(float(x), t, *attributes.values(), weight, fmt=args.format)
+    computed = float(np.asarray(tr.output).ravel()[0])
+    hi = float(mpf(exact)) if exact not in ("0", "-0") else 0.0  # the exact value to float64, then its remainder
+    lo = float(mpf(exact) - mpf(hi)) if math.isfinite(hi) else 0.0
+    err = float(ulp_error(np.array([computed]), (np.array([hi]), np.array([lo])), args.format,
+                          np.array([rounded]))[0])
+    steps = [{"step": name, "computed": float(np.asarray(tr.values[name]).ravel()[0]).hex()}
+             for name in tr.names if tr.values.get(name) is not None]
+    inputs = {"pred": float(x).hex(), "target": t, **{k: v.hex() for k, v in attributes.items()},
+              "weight": None if w is None else float(w).hex()}
+    if args.json:
+        print(json.dumps({"operator": args.operator, "variant": args.variant, "machine": args.machine,
+                          "format": args.format, "inputs": inputs, "exact": exact, "exact_rounded": rounded.hex(),
+                          "computed": computed.hex(), "err_ulp": _json_number(err), "steps": steps,
+                          "attribution": None}, indent=1, allow_nan=False))
+        return 0
+    lines = [f"variant  {args.variant} of {args.operator} on {args.machine}, {args.format} pred/weight",
+             f"pred     {float(x).hex():<24} {float(x)!r}", f"target   {t}",
+             *(f"{name:<8} {v.hex():<24} {v!r} (float32)" for name, v in attributes.items()),
+             f"weight   {'absent' if w is None else f'{float(w).hex():<24} {float(w)!r}'}",
+             f"exact    {exact}",
+             f"{args.format:<8} {rounded.hex():<24} {rounded!r} (correctly rounded)",
+             f"computed {computed.hex():<24} {computed!r} ({_fmt_ulp(err)} ulp)", "",
+             f"{'step':<11} computed", *(f"{s['step']:<11} {s['computed']}" for s in steps), "",
+             f"steps: computed values only; {args.operator} has no step attribution (exact step values and "
+             "causes: not tracked)"]
     print("\n".join(lines))
     return 0
 

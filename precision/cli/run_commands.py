@@ -7,14 +7,14 @@ import json
 import os
 from pathlib import Path
 
-from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, load_cli_plugins, load_run_plugins,
-                                   parse_attribute_lists, parse_attribute_ranges, parse_exact_float, parse_int,
-                                   require_cache_dir, require_dir, require_file, require_output_file)
+from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, command_operator, load_cli_plugins,
+                                   load_run_plugins, parse_attribute_lists, parse_attribute_ranges, parse_exact_float,
+                                   parse_int, require_cache_dir, require_dir, require_file, require_output_file)
 from precision.engine.cache import ResultCache, TermCache
 from precision.engine.estimate import memory_limit, plan_study
 from precision.io.files import atomic_open
 from precision.io.shell import shell_join
-from precision.sigmoid_focal_loss_grad import ATTRIBUTES, TERMS_ATTRIBUTE, get_variant, list_variants, variant_source
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
 from precision.errors import ParameterError
@@ -33,9 +33,10 @@ from precision.products.score_outputs import (SCORE_BUDGET_METRICS, check_score,
 
 def cmd_variants(args) -> int:
     load_cli_plugins(args)
+    op = command_operator(args)
     rows = []
-    for name, text in list_variants():
-        source = variant_source(name)
+    for name, text in op.list_variants():
+        source = op.variant_source(name)
         rows.append((name, text if source is None else f"{text} [plugin {_shown_path(source)}]"))
     width = max(len(name) for name, _ in rows)
     print("\n".join(f"{name:<{width}}  {text}" for name, text in rows))
@@ -100,8 +101,9 @@ def cmd_run(args) -> int:
           f"({result.term_pairs_cached:,} from cache), {result.oracle_fallback} scalar fallbacks, "
           f"{result.seconds:.1f} s")
     notes = []
+    op = get_operator(study.operator)
     for variant, profile in result.unsupported:
-        source = variant_source(variant)
+        source = op.variant_source(variant)
         if source is None:
             notes.append(f"{variant} does not take profile {profile}; skipped there")
         else:  # a plugin's own contract, or an error on some inputs of the run (the loader's checks passed)
@@ -226,14 +228,18 @@ def cmd_hunt(args) -> int:
     targets = [parse_int(v, "target") for v in args.target or ["0", "1"]]
     corpus = require_output_file(args.corpus, "--corpus") if args.corpus else None
     load_cli_plugins(args)
+    op = command_operator(args)
+    if args.outside_neighbourhood and op.ROOT_NEIGHBOURHOOD_C is None:
+        raise ParameterError(f"--outside-neighbourhood: the operator {args.operator!r} has no root neighbourhood "
+                             "(its exact value has no cancelling factor)")
     result = hunt(args.variant, machine=args.machine, fmt=args.format, **attribute_lists, targets=targets,
                   outside_neighbourhood=args.outside_neighbourhood, seconds=seconds, points=points, seed=seed,
-                  workers=args.workers, top=top, ranges=ranges)
+                  workers=args.workers, top=top, ranges=ranges, operator=args.operator)
     added = 0
     if corpus is not None and result.corpus_preds():
         note = (f"hunt witness, {result.variant} {result.fmt} {result.machine}, "
                 + "".join(f"{name} {' '.join(f'{v:g}' for v in values)}, " for name, values in result.attributes
-                          if name == TERMS_ATTRIBUTE)
+                          if name == op.TERMS_ATTRIBUTE)
                 + f"seed {result.seed}")
         added = append_to_corpus(corpus, result.corpus_preds(), note)
     if args.json:
@@ -287,18 +293,24 @@ def cmd_score(args) -> int:
     if needs and not args.compare_with:
         raise ParameterError(f"--fail-on {needs[0]} compares with an emulated variant; add --compare-with VARIANT")
     load_cli_plugins(args)
+    op = command_operator(args)
+    if "dout" in files and "dout" not in op.INPUTS:
+        raise ParameterError(f"--dout: the operator {args.operator!r} has no dout input")
     if args.compare_with:
-        get_variant(args.compare_with)
+        op.get_variant(args.compare_with)
         get_machine(args.machine)
-    attributes = {name: parse_exact_float(getattr(args, name), name) for name in ATTRIBUTES}
+    attributes = {name: parse_exact_float(getattr(args, name), name) for name in op.ATTRIBUTES}
     arrays = load_inputs(files["inputs"], target=files.get("target"), dout=files.get("dout"),
                          weight=files.get("weight"))
-    inputs = validate_score_inputs(arrays, **attributes, reduction=args.reduction)
+    if "dout" not in op.INPUTS and arrays.get("dout") is not None:
+        raise ParameterError(f"--inputs: {files['inputs']} holds a dout; the operator {args.operator!r} has none")
+    inputs = validate_score_inputs(arrays, **attributes, reduction=args.reduction, operator=args.operator)
     outputs = load_outputs(files["outputs"], shape=shape, dtype=args.dtype, pred=inputs.pred)
     result = score_outputs(inputs, outputs, label=label, compare_with=args.compare_with,
-                           machine=args.machine)
-    command = shell_join(["precision", "score", *(w for k, v in files.items() for w in (f"--{k}", v)),
-                          *(w for name in ATTRIBUTES for w in (f"--{name}", getattr(args, name))),
+                           machine=args.machine, operator=args.operator)
+    named = ["--operator", args.operator] if args.operator != DEFAULT_OPERATOR else []
+    command = shell_join(["precision", "score", *named, *(w for k, v in files.items() for w in (f"--{k}", v)),
+                          *(w for name in op.ATTRIBUTES for w in (f"--{name}", getattr(args, name))),
                           "--reduction", args.reduction, "--label", label,
                           *(["--shape", args.shape] if args.shape else []),
                           *(["--dtype", args.dtype] if args.dtype else []),

@@ -2,7 +2,7 @@
 
 A study that asks for it (``[run] attribution``, :class:`precision.engine.study.AttributionSpec`) has, once the
 sweep has written ``points.parquet``, the kept points of the named variants attributed to the steps of
-their recipe (:mod:`precision.sigmoid_focal_loss_grad.attribution`: Herbie's local error of every step, a cause tag, a top cause
+their recipe (:mod:`precision.operators.sigmoid_focal_loss_grad.attribution`: Herbie's local error of every step, a cause tag, a top cause
 per point), and two tables written beside the run's others (:func:`write_attribution`).
 
 ``attribution.csv`` (:func:`cause_columns`)
@@ -11,7 +11,7 @@ per point), and two tables written beside the run's others (:func:`write_attribu
     ``dout``, ``target``, ``region`` (the fine groups
     of ``groups.csv``), then ``step`` (the top step: ``none`` where every step that reaches the output
     is correctly rounded from correctly rounded inputs) and ``cause``
-    (:data:`precision.sigmoid_focal_loss_grad.attribution.CAUSES`).  Columns: ``group_points`` (the group's attributed points),
+    (:data:`precision.operators.sigmoid_focal_loss_grad.attribution.CAUSES`).  Columns: ``group_points`` (the group's attributed points),
     ``predicted`` (the cause predicts an error, as Herbie's explanations do: one of
     :data:`PREDICTED_CAUSES`), ``points`` (the group's attributed points with this top cause),
     ``share`` (``points / group_points``), ``over_1ulp`` (of those, outputs over 1 ulp or special, as
@@ -27,10 +27,10 @@ per point), and two tables written beside the run's others (:func:`write_attribu
     (:func:`confusion_table`).
 
 ``attribution_guards.csv`` (:data:`GUARD_COLUMNS`)
-    For each comparison of the run (:mod:`precision.sigmoid_focal_loss_grad.comparisons`: guard pairs, G5 thresholds, declared
+    For each comparison of the run (:mod:`precision.operators.sigmoid_focal_loss_grad.comparisons`: guard pairs, G5 thresholds, declared
     pairs) whose two variants are the same recipe table and one of whose variants is attributed (the
     ``without`` variant, else the ``with``: ``attributed``), both variants are traced on that
-    variant's attributed points (:func:`precision.sigmoid_focal_loss_grad.guards.trace_variant`'s mode, with the run's G4
+    variant's attributed points (:func:`precision.operators.sigmoid_focal_loss_grad.guards.trace_variant`'s mode, with the run's G4
     tile decisions), and the points are counted per ``kind``, ``subject``, ``comparison``,
     ``with_variant``, ``without_variant``, ``attributed``, ``machine``, ``format``, ``profile``,
     ``first_step`` (the first step both variants compute, in the attributed variant's recipe order,
@@ -48,7 +48,7 @@ per point), and two tables written beside the run's others (:func:`write_attribu
 The points (:class:`~precision.engine.study.AttributionSpec` ``points``): every kept row of each attributed
 variant, or at most N per fine group (the largest errors, special outputs first).  They are attributed
 in batches of one (variant, machine, profile, attribute values, weight, dout, count): one
-:func:`precision.sigmoid_focal_loss_grad.attribution.attribute_bound` call each, with the inputs in the profile's formats,
+:func:`precision.operators.sigmoid_focal_loss_grad.attribution.attribute_bound` call each, with the inputs in the profile's formats,
 as the sweep's task holds them.
 
 G4 and the task's tensor: the sweep evaluates each task as one ``[P, T]`` tensor (every pred of the
@@ -57,7 +57,7 @@ profile's format x every selector) and guard G4 decides per tile of it (one tile
 decide otherwise (a point with a subnormal power gets the fallback only in a flagged tile).  So the
 decision is taken from the task's tensor: G4's ``g4_tile`` step is evaluated once per (variant
 configuration, machine, profile) on the task's ``[P, T]`` tensor and each attributed point gets its
-element's decision (:func:`precision.sigmoid_focal_loss_grad.attribution.attribute`'s ``g4_tile``).  The attributed outputs are
+element's decision (:func:`precision.operators.sigmoid_focal_loss_grad.attribution.attribute`'s ``g4_tile``).  The attributed outputs are
 then compared with the run's ``computed`` bits, and any difference is counted in ``mismatched``, never
 dropped.
 
@@ -530,7 +530,7 @@ def attribution_tables(points: pd.DataFrame, study: Study, *, preds_by_term=None
         Show a progress bar (default: on a terminal).
     task_tiles : bool
         Take G4's tile decision from the sweep's task tensor (default); False lets each batch decide
-        (the plain :func:`precision.sigmoid_focal_loss_grad.attribution.attribute`), which ``mismatched`` then shows.
+        (the plain :func:`precision.operators.sigmoid_focal_loss_grad.attribution.attribute`), which ``mismatched`` then shows.
     executor : optional
         Where the points are attributed, one job per recipe configuration (:mod:`precision.engine.executor`, as
         the sweep's tasks; default: in this process).  The tables do not depend on it.

@@ -9,7 +9,7 @@ shard) holding
 ``x_bits`` (int64, sorted)
     The float64 bit patterns of the x values present.
 ``hi``, ``lo``, ``exp``, ``rel``
-    The columns of the operator's ``TermTable`` (:class:`precision.sigmoid_focal_loss_grad.terms.TermTable`)
+    The columns of the operator's ``TermTable`` (:class:`precision.operators.sigmoid_focal_loss_grad.terms.TermTable`)
     for those x.
 ``digest`` (uint8[32])
     SHA-256 of the other arrays' bytes: the integrity check.
@@ -40,6 +40,7 @@ import numpy as np
 import platformdirs
 import safetensors.numpy
 
+from precision.exact.terms import TermTable, absent_table
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.io.files import atomic_open
 
@@ -196,8 +197,7 @@ class TermCache:
         """(found mask, TermTable of the found rows in x's order) for one value of the terms attribute."""
         x = np.asarray(x, dtype=np.float64)
         found = np.zeros(x.size, dtype=bool)
-        op = get_operator(self.operator)
-        table, empty = op.TermTable, op.absent_table(0)
+        table, empty = TermTable, absent_table(0)
         if not self.enabled:
             return found, empty
         arrays = read_checked_npz(self._shard(term))

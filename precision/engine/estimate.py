@@ -44,8 +44,15 @@ __all__ = ["StudyPlan", "plan_study", "study_variants", "memory_limit", "parse_s
 # Measured rates (one place: update them here when the code gets faster)
 # ---------------------------------------------------------------------------
 
+def _term_rate(op, default: float) -> float:
+    """Terms per core-second of the operator ``op``'s oracle: its own measured ``TERMS_PER_SECOND`` when it states
+    one (an operator whose terms come from mpmath), else ``default``, the rate measured for SigmoidFocalLossGrad's
+    compiled path below."""
+    return float(op.TERMS_PER_SECOND or default)
+
+
 #: Distinct (pred, gamma) focal terms the oracle stage computes per second on one core, cache empty: the
-#: compiled certified path (precision.sigmoid_focal_loss_grad.oracle_fast) with the stage's bookkeeping.
+#: compiled certified path (precision.operators.sigmoid_focal_loss_grad.oracle_fast) with the stage's bookkeeping.
 #: Measured on the 2-core development machine (Dec 2026): studies/cancellation_threshold.toml's 2,371,152 terms
 #: in 3.1 s cold on one worker (0.76 M per second, about 1 s of it loading the compiled passes; the terms
 #: alone 5.5 M per second), studies/fp32_stratified_1m.toml's 1,004,099 in 1.7 s.
@@ -423,7 +430,7 @@ def plan_study(study: Study, workers: int | None = None, scheduler: str | None =
     local = scheduler is None or scheduler == "local"
     oracle_cores = min(used, cores, max(chunks, 1)) if local else used
     eval_cores = min(used, cores, units) if local else min(used, units)
-    oracle_seconds = terms / (ORACLE_TERMS_PER_CORE_SECOND * oracle_cores)
+    oracle_seconds = terms / (_term_rate(op, ORACLE_TERMS_PER_CORE_SECOND) * oracle_cores)
     evaluation_seconds = (outputs / EVALUATION_OUTPUTS_PER_CORE_SECOND + tasks * TASK_OVERHEAD_SECONDS) / max(
         eval_cores, 1)
     generate_seconds = sum(preds_at.values()) / GENERATE_POINTS_PER_SECOND
@@ -458,7 +465,7 @@ def _streamed_plan(study: Study, preds: float, sides: int, workers: int | None, 
     used = max(1, min(requested, blocks))
     local = scheduler is None or scheduler == "local"
     run_cores = min(used, cores) if local else used
-    oracle_seconds = terms / (STREAMED_TERMS_PER_CORE_SECOND * run_cores)
+    oracle_seconds = terms / (_term_rate(get_operator(study.operator), STREAMED_TERMS_PER_CORE_SECOND) * run_cores)
     evaluation_seconds = (points * V / STREAMED_OUTPUTS_PER_CORE_SECOND + tasks * TASK_OVERHEAD_SECONDS) / run_cores
     block = min(size, preds)
     memory = BYTES_PER_PROCESS + (used * (BYTES_PER_WORKER + block * (T * M * BYTES_PER_ELEMENT

@@ -47,6 +47,7 @@ from precision.engine.tables import (Gathered, RunResult, _PointsWriter, _stack_
 from precision.engine.task import build_tasks, machine_siblings, run_tasks
 from precision.errors import PrecisionError, RunNote
 from precision.exact.formats import get_format
+from precision.exact.terms import absent_table
 from precision.io.frames import columns_from_arrays
 
 __all__ = ["study_blocks", "block_preds", "run_block", "run_streamed", "PROGRESS_SECONDS", "ETA_BLOCKS"]
@@ -80,9 +81,8 @@ def _placeholder_tasks(study: Study, variants, comparisons) -> list:
     """The study's tasks without points (the one pred 0, no terms): the order of every block's tasks, their
     columns in the tables (:func:`precision.engine.tables._TaskColumns`) and, with a block's positions, its
     key (:func:`_block_key`)."""
-    op = get_operator(study.operator)
     zero = np.zeros(1)
-    terms = {v: (op.absent_table(1), op.absent_table(1)) for v in study.term_values}
+    terms = {v: (absent_table(1), absent_table(1)) for v in study.term_values}
     return build_tasks(study, {v: zero for v in study.term_values}, terms, variants, comparisons, None)
 
 
@@ -111,7 +111,7 @@ def _block_terms(study: Study, preds: np.ndarray) -> dict:
     out = {}
     for v, table in tables.items():
         got = {sign: table.take(back * len(sides) + k) for k, sign in enumerate(sides)}
-        out[v] = (got.get(1.0, op.absent_table(n)), got.get(-1.0, op.absent_table(n)))
+        out[v] = (got.get(1.0, absent_table(n)), got.get(-1.0, absent_table(n)))
     return out
 
 

@@ -22,7 +22,7 @@ A study file (``studies/NAME.toml``)::
     # windows:      SigmoidFocalLossGrad's, per gamma, where the bracket of A cancels: cancellation = C
     #               (default 2), per_window = N (default 100000), core = K (default 2048), range = [lo, hi]
     #               (default [-20, 20]), selector = 0 | 1 (A(x) or A(-x)); see
-    #               precision.sigmoid_focal_loss_grad.regions.PRED_SETS
+    #               precision.operators.sigmoid_focal_loss_grad.regions.PRED_SETS
 
     [points]
     target = [0, 1]                   # raw selector values
@@ -37,7 +37,7 @@ A study file (``studies/NAME.toml``)::
     region_names = ["..."]            # optional: one name per region (len(regions) + 1)
     separate = ["q-hole"]             # optional: regions kept out of the pooled ("all") comparisons
     bracket_bands = [4, 16]           # optional: edges on the bracket's cancellation factor C
-                                      # (precision.sigmoid_focal_loss_grad.bracket); adds a bracket column and by_bracket.csv
+                                      # (precision.operators.sigmoid_focal_loss_grad.bracket); adds a bracket column and by_bracket.csv
     profiles = ["fp16", "fp32"]       # pred dtype (= output format), or "pred/dout/weight"
 
     [run]
@@ -51,7 +51,7 @@ A study file (``studies/NAME.toml``)::
     attribution = { variants = ["kernel"], points = 8 }   # optional: attribute kept points to recipe steps
                                       # (true: every variant, every kept row; points = "kept" or N per group)
     plugins = ["my_kernel.py"]        # optional: plugin files registering more variants (relative to
-                                      # this file; precision.sigmoid_focal_loss_grad.plugins), loaded before the names are checked
+                                      # this file; precision.operators.sigmoid_focal_loss_grad.plugins), loaded before the names are checked
 
     [report]                          # optional: the report's sections, in order (precision.products.report.sections)
     sections = ["verdicts", "dominant", "summary"]
@@ -118,8 +118,11 @@ _RUN_KEYS = {"variants", "machines", "per_point", "compare", "attribution", "plu
 
 
 def region_labels(edges) -> list:
-    """Labels of the regions cut by the edges: 'x < -20', '[-20, -8)', ..., 'x >= 20'."""
+    """Labels of the regions cut by the edges: 'x < -20', '[-20, -8)', ..., 'x >= 20'; 'any x' without edges (one
+    region, an operator's default)."""
     e = [f"{v:g}" for v in edges]
+    if not e:
+        return ["any x"]
     labels = [f"x < {e[0]}"] + [f"[{a}, {b})" for a, b in zip(e, e[1:])] + [f"x >= {e[-1]}"]
     return labels
 
@@ -209,7 +212,7 @@ class Study:
     attribution: "AttributionSpec | None" = None  # [run] attribution; None = no attribution
     #: Absolute paths of the plugin files the study needs, in load order: its own ``[run] plugins``
     #: (relative to the study file) and those given with it (``--plugin``).  Loaded by
-    #: :func:`parse_study`; a worker process loads them with :func:`precision.sigmoid_focal_loss_grad.plugins.ensure_loaded`.
+    #: :func:`parse_study`; a worker process loads them with :func:`precision.operators.sigmoid_focal_loss_grad.plugins.ensure_loaded`.
     plugins: tuple = ()
     region_names: tuple = ()  # one per region; () = the labels of the edges (region_labels)
     separate: tuple = ()  # region names kept out of the pooled comparisons
@@ -492,7 +495,7 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     ``plugins`` are more plugin files (``--plugin``), loaded before the
     study's own ``[run] plugins``; both are loaded before the variant names
     are checked, and the plugin variants the study names are evaluated once
-    on each of its machines and profiles (:func:`precision.sigmoid_focal_loss_grad.plugins.check_study_variants`).
+    on each of its machines and profiles (:func:`precision.operators.sigmoid_focal_loss_grad.plugins.check_study_variants`).
     """
     try:
         data = tomllib.loads(text)

@@ -47,7 +47,7 @@ its terms attribute (``TERMS_ATTRIBUTE``, ``gamma``) splits ``by_gamma.csv``:
     ulp histograms (``row``, ``bin``, ``count``; int32 while every entry fits, as the tasks store them,
     else int64): :class:`precision.analysis.groups.GroupStats` (:func:`load_stats`).
 ``comparisons.csv``
-    Every paired comparison of the run (:mod:`precision.sigmoid_focal_loss_grad.comparisons`: guard
+    Every paired comparison of the run (:mod:`precision.operators.sigmoid_focal_loss_grad.comparisons`: guard
     pairs, G5 thresholds against never and against 1/64, declared pairs), per
     machine, format and profile, overall (region ``all``) and per region:
     ``changed``, ``better``, ``worse``, ``tied``, ``both_garbage``,
@@ -92,6 +92,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from precision.exact.terms import TermTable, absent_table
 from precision.analysis.scoring import COMPILED_MIN_POINTS
 from precision.engine.attribution_table import write_attribution
 from precision.engine.cache import ResultCache, TermCache, atomic_write_npz, default_cache_dir
@@ -209,9 +210,9 @@ def _compute_terms(study: Study, preds_by_term: dict, cache: TermCache, executor
     result = {}
     for v, pieces in parts.items():
         preds = preds_by_term[v]
-        absent = op.absent_table(preds.size)
+        absent = absent_table(preds.size)
         x_all = np.concatenate([p[0] for p in pieces])
-        t_all = op.TermTable.concatenate([p[1] for p in pieces])
+        t_all = TermTable.concatenate([p[1] for p in pieces])
         keys, first = np.unique(x_all.view(np.int64), return_index=True)
 
         def lookup(values, keys=keys, first=first, t_all=t_all):
@@ -224,7 +225,7 @@ def _store_terms(cache: TermCache, unstored: dict) -> None:
     """Merge the terms computed since the last store into the cache (one shard write per term value); empties it."""
     for v, pieces in unstored.items():
         cache.store(v, np.concatenate([x for x, _ in pieces]),
-                    get_operator(cache.operator).TermTable.concatenate(t for _, t in pieces))
+                    TermTable.concatenate(t for _, t in pieces))
     unstored.clear()
 
 

@@ -3,7 +3,7 @@
 A :class:`Task` is the tensor pred[P] x target[T] (every pred value of the
 study that its profile's format holds, every selector) for one (machine,
 profile, value of each of the operator's attributes, weight, dout).  :func:`run_task` evaluates its
-variants together (:func:`precision.sigmoid_focal_loss_grad.guards.evaluate_variants`: each step of
+variants together (:func:`precision.operators.sigmoid_focal_loss_grad.guards.evaluate_variants`: each step of
 a shared recipe once per distinct configuration), scores them against the
 exact values derived from the oracle's focal terms, and aggregates per fine
 group (selector, region, bracket band) with :mod:`precision.analysis.scoring`.
@@ -50,6 +50,7 @@ from precision.layout import moved_name
 from precision.engine.cache import RESULTS_VERSION, ResultCache, atomic_write_npz, read_checked_npz
 from precision.errors import PluginError, PrecisionError
 from precision.exact.formats import get_format, round_to_format
+from precision.exact.terms import TermTable
 from precision.io.frames import frame_from_arrays, frame_to_arrays, stack_arrays
 from precision.analysis.acceptance import standards_golden
 from precision.analysis.groups import GroupStats, Grouping, packed_histogram
@@ -76,7 +77,8 @@ _PACKAGE = Path(__file__).resolve().parents[1]  # precision/
 #: that binds its variants to the recipes).
 SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "analysis/histograms.py", "analysis/acceptance.py",
                   "analysis/groups.py", "analysis/paired.py", "analysis/fused.py", "exact/formats.py",
-                  "recipes/steps.py", "errors.py", "exact/certify.py", "exact/double_double.py", "engine/cache.py")
+                  "recipes/steps.py", "errors.py", "exact/certify.py", "exact/double_double.py", "engine/cache.py",
+                  "exact/terms.py", "exact/derive_pass.py", "exact/derivation_bounds.py")
 
 
 # ---------------------------------------------------------------------------
@@ -153,7 +155,7 @@ def variant_digest(name: str, operator: str) -> str:
     """SHA-256 of the source of a variant's implementation and every module of the package it imports.
 
     The implementation is the file defining the variant's function (a
-    plugin's file for a plugin variant, see :attr:`precision.sigmoid_focal_loss_grad.guards.Variant.source`
+    plugin's file for a plugin variant, see :attr:`precision.operators.sigmoid_focal_loss_grad.guards.Variant.source`
     when it is set).
     """
     row = get_operator(operator).get_variant(name)
@@ -225,7 +227,7 @@ class Task:
     comparisons: tuple = ()
     result_cache: str | None = None
     chunk_file: str | None = None
-    plugins: tuple = ()  # (path, digest) of each plugin file its variants need (precision.sigmoid_focal_loss_grad.plugins)
+    plugins: tuple = ()  # (path, digest) of each plugin file its variants need (precision.operators.sigmoid_focal_loss_grad.plugins)
     golden: str = "exact"  # the acceptance standards' golden: the exact value, or its rounding to the format
     terms_file: str | None = None  # where pos and neg are when they are None (share_terms)
 
@@ -268,8 +270,7 @@ def _read_terms(path: str, operator: str) -> tuple:
     arrays = read_checked_npz(Path(path))
     if arrays is None:
         raise PrecisionError(f"{path}: the exact-value terms of a running study are missing or corrupt; run it again")
-    table = get_operator(operator).TermTable
-    return tuple(table.from_arrays({name.partition(".")[2]: values for name, values in arrays.items()
+    return tuple(TermTable.from_arrays({name.partition(".")[2]: values for name, values in arrays.items()
                                     if name.startswith(f"{side}.")}) for side in ("pos", "neg"))
 
 
@@ -442,7 +443,7 @@ class _Tensor:
         attributes = [np.full(P, v) for _, v in task.attributes]
         for j, t in enumerate(task.targets):
             n = np.full(P, 1.0)
-            d = op.derive_gradient(task.preds, np.full(P, t), *attributes, n * weight_exact, n * dout_exact,
+            d = op.derive_exact(task.preds, np.full(P, t), *attributes, n * weight_exact, n * dout_exact,
                                    np.full(P, self.count, dtype=np.int64), fmt, *terms)
             rounded[:, j], exact_hi[:, j], exact_lo[:, j] = d.rounded, d.exact_hi, d.exact_lo
             self.fallback += d.fallback
@@ -714,9 +715,12 @@ def run_task(task: Task, tensor_of=None) -> dict:
         fallback = tensor.fallback
         names = [task.variants[i] for i in sorted(need)]
         kwargs = {"count": tensor.count} if task.reduction == "mean" else {}
-        outputs, decided = op.evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
-                                                **task.attribute_values, reduction=task.reduction,
-                                                machine=task.machine, keep_steps=op.FIRED_STEPS, **kwargs)
+        # the guards' decision steps, kept where the operator tracks them (evaluate_variants then returns them too)
+        kept = tuple(op.FIRED_STEPS)
+        evaluated = op.evaluate_variants(names, tensor.pred2d, tensor.target2d, tensor.dout2d, tensor.weight2d,
+                                         **task.attribute_values, reduction=task.reduction, machine=task.machine,
+                                         keep_steps=kept, **kwargs)
+        outputs, decided = evaluated if kept else (evaluated, {name: {} for name in names})
         scores, seen = {}, tensor.scored
         for i in sorted(need):
             out = outputs[task.variants[i]]

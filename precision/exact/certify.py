@@ -1,6 +1,6 @@
 """Certify by escalation: raise the working precision until a result is decided.
 
-The oracle (:func:`precision.sigmoid_focal_loss_grad.oracle.round_gradient`, its exact values) and
+The oracle (:func:`precision.operators.sigmoid_focal_loss_grad.oracle.round_gradient`, its exact values) and
 the ieee machine's settle step (:mod:`precision.machine.ieee`) decide a
 result the same way: evaluate at a working precision, test whether that
 evaluation decides the result (both ends of an error ball round to the same

@@ -53,7 +53,7 @@ Elementary functions, proven here (no library function's accuracy enters their b
 
 Each bound is an upper bound on the exact error, computed in float64 (so itself rounded); callers
 multiply their final bound by a safety factor (``1 + 2**-30``) that covers the rounding of the bound
-arithmetic, as :mod:`precision.sigmoid_focal_loss_grad.oracle` does for its balls.
+arithmetic, as :mod:`precision.operators.sigmoid_focal_loss_grad.oracle` does for its balls.
 """
 
 from __future__ import annotations

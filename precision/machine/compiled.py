@@ -5,7 +5,7 @@ The machines' (:mod:`precision.machine.npu_fused`) and the analysis' (:mod:`prec
 compiled passes equal their numpy definitions bit for bit; below this size the numpy definitions run and
 the passes are never loaded (their load, about half a second per process, costs more than they save on small
 arrays: the command line's single points, a small study's tasks).  The oracle's certified path
-(:mod:`precision.sigmoid_focal_loss_grad.oracle_fast`) is compiled at every size: a term's bits must not
+(:mod:`precision.operators.sigmoid_focal_loss_grad.oracle_fast`) is compiled at every size: a term's bits must not
 depend on the batch it was computed in.
 """
 

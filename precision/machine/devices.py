@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Device", "DEVICES", "SWITCHES", "PRODUCTION_MODEL", "device_of", "is_production"]
+__all__ = ["Device", "DEVICES", "SWITCHES", "PRODUCTION_MODEL", "device_of", "is_production", "ASCEND950_UB_BYTES",
+           "ASCEND950_CORES"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,12 @@ SWITCHES = {
 
 #: The machine model of the device the production kernel runs on.
 PRODUCTION_MODEL = "npu"
+
+#: The Ascend 950 (arch 3510) platform as the operators' tiling tests give it (hicann/ops-nn
+#: ``tests/ut/op_host/arch35/test_sigmoid_focal_loss_grad_tiling.cpp``: ``platformUbBytes = 253952``, 248 KiB, and
+#: ``availableCoreNum = 64``); the sources do not fix the device's values, other arch35 tests use 256 KiB.
+ASCEND950_UB_BYTES = 253952
+ASCEND950_CORES = 64
 
 
 def device_of(model: str) -> str:

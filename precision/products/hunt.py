@@ -17,7 +17,7 @@ reduction is ``none`` (the coefficient 1), so the error is that of the
 gradient itself.  With ``outside_neighbourhood`` the points inside the
 operator's root neighbourhood (its ``in_neighbourhood``; SigmoidFocalLossGrad:
 ``gamma < -1`` and cancellation factor ``C >= ROOT_NEIGHBOURHOOD_C``,
-:mod:`precision.sigmoid_focal_loss_grad.bracket`; the selected term's C: ``A(x)`` for target 0,
+:mod:`precision.operators.sigmoid_focal_loss_grad.bracket`; the selected term's C: ``A(x)`` for target 0,
 ``A(-x)`` for target 1, the larger for other selectors) are never sampled
 nor scored, exactly as the reports' "outside" zone.
 
@@ -55,11 +55,11 @@ nearest ordinals and random octaves around it): the search climbs in pred and in
 is hunted in fp16 too.
 
 Each batch (``BATCH`` points) is scored at once: the exact values from the
-oracle's focal terms (:func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables`, the
+oracle's focal terms (:func:`precision.operators.sigmoid_focal_loss_grad.terms.focal_term_tables`, the
 certified oracle, shared between x and -x and across alphas and targets;
-:func:`precision.sigmoid_focal_loss_grad.terms.derive_gradient` gives the correctly rounded value and
+:func:`precision.operators.sigmoid_focal_loss_grad.terms.derive_gradient` gives the correctly rounded value and
 the exact value as a double-double, exactly as a sweep scores), the variant
-through :func:`precision.sigmoid_focal_loss_grad.guards.evaluate` on an ``[n, 1]`` tensor per
+through :func:`precision.operators.sigmoid_focal_loss_grad.guards.evaluate` on an ``[n, 1]`` tensor per
 (gamma, alpha) of the batch, the errors through
 :func:`precision.analysis.scoring.ulp_error` against the exact value (so a correctly
 rounded result scores up to 0.5, as in every table of the project).
@@ -136,6 +136,7 @@ from precision.errors import ParameterError, PrecisionError
 from precision.engine.executor import make_executor
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator, search_order, term_chunk
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
+from precision.exact.terms import TermTable
 from precision.machine import get_machine
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
 from precision.products.hunt_result import HuntResult
@@ -354,7 +355,7 @@ def _score_points(space: _Space, ordinal, combo, certify: bool = False) -> dict:
         mine = {name: v[sel] for name, v in columns.items()}
         m = sel.size
         pos, neg = op.selected_term_tables(xs, ts, *_attribute_args(space, mine, term))
-        d = op.derive_gradient(xs, ts, *[np.full(m, v) if np.isscalar(v) else v
+        d = op.derive_exact(xs, ts, *[np.full(m, v) if np.isscalar(v) else v
                                          for v in _attribute_args(space, mine, term)],
                                np.ones(m), np.ones(m), np.ones(m, dtype=np.int64), fmt, pos, neg, certify=certify)
         computed = np.empty(m, dtype=fmt.dtype)
@@ -614,7 +615,7 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     rows = np.stack([space.attribute_of(name, combos) for name in space.names], axis=1)
     P = values.size
     for term, of_term in _term_groups(space, combos):
-        table = op.TermTable.concatenate([p[term] for p in order]).take(sort)
+        table = TermTable.concatenate([p[term] for p in order]).take(sort)
         pos = table.take(np.searchsorted(keys, x.view(np.int64)))
         neg = table.take(np.searchsorted(keys, (-x).view(np.int64)))
         for given in np.unique(rows[of_term], axis=0):  # each combination of the attributes' values, ascending
@@ -625,7 +626,7 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
             computed = _evaluate(space, np.repeat(values[:, None], T, axis=1),
                                  np.broadcast_to(targets.astype(np.int32), (values.size, T)).copy(), attributes)
             for j, ci in enumerate(mine.tolist()):
-                d = op.derive_gradient(x, np.full(P, targets[j]), *[np.full(P, v) for v in attributes.values()],
+                d = op.derive_exact(x, np.full(P, targets[j]), *[np.full(P, v) for v in attributes.values()],
                                        np.ones(P), np.ones(P), np.ones(P, dtype=np.int64), fmt, pos, neg)
                 c = computed[:, j]
                 err = ulp_error(c, (d.exact_hi, d.exact_lo), fmt, d.rounded)
@@ -757,8 +758,8 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
     Parameters
     ----------
     variant : str
-        A registry name (:func:`precision.sigmoid_focal_loss_grad.guards.list_variants`); a name
-        registered with :func:`precision.sigmoid_focal_loss_grad.guards.register_variant` works in the
+        A registry name (:func:`precision.operators.sigmoid_focal_loss_grad.guards.list_variants`); a name
+        registered with :func:`precision.operators.sigmoid_focal_loss_grad.guards.register_variant` works in the
         worker processes too (they are forked).
     machine : str, optional
         Machine spec (``ieee``, ``numpy``, ``npu``, suffixes like ``+ftz``).
@@ -781,7 +782,7 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
         Raw selectors.  Default ``(0, 1)``.
     outside_neighbourhood : bool, optional
         Only points outside the operator's root neighbourhood (its ``in_neighbourhood``; SigmoidFocalLossGrad:
-        gamma < -1 and C >= :data:`precision.sigmoid_focal_loss_grad.bracket.ROOT_NEIGHBOURHOOD_C`).  Default
+        gamma < -1 and C >= :data:`precision.operators.sigmoid_focal_loss_grad.bracket.ROOT_NEIGHBOURHOOD_C`).  Default
         False.
     seconds : float, optional
         Wall-time budget of the call (fp32).  Default :data:`DEFAULT_SECONDS`
@@ -902,7 +903,8 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
     if len(frame):
         r = frame.iloc[0]
         witness = {"pred": r["pred_hex"], "target": int(r["target"]),
-                   **{a: r[f"{a}_hex"] for a in op.ATTRIBUTES}, "weight": "none", "dout": (1.0).hex()}
+                   **{a: r[f"{a}_hex"] for a in op.ATTRIBUTES}, "weight": "none",
+                   **({"dout": (1.0).hex()} if "dout" in op.INPUTS else {})}
     return HuntResult(
         variant=str(name), machine=machine, fmt=fmt, kind=kind, max_ulp=max_ulp, max_finite_ulp=max_finite,
         witness=witness, top=frame, points=int(n_points), specials=int(n_special), unresolved=int(unresolved),

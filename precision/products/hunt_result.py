@@ -109,11 +109,13 @@ class HuntResult:
         op = get_operator(self.operator)
         for r in self.top.to_dict("records"):
             attributes = " ".join(f"{a}={r[f'{a}_hex']}" for a in op.ATTRIBUTES)
+            dout = f" dout={(1.0).hex()}" if "dout" in op.INPUTS else ""  # (the operator's inputs: its INPUTS)
+            cancellation = f" C={r['c_factor']:.4g}" if op.ROOT_NEIGHBOURHOOD_C is not None else ""
             out.append(
                 f"{r['rank']:>3} err={_ulps(r['err_ulp'])} ulp alone={_ulps(r['err_ulp_alone'])} class={r['class']} "
                 f"pred={r['pred_hex']} ({r['pred']!r}) target={r['target']} {attributes} "
-                f"weight=none dout={(1.0).hex()} got={r['computed_hex']} "
-                f"want={r['rounded_hex']} C={r['c_factor']:.4g}")
+                f"weight=none{dout} got={r['computed_hex']} "
+                f"want={r['rounded_hex']}{cancellation}")
         c_threshold = op.ROOT_NEIGHBOURHOOD_C
         zone = f" outside the root neighbourhood (C < {c_threshold:g})" if self.outside_neighbourhood else ""
         w = " ".join(f"{k}={v}" for k, v in self.witness.items())
@@ -130,13 +132,15 @@ class HuntResult:
         Non-finite numbers are written as the strings ``"inf"`` / ``"nan"`` (strict JSON has no inf).
         """
         top = []
-        names = list(get_operator(self.operator).ATTRIBUTES)
+        op = get_operator(self.operator)
+        names = list(op.ATTRIBUTES)
         for r in self.top.to_dict("records"):
             top.append({
                 "rank": int(r["rank"]), "err_ulp": _json_num(r["err_ulp"]),
                 "err_ulp_alone": _json_num(r["err_ulp_alone"]),
                 "class": r["class"], "pred": r["pred_hex"], "target": int(r["target"]),
-                **{a: r[f"{a}_hex"] for a in names}, "weight": "none", "dout": (1.0).hex(), "computed": r["computed_hex"],
+                **{a: r[f"{a}_hex"] for a in names}, "weight": "none",
+                **({"dout": (1.0).hex()} if "dout" in op.INPUTS else {}), "computed": r["computed_hex"],
                 "rounded": r["rounded_hex"], "exact": _json_num(r["exact"]), "c_factor": _json_num(r["c_factor"]),
                 "pred_decimal": repr(float(r["pred"])),
             })

@@ -4,13 +4,13 @@ The inputs of one call of the operator (``pred``, ``target``, optional
 ``dout`` and ``weight``, its attributes (its ``ATTRIBUTES``; SigmoidFocalLossGrad's
 alpha and gamma), the reduction) and the
 gradient some implementation returned for them are checked against the
-operator contract (its ``validate_inputs``; :func:`precision.sigmoid_focal_loss_grad.implementations.common.validate_inputs`;
+operator contract (its ``validate_inputs``; :func:`precision.operators.sigmoid_focal_loss_grad.implementations.common.validate_inputs`;
 the output must have pred's dtype and shape), then every element is scored
 against the certified oracle exactly as a run scores a variant
 (:func:`precision.analysis.scoring.ulp_error`, :func:`~precision.analysis.scoring.bits_error`,
 :func:`~precision.analysis.scoring.classify`, :class:`~precision.analysis.groups.GroupStats`).
 The exact values come from the operator's terms (``selected_term_tables``; SigmoidFocalLossGrad's focal
-terms, :func:`precision.sigmoid_focal_loss_grad.terms.focal_term_tables`, one evaluation per distinct
+terms, :func:`precision.operators.sigmoid_focal_loss_grad.terms.focal_term_tables`, one evaluation per distinct
 (x, gamma)) and its ``derive_gradient``, as in a sweep.
 
 With ``compare_with`` (a variant) and ``machine`` (default ``npu``), that
@@ -263,7 +263,7 @@ def _exact(x, t, attributes: dict, w, d, n: int, fmt, op):
     """(rounded, exact_hi, exact_lo) of every element: the operator ``op``'s terms once per distinct x, derived
     as in a sweep (``attributes``: one value of each of its attributes)."""
     size = x.size
-    d_ = op.derive_gradient(x, t, *(np.full(size, v) for v in attributes.values()), w, d,
+    d_ = op.derive_exact(x, t, *(np.full(size, v) for v in attributes.values()), w, d,
                             np.full(size, n, dtype=np.int64), fmt, *op.selected_term_tables(x, t, *attributes.values()))
     return d_.rounded, d_.exact_hi, d_.exact_lo
 
@@ -421,7 +421,7 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
     ----------
     inputs : OperatorInputs
         The operator's, from :func:`validate_score_inputs`
-        (:func:`precision.sigmoid_focal_loss_grad.implementations.common.validate_inputs`).
+        (:func:`precision.operators.sigmoid_focal_loss_grad.implementations.common.validate_inputs`).
     outputs : numpy.ndarray
         The gradient it returned (pred's dtype and shape).
     label : str
@@ -450,7 +450,9 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
     if not isinstance(label, str) or not label or any(c.isspace() or c in "/\\" for c in label):
         raise ParameterError(f"--label={label!r}; expected a name without spaces or slashes")
     fmt = _fmt_name(inputs.pred.dtype)
-    profile_parts = [fmt, _fmt_name(inputs.dout.dtype), _fmt_name(inputs.weight.dtype) if inputs.weight is not None
+    # (an operator without an upstream gradient, its inputs' dout None: the pred's format stands for it)
+    dout = inputs.dout if inputs.dout is not None else np.ones(inputs.pred.shape, dtype=inputs.pred.dtype)
+    profile_parts = [fmt, _fmt_name(dout.dtype), _fmt_name(inputs.weight.dtype) if inputs.weight is not None
                      else fmt]
     profile = fmt if len(set(profile_parts)) == 1 else "/".join(profile_parts)
     n = inputs.count if count is None else int(count)
@@ -467,7 +469,7 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
     x = inputs.pred.astype(np.float64).ravel()
     t = inputs.target.astype(np.int64).ravel()
     w = np.ones(x.size) if inputs.weight is None else inputs.weight.astype(np.float64).ravel()
-    d = inputs.dout.astype(np.float64).ravel()
+    d = dout.astype(np.float64).ravel()
     rounded, hi, lo = _exact(x, t, attributes, w, d, n, fmt, op)
     edges = np.asarray(op.DEFAULT_REGION_EDGES if region_edges is None else region_edges, dtype=np.float64)
     regions = region_labels(edges)

@@ -9,7 +9,7 @@ Each row names one intermediate value and says
 * how the machine computes it (``op``: primitive ops of
   :class:`precision.machine.Machine`, usually exactly one rounding),
 * which real number it stands for (``exact``: a function of the point's exact
-  quantities, see :mod:`precision.sigmoid_focal_loss_grad.attribution`),
+  quantities, see :mod:`precision.operators.sigmoid_focal_loss_grad.attribution`),
 * which configuration keys it depends on (``reads``: ``"G2"``,
   ``"g5_threshold"``, ``"tile"``, ...; ``when`` picks between rows of the same
   name, e.g. the stable and the plain sigmoid),
@@ -29,9 +29,9 @@ The same table serves four uses:
 2. **shared evaluation** (``memo=``): a step's value depends only on its
    inputs and on the configuration keys read by it and its ancestors
    (:attr:`Plan.keys`), so variants that differ in one switch reuse every
-   step above the switch (:func:`precision.sigmoid_focal_loss_grad.guards.evaluate_variants`);
+   step above the switch (:func:`precision.operators.sigmoid_focal_loss_grad.guards.evaluate_variants`);
 3. **tracing** (``trace=True``): every step's value is kept and returned;
-4. **attribution** (:mod:`precision.sigmoid_focal_loss_grad.attribution`): each step is re-run on the
+4. **attribution** (:mod:`precision.operators.sigmoid_focal_loss_grad.attribution`): each step is re-run on the
    correctly rounded exact values of its inputs (Herbie's local error).
 
 Conventions
@@ -110,7 +110,7 @@ class Step:
         One of :data:`KINDS`.
     exact : callable or None
         ``exact(Q) -> mpf``: the real number the step stands for, from the
-        point's exact quantities ``Q`` (:mod:`precision.sigmoid_focal_loss_grad.attribution`).  None
+        point's exact quantities ``Q`` (:mod:`precision.operators.sigmoid_focal_loss_grad.attribution`).  None
         for steps without one (decisions, constants, error-compensation terms).
     formula : str
         How the step is computed, in the spec's notation (``"1 - p"``).
@@ -124,7 +124,7 @@ class Step:
     cond : callable or None
         ``cond(c, v, *inputs) -> condition number`` from float64 exact
         values (output ``v``, inputs); None uses the kind's default
-        (:mod:`precision.sigmoid_focal_loss_grad.attribution`).
+        (:mod:`precision.operators.sigmoid_focal_loss_grad.attribution`).
     fmt : {"compute", "output", "bool"}
         The format of the value: the machine's compute format, pred's dtype
         (the store), or a decision.
@@ -442,14 +442,14 @@ class RecipeCall:
         Full configuration (:meth:`Recipe.config`).
     prepare : callable
         ``prepare(m, inputs, count) -> constants`` with ``inputs`` the
-        validated :class:`~precision.sigmoid_focal_loss_grad.implementations.common.OperatorInputs`
+        validated :class:`~precision.operators.sigmoid_focal_loss_grad.implementations.common.OperatorInputs`
         and ``count`` the mean's element count (validated).
     compute : str or None
         A compute format the variant forces (``"fp16"`` for the all-fp16
         variants); None keeps the machine's.
     fp16_only : str or None
         The variant label used in the error when pred is not float16
-        (:func:`~precision.sigmoid_focal_loss_grad.implementations.common.require_fp16_pred`).
+        (:func:`~precision.operators.sigmoid_focal_loss_grad.implementations.common.require_fp16_pred`).
     """
 
     recipe: Recipe
@@ -499,7 +499,7 @@ class BoundRecipe:
 
 @dataclass(frozen=True)
 class Trace:
-    """Every step's value of one evaluation (:func:`precision.sigmoid_focal_loss_grad.guards.trace_variant`).
+    """Every step's value of one evaluation (:func:`precision.operators.sigmoid_focal_loss_grad.guards.trace_variant`).
 
     Attributes
     ----------

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from precision.sigmoid_focal_loss_grad.guards import evaluate
-from precision.sigmoid_focal_loss_grad.oracle import gradient
+from precision.operators.sigmoid_focal_loss_grad.guards import evaluate
+from precision.operators.sigmoid_focal_loss_grad.oracle import gradient
 from precision.analysis.scoring import (CLASS_INF, CLASS_LOST_INF, CLASS_NAN, CLASS_OK, CLASS_WRONG_SIGN,
                                         assert_max_ulp, bits_error, classify, error_bits, ulp_error)
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from precision.sigmoid_focal_loss_grad.guards import evaluate
-from precision.sigmoid_focal_loss_grad.oracle import exact_gradient, gradient
+from precision.operators.sigmoid_focal_loss_grad.guards import evaluate
+from precision.operators.sigmoid_focal_loss_grad.oracle import exact_gradient, gradient
 from precision.analysis.acceptance import (BLIND_ULP, THRESHOLD_T, acceptance_columns, relative_error,
                                           special_positions, standards_golden)
 from precision.analysis.groups import GroupStats, Grouping
@@ -318,7 +318,7 @@ def test_gate_rejects_an_unknown_level(tmp_path):
 
 
 def test_score_judges_a_device_dump_by_the_standards_and_by_ulp():
-    from precision.sigmoid_focal_loss_grad.implementations.common import validate_inputs
+    from precision.operators.sigmoid_focal_loss_grad.implementations.common import validate_inputs
     from precision.products.score_outputs import score_outputs
     pred = np.array([[Q_HOLE, 1.0, -2.0, 3.0]], dtype=np.float32)
     target = np.zeros(pred.shape, dtype=np.int32)

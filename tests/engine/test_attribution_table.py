@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from precision.sigmoid_focal_loss_grad.attribution import attribute
+from precision.operators.sigmoid_focal_loss_grad.attribution import attribute
 from precision.engine.executor import LocalExecutor
 from precision.engine.attribution_table import (GUARD_COLUMNS, PREDICTED_CAUSES, attribution_tables, cause_columns,
                                                 confusion_table, select_points, write_attribution)

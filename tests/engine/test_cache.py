@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from precision.engine.cache import RESULTS_VERSION, CacheIntegrityWarning, TermCache
-from precision.sigmoid_focal_loss_grad.terms import focal_term_table
+from precision.operators.sigmoid_focal_loss_grad.terms import focal_term_table
 
 
 def table_for(x, g):

@@ -9,10 +9,12 @@ the evaluations it serves) runs through the same engine with no change to it.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-import precision.sigmoid_focal_loss_grad as sfl
+import precision.operators.sigmoid_focal_loss_grad as sfl
 from precision.engine import operators
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.engine.study import parse_study
@@ -24,8 +26,8 @@ from study_support import study_with
 
 #: A sibling operator: SigmoidFocalLossGrad's interface, its shared evaluation counted.
 MIRROR = '''
-from precision.sigmoid_focal_loss_grad import *  # noqa: F403
-from precision.sigmoid_focal_loss_grad import __all__, evaluate_variants as _evaluate_variants
+from precision.operators.sigmoid_focal_loss_grad import *  # noqa: F403
+from precision.operators.sigmoid_focal_loss_grad import __all__, evaluate_variants as _evaluate_variants
 
 RESULT_SOURCES = ()
 CALLS = []
@@ -40,11 +42,16 @@ def evaluate_variants(names, *args, **kwargs):
 def test_the_default_operator_is_the_package_itself():
     assert DEFAULT_OPERATOR == "sigmoid_focal_loss_grad"
     assert get_operator(DEFAULT_OPERATOR) is sfl
-    assert set(operators.OPERATORS) == {"sigmoid_focal_loss_grad"}
+    # the registry is the folder precision/operators/: every folder with an __init__.py, by its name
+    folder = Path(operators.__file__).resolve().parent.parent / "operators"
+    assert operators.OPERATORS == {p.name: f"precision.operators.{p.name}" for p in sorted(folder.iterdir())
+                                   if (p / "__init__.py").is_file()}
+    assert DEFAULT_OPERATOR in operators.OPERATORS
 
 
 def test_an_unknown_operator_is_one_clear_error():
-    with pytest.raises(PrecisionError, match=r"operator 'bce' is unknown; expected one of sigmoid_focal_loss_grad"):
+    with pytest.raises(PrecisionError,
+                       match=r"operator 'bce' is unknown; expected one of (\w+, )*sigmoid_focal_loss_grad"):
         get_operator("bce")
 
 
@@ -57,7 +64,8 @@ class TestStudyFile:
         assert named.operator == DEFAULT_OPERATOR
 
     def test_an_unknown_operator_names_the_key_and_the_choices(self):
-        with pytest.raises(StudyFileError, match=r"<study>: operator: 'bce'; expected one of sigmoid_focal_loss_grad"):
+        with pytest.raises(StudyFileError,
+                           match=r"<study>: operator: 'bce'; expected one of (\w+, )*sigmoid_focal_loss_grad"):
             parse_study(study_with(**{'seed = 3': 'seed = 3\noperator = "bce"'}))
 
     def test_the_command_exits_2_with_one_line_and_writes_nothing(self, tmp_path):
@@ -66,7 +74,7 @@ class TestStudyFile:
         code, out, err = precision("run", "bad.toml", "--out", "out", cwd=tmp_path)
         assert code == 2 and out == ""
         assert err.strip().splitlines() == [
-            "precision: error: bad.toml: operator: 'bce'; expected one of sigmoid_focal_loss_grad"]
+            f"precision: error: bad.toml: operator: 'bce'; expected one of {', '.join(operators.OPERATORS)}"]
         assert tree(tmp_path) == before
 
 
@@ -114,10 +122,10 @@ def test_two_operators_never_share_a_term_shard(tmp_path, mirror):
 
     from precision.engine.cache import TermCache
     x = np.array([-1.5, 0.25, 3.0])
-    TermCache(tmp_path).store(2.0, x, sfl.focal_term_tables(x, [2.0])[2.0])
+    TermCache(tmp_path).store(2.0, x, sfl.term_tables(x, [2.0])[2.0])
     assert TermCache(tmp_path).lookup(2.0, x)[0].all()
     assert not TermCache(tmp_path, operator="mirror").lookup(2.0, x)[0].any()
-    TermCache(tmp_path, operator="mirror").store(2.0, x, sfl.focal_term_tables(x, [2.0])[2.0])
+    TermCache(tmp_path, operator="mirror").store(2.0, x, sfl.term_tables(x, [2.0])[2.0])
     assert TermCache(tmp_path, create=False).info()["shards"] == 2
     assert TermCache(tmp_path, create=False).clear() == 2
 
@@ -127,9 +135,9 @@ def test_two_operators_never_share_a_term_shard(tmp_path, mirror):
 FIXED_GAMMA = '''
 import numpy as np
 
-from precision.sigmoid_focal_loss_grad import *  # noqa: F403
-from precision.sigmoid_focal_loss_grad import __all__
-import precision.sigmoid_focal_loss_grad as _sfl
+from precision.operators.sigmoid_focal_loss_grad import *  # noqa: F403
+from precision.operators.sigmoid_focal_loss_grad import __all__
+import precision.operators.sigmoid_focal_loss_grad as _sfl
 
 GAMMA = 2.0
 ATTRIBUTES = {"alpha": (0.25,)}
@@ -142,12 +150,12 @@ REPORT_SECTIONS = {}
 GLOSSARY = {}
 
 
-def focal_term_tables(x, terms):
-    return {term: _sfl.focal_term_tables(x, [GAMMA])[GAMMA] for term in terms}
+def term_tables(x, terms):
+    return {term: _sfl.term_tables(x, [GAMMA])[GAMMA] for term in terms}
 
 
-def derive_gradient(x, t, alpha, weight, dout, count, fmt, pos, neg):
-    return _sfl.derive_gradient(x, t, alpha, np.full(np.shape(x), GAMMA), weight, dout, count, fmt, pos, neg)
+def derive_exact(x, t, alpha, weight, dout, count, fmt, pos, neg, certify=True):
+    return _sfl.derive_exact(x, t, alpha, np.full(np.shape(x), GAMMA), weight, dout, count, fmt, pos, neg, certify)
 
 
 def selected_term_tables(x, t, alpha):
@@ -263,3 +271,146 @@ class TestOtherAttributes:
         assert set(mine.to_json()) - set(theirs.to_json()) == set() and "gammas" not in mine.to_json()
         with pytest.raises(TypeError, match="takes alphas"):
             hunt("kernel", fmt="fp16", gammas=[2.0], operator="fixed_gamma")
+
+
+#: The required core and nothing else (docs/operators.md): SigmoidFocalLoss at gamma = 2.5, so its one attribute
+#: is alpha and it has no terms attribute; every optional capability is the protocol's default.
+MINIMAL = '''
+import numpy as np
+
+import precision.operators.sigmoid_focal_loss as _fwd
+
+TITLE, VALUE = "MinimalLoss", "loss"
+GAMMA = 2.5
+ATTRIBUTES = {"alpha": (0.25,)}
+ORACLE_VERSION = "minimal-1"
+RESULT_SOURCES = ()
+get_variant, variant_names = _fwd.get_variant, _fwd.variant_names
+
+
+def validate_inputs(pred, target, dout, weight, alpha, reduction="none"):
+    return _fwd.validate_inputs(pred, target, dout, weight, alpha, GAMMA, reduction)
+
+
+def round_exact(x, t, alpha, weight=1.0, dout=1.0, count=1, fmt="fp32"):
+    return _fwd.round_exact(x, t, alpha, GAMMA, weight, dout, count, fmt=fmt)
+
+
+def exact_decimal(x, t, alpha, weight=1.0, dout=1.0, count=1, digits=40):
+    return _fwd.exact_decimal(x, t, alpha, GAMMA, weight, dout, count, digits)
+
+
+def term_tables(x, terms):
+    return {term: _fwd.term_tables(x, [GAMMA])[GAMMA] for term in terms}
+
+
+def derive_exact(x, t, alpha, weight, dout, count, fmt, pos, neg, certify=True):
+    return _fwd.derive_exact(x, t, alpha, np.full(np.shape(x), GAMMA), weight, dout, count, fmt, pos, neg, certify)
+
+
+def evaluate_variants(names, *args, **kwargs):
+    return _fwd.evaluate_variants(names, *args, gamma=GAMMA, **kwargs)
+'''
+
+MINIMAL_STUDY = '''
+name = "minimal"
+operator = "minimal"
+description = "the required core alone"
+seed = 2
+
+[[pred]]
+kind = "grid"
+format = "fp32"
+start = -20.0
+stop = 20.0
+num = 81
+spacing = "linear"
+
+[points]
+target = [0, 1]
+alpha = [0.25]
+weight = ["none"]
+dout = [1.0]
+reduction = "none"
+profiles = ["fp32"]
+
+[run]
+variants = ["kernel", "candidate"]
+machines = ["npu"]
+compare = [["candidate", "kernel"]]
+
+[report]
+sections = ["verdicts", "dominant", "summary", "standards"]
+'''
+
+
+@pytest.fixture
+def minimal(tmp_path, monkeypatch):
+    """An operator with the required core only, registered: its interface as get_operator completes it."""
+    folder = tmp_path / "minimal_operator"
+    folder.mkdir()
+    (folder / "minimal_operator.py").write_text(MINIMAL)
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setitem(operators.OPERATORS, "minimal", "minimal_operator")
+    return get_operator("minimal")
+
+
+def test_the_required_core_alone_runs_through_the_engine_the_report_and_the_commands(tmp_path, capsys, minimal):
+    """docs/operators.md's required core is enough: the defaults stand for every optional capability (no terms
+    attribute, no guards, bands, plugins, stages or attribution; list_variants, evaluate and attribute help from
+    the required names), and a study of it runs, reports and is listed."""
+    from precision.engine.operators import OPTIONAL, REQUIRED
+    from precision.products.report import build_report
+
+    from cli_support import run
+    assert set(REQUIRED) <= set(vars(minimal)) and minimal.TERMS_ATTRIBUTE is None and minimal.GUARD_NAMES == {}
+    assert minimal.ATTRIBUTE_HELP == {"alpha": "the alpha attribute"}
+    assert minimal.list_variants()[0] == ("kernel", minimal.get_variant("kernel").description)
+    assert set(OPTIONAL) <= set(vars(minimal))
+    x, t = np.array([[16.0]], np.float32), np.array([[1]], np.int32)
+    assert float(minimal.evaluate("kernel", x, t, None, alpha=0.25, machine="npu")[0, 0]).hex() == \
+        "0x1.6a09e40000000p-83"
+    with pytest.raises(PrecisionError, match="variant='bogus' is unknown"):
+        minimal.evaluate("bogus", x, t, None, alpha=0.25)
+    (tmp_path / "minimal.toml").write_text(MINIMAL_STUDY)
+    result = run_study(parse_study(MINIMAL_STUDY), tmp_path / "runs" / "minimal", cache_dir=tmp_path / "c",
+                       workers=1)
+    assert result.tasks > 0 and json.loads((tmp_path / "runs" / "minimal" / "run.json").read_text())["operator"] \
+        == "minimal"
+    page = build_report("minimal", runs_dir=tmp_path / "runs", out_dir=tmp_path / "rep")
+    text = (tmp_path / "rep" / "minimal" / "report.md").read_text()
+    assert page.exists() and "not exercised" not in text and "--operator minimal" in text
+    code, out, _ = run(capsys, "variants", "--operator", "minimal")
+    assert code == 0 and out.splitlines()[0].split()[0] == "kernel"
+    code, out, err = run(capsys, "explain", "kernel", "--operator", "minimal", "--pred", "1", "--target", "1")
+    assert (code, out) == (2, "") and "binds no recipe" in err
+
+
+def test_an_interface_without_a_required_name_is_one_clear_error(tmp_path, monkeypatch):
+    folder = tmp_path / "broken_operator"
+    folder.mkdir()
+    (folder / "broken_operator.py").write_text(MINIMAL.replace("ORACLE_VERSION = \"minimal-1\"\n", ""))
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setitem(operators.OPERATORS, "broken", "broken_operator")
+    with pytest.raises(PrecisionError, match=r"operator 'broken' lacks ORACLE_VERSION \(the required core: "
+                                             r"docs/operators.md\)"):
+        get_operator("broken")
+
+
+def test_guards_without_per_element_decisions_are_not_tracked_never_not_exercised(tmp_path, monkeypatch, mirror):
+    """An operator with guards but no kept decisions (no FIRED_COLUMNS): its guard comparisons keep their verdicts,
+    the scope table says "not tracked", and no sentence says "not exercised"."""
+    from precision.products.report import build_report
+    monkeypatch.setattr(mirror, "FIRED_COLUMNS", {})
+    monkeypatch.setattr(mirror, "FIRED_STEPS", ())
+    text = study_with(**{'seed = 3': 'seed = 3\noperator = "mirror"',
+                         'variants = ["kernel", "naive"]': 'variants = ["kernel", "naive", "kernel-G1", "naive+G8"]'})
+    run_study(parse_study(text), tmp_path / "runs" / "t", cache_dir=tmp_path / "c", workers=1)
+    build_report("t", runs_dir=tmp_path / "runs", out_dir=tmp_path / "rep")
+    page = (tmp_path / "rep" / "t" / "report.md").read_text()
+    assert "not exercised" not in page and "(fired: not tracked)" in page
+    import pandas as pd
+    verdicts = pd.read_csv(tmp_path / "rep" / "t" / "tables" / "verdicts.csv")
+    guard = verdicts[verdicts["kind"] == "guard"]
+    assert set(guard["comparison"]) == {"kernel vs kernel-G1", "naive+G8 vs naive"}
+    assert guard["exercised"].all() and guard["fired"].isna().all()

@@ -47,7 +47,7 @@ class TestWindows:
                         'kind = "windows"\nformat = "fp32"\nper_window = 2000\ncore = 16\nrange = [-8.0, 18.0]')
 
     def test_each_gamma_has_its_windows_dense_at_the_roots(self):
-        from precision.sigmoid_focal_loss_grad.bracket import cancellation_factor, roots
+        from precision.operators.sigmoid_focal_loss_grad.bracket import cancellation_factor, roots
         from precision.exact.formats import from_ordinal, to_ordinal
         s = parse_study(self.TEXT)
         for g in (-2.0, -1.5):
@@ -69,7 +69,7 @@ class TestWindows:
         s0 = parse_study(self.TEXT)
         s1 = parse_study(self.TEXT.replace("core = 16", "core = 16\nselector = 1\n").replace("[-8.0, 18.0]",
                                                                                           "[-18.0, 8.0]"))
-        from precision.sigmoid_focal_loss_grad.bracket import cancellation_factor
+        from precision.operators.sigmoid_focal_loss_grad.bracket import cancellation_factor
         v1 = pred_values(s1.pred, s1.seed, -2.0)
         assert np.all(cancellation_factor(-v1, -2.0) >= 2 * (1 - 1e-6)) and v1.min() < 0
         assert pred_values(s0.pred, s0.seed, -2.0).size > 0

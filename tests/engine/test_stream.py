@@ -218,8 +218,8 @@ def test_the_report_gives_each_hole_its_extent(tmp_path, capsys):
     assert (row.first_pred, row.last_pred) == ("0x1.9bf31e0000000p+3", "0x1.9bfa860000000p+3")
     # checked apart: the scalar kernel against the mpmath oracle at the ends and the floats beside them
     from precision.analysis.scoring import ulp_error
-    from precision.sigmoid_focal_loss_grad import oracle
-    from precision.sigmoid_focal_loss_grad.guards import evaluate
+    from precision.operators.sigmoid_focal_loss_grad import oracle
+    from precision.operators.sigmoid_focal_loss_grad.guards import evaluate
     x = np.array([float.fromhex(h) for h in ("0x1.9bf31cp+3", "0x1.9bf31ep+3", "0x1.9bfa86p+3", "0x1.9bfa88p+3")])
     out = evaluate("kernel", x.astype(np.float32)[:, None], np.zeros((4, 1), np.int32), np.ones((4, 1), np.float32),
                    None, alpha=0.25, gamma=2.0, reduction="none", machine="ieee").ravel()

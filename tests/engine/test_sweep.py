@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from precision.sigmoid_focal_loss_grad import oracle
+from precision.operators.sigmoid_focal_loss_grad import oracle
 from precision.cli import main
-from precision.sigmoid_focal_loss_grad.guards import evaluate
+from precision.operators.sigmoid_focal_loss_grad.guards import evaluate
 from precision.analysis.scoring import ulp_error
 from precision.engine.study import parse_study
 from precision.engine.points import pred_values
@@ -433,7 +433,7 @@ per_point = "all"
 
 
 def test_bracket_bands_split_the_tables(reference_run, tmp_path):
-    from precision.sigmoid_focal_loss_grad.bracket import bracket_band
+    from precision.operators.sigmoid_focal_loss_grad.bracket import bracket_band
     out = tmp_path / "banded"
     run_study(parse_study(BANDED, "banded.toml"), out, cache_dir=tmp_path / "cache", workers=1)
     by_bracket = pd.read_csv(out / "by_bracket.csv")

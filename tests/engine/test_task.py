@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from precision import sigmoid_focal_loss_grad
-from precision.sigmoid_focal_loss_grad import guards
+from precision.operators.sigmoid_focal_loss_grad import guards
 
 from precision.engine import task
 from precision.engine.cache import CacheIntegrityWarning
@@ -89,7 +89,7 @@ class TestResultCache:
 
     def test_editing_one_variant_reruns_that_variant_and_its_comparisons(self, tmp_path, edited):
         _, a = _run(tmp_path, "a")
-        edited("sigmoid_focal_loss_grad/implementations/candidate.py")
+        edited("operators/sigmoid_focal_loss_grad/implementations/candidate.py")
         again, b = _run(tmp_path, "b")
         # candidate's piece and the candidate vs golden pair, in every task; nothing else
         assert again.results_computed == TASKS * 2
@@ -162,7 +162,7 @@ def test_decisions_are_counted_per_group(tmp_path):
 
 
 def _fired_counts(variant, pred, tgt, **kwargs):
-    from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_STEPS, guard_fired
+    from precision.operators.sigmoid_focal_loss_grad.implementations.kernel import FIRED_STEPS, guard_fired
     outs, kept = guards.evaluate_variants([variant], pred, tgt, np.ones_like(pred), reduction="none",
                                           keep_steps=FIRED_STEPS, **kwargs)
     row = guards.get_variant(variant)
@@ -192,7 +192,7 @@ def test_every_guard_gets_a_fired_count_where_its_condition_holds():
     # G7: a weight that makes raw*weight subnormal at every point whose raw is nonzero
     w = np.full(pred.shape, 2.0**-120, np.float32)
     p32 = pred.astype(np.float32)
-    from precision.sigmoid_focal_loss_grad.implementations.kernel import FIRED_STEPS, guard_fired
+    from precision.operators.sigmoid_focal_loss_grad.implementations.kernel import FIRED_STEPS, guard_fired
     _, kept = guards.evaluate_variants(["kernel"], p32, tgt, np.ones_like(p32), w, gamma=2.0, reduction="none",
                                        keep_steps=FIRED_STEPS + ("g7_use",))
     fired = guard_fired(kept["kernel"], guards.get_variant("kernel").guards, "ieee", 0.25, p32.size)
@@ -204,7 +204,7 @@ def test_g8_count_reuses_a_truncated_store_only_for_the_same_grad_and_machine():
     """G8's count compares the output with grad stored by truncation; that store is kept for the next variant
     with the same grad bits on the same machine, and recomputed for any other."""
     import importlib
-    kernel = importlib.import_module("precision.sigmoid_focal_loss_grad.implementations.kernel")
+    kernel = importlib.import_module("precision.operators.sigmoid_focal_loss_grad.implementations.kernel")
     grad = np.float32([1.0 + 2.0 ** -12, -3.0, 2.0 ** -20, 70000.0])
     first = kernel._truncated_store(grad, "ieee")
     assert first.dtype == np.float16 and first.tolist() == [1.0, -3.0, float(np.float16(2.0 ** -20)), 65504.0]
@@ -219,7 +219,7 @@ def test_decision_masks_compare_values_and_are_reused_only_for_the_same_steps():
     """G2/G8's "differs" compares values (NaN equals NaN, -0 equals +0; float16 by its bits), and a decision
     mask is reused only for the very step objects it came from."""
     import importlib
-    kernel = importlib.import_module("precision.sigmoid_focal_loss_grad.implementations.kernel")
+    kernel = importlib.import_module("precision.operators.sigmoid_focal_loss_grad.implementations.kernel")
     bits = np.array([0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0x3C00, 0xBC00, 0x0001], dtype=np.uint16)
     a, b = np.repeat(bits, bits.size).view(np.float16), np.tile(bits, bits.size).view(np.float16)
     with np.errstate(invalid="ignore"):
@@ -244,7 +244,7 @@ def test_g6_fires_everywhere_through_one_read_only_mask_per_size():
     """G6's mask (it acts at every element) is one read-only array for the variants of a size, so its counts
     are kept (Grouping.count); another size has its own, and so has the mask of a guard acting nowhere."""
     import importlib
-    kernel = importlib.import_module("precision.sigmoid_focal_loss_grad.implementations.kernel")
+    kernel = importlib.import_module("precision.operators.sigmoid_focal_loss_grad.implementations.kernel")
     a = kernel._filled(5, True)
     assert a.tolist() == [True] * 5 and not a.flags.writeable
     assert kernel._filled(5, True) is a
@@ -273,7 +273,7 @@ def test_a_plugin_on_flat_layout_names_depends_on_the_modules_they_became(tmp_pa
     old.write_text("from precision.implementations.common import store_output\nimport precision.steps\n")
     package = Path(task.__file__).resolve().parents[1]
     closure = task.module_closure(old)
-    assert package / "sigmoid_focal_loss_grad" / "implementations" / "common.py" in closure
+    assert package / "operators" / "sigmoid_focal_loss_grad" / "implementations" / "common.py" in closure
     assert package / "recipes" / "steps.py" in closure
     assert package / "exact" / "formats.py" in closure  # and what those import
 

@@ -422,7 +422,7 @@ def numpy_definitions(monkeypatch):
 @pytest.mark.parametrize("machine", ["ieee", "ieee+ftz+daz"])
 @pytest.mark.parametrize("gamma", [2.0, 1.5, 3.0])
 def test_kernel_and_candidate_bit_identical_compiled_and_numpy(monkeypatch, machine, gamma):
-    from precision.sigmoid_focal_loss_grad.guards import evaluate
+    from precision.operators.sigmoid_focal_loss_grad.guards import evaluate
 
     inputs = varied_points(100_000, seed=int(gamma * 10))
     with monkeypatch.context() as patch:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from precision.products.diff import WORDS, diff_runs
-from precision.sigmoid_focal_loss_grad.plugins import load_plugin, unload_plugin
+from precision.operators.sigmoid_focal_loss_grad.plugins import load_plugin, unload_plugin
 from precision.engine.study import parse_study
 from precision.engine.sweep import run_study
 

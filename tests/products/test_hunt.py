@@ -12,11 +12,11 @@ import time
 import numpy as np
 import pytest
 
-from precision.sigmoid_focal_loss_grad import oracle
-from precision.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, cancellation_factor
+from precision.operators.sigmoid_focal_loss_grad import oracle
+from precision.operators.sigmoid_focal_loss_grad.bracket import ROOT_NEIGHBOURHOOD_C, cancellation_factor
 from precision.errors import ParameterError
 from precision.exact.formats import FP16, from_ordinal, get_format, to_ordinal
-from precision.sigmoid_focal_loss_grad.guards import VARIANTS, evaluate, register_variant
+from precision.operators.sigmoid_focal_loss_grad.guards import VARIANTS, evaluate, register_variant
 from precision.products.hunt import KINDS, hunt, rescore
 from precision.products.hunt_result import HuntResult
 

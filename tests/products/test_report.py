@@ -261,7 +261,7 @@ def candidate_report(tmp_path_factory):
 
 
 def test_candidate_section_and_verdicts(candidate_report):
-    from precision.sigmoid_focal_loss_grad.report.targets import assess_targets
+    from precision.operators.sigmoid_focal_loss_grad.report.targets import assess_targets
     for name in ("targets", "bracket", "opcount", "neighbourhood"):
         assert (candidate_report / "tables" / f"{name}.csv").is_file(), name
     assert (candidate_report / "plots" / "error_vs_cancellation.png").stat().st_size > 0
@@ -293,7 +293,7 @@ def test_candidate_section_and_verdicts(candidate_report):
 def test_targets_need_the_threshold_as_a_band_edge(candidate_report):
     """A band straddling C = 4 cannot be split into inside/outside: no targets table then."""
     from precision.products.report.load import load_run
-    from precision.sigmoid_focal_loss_grad.report.targets import targets_table
+    from precision.operators.sigmoid_focal_loss_grad.report.targets import targets_table
     run = load_run(candidate_report.parent.parent / "runs" / "cand_tiny")
     assert not targets_table(run, 4.0).empty
     assert targets_table(run, 3.0).empty          # 3 lies inside the band [2, 4)
@@ -301,7 +301,7 @@ def test_targets_need_the_threshold_as_a_band_edge(candidate_report):
 
 
 def test_candidate_targets_skip_variants_without_rows(candidate_report):
-    from precision.sigmoid_focal_loss_grad.report.targets import assess_targets
+    from precision.operators.sigmoid_focal_loss_grad.report.targets import assess_targets
     targets = pd.read_csv(candidate_report / "tables" / "targets.csv")
     ops = pd.read_csv(candidate_report / "tables" / "opcount.csv")
     K = {"fp32_max_ulp": 4.0, "nan_inf": 0, "fp16_share_correct": 0.999, "fp16_max_ulp": 1.0, "ops_ratio": 1.5}
@@ -690,7 +690,7 @@ def test_the_pointer_names_a_reviewed_study_whose_axes_let_the_guard_act(tmp_pat
 def test_a_run_gives_its_operator_and_an_older_run_is_sigmoid_focal_loss_grads(tmp_path):
     """RunData.operator is the operator run.json names (get_operator), SigmoidFocalLossGrad's where run.json
     predates the key; an unknown name is an error."""
-    import precision.sigmoid_focal_loss_grad as sigmoid_focal_loss_grad
+    import precision.operators.sigmoid_focal_loss_grad as sigmoid_focal_loss_grad
     from precision.errors import PrecisionError
     from precision.products.report.load import RunData
     older, named, unknown = (RunData(tmp_path, run, *[None] * 7) for run in
@@ -845,7 +845,7 @@ def test_known_points_with_every_input_are_rescored_with_their_specials(tmp_path
     reported with their inputs; an unreadable file is named, not counted."""
     from types import SimpleNamespace
 
-    import precision.sigmoid_focal_loss_grad as op
+    import precision.operators.sigmoid_focal_loss_grad as op
     from precision.products.report.known_witnesses import known_sources, rescored_maxima
     (tmp_path / "pts.csv").write_text("# audit\npred,target,alpha,gamma\n0x1.1158d8p-2,1,0x1.7476cep-2,-0x1.3ee14p+1\n"
                                       "-0x1.1393fcp-3,0,0x1p-2,-0x1.8p+0\n")

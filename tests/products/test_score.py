@@ -8,8 +8,8 @@ import pytest
 
 from precision import evaluate
 
-from precision.sigmoid_focal_loss_grad import oracle
-from precision.sigmoid_focal_loss_grad.implementations.common import validate_inputs
+from precision.operators.sigmoid_focal_loss_grad import oracle
+from precision.operators.sigmoid_focal_loss_grad.implementations.common import validate_inputs
 from precision.products.score_outputs import score_outputs
 from precision.engine.sweep import load_stats
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from precision.errors import DtypeError, ParameterError
-from precision.sigmoid_focal_loss_grad.guards import (
+from precision.operators.sigmoid_focal_loss_grad.guards import (
     bind_recipe,
     evaluate,
     evaluate_variants,
@@ -14,10 +14,10 @@ from precision.sigmoid_focal_loss_grad.guards import (
     VARIANTS,
     variant_names,
 )
-from precision.sigmoid_focal_loss_grad.implementations.candidate import CANDIDATE_RECIPE
-from precision.sigmoid_focal_loss_grad.implementations.golden import GOLDEN_RECIPE
-from precision.sigmoid_focal_loss_grad.implementations.kernel import KERNEL_RECIPE, kernel
-from precision.sigmoid_focal_loss_grad.implementations.mmcv import MMCV_RECIPE
+from precision.operators.sigmoid_focal_loss_grad.implementations.candidate import CANDIDATE_RECIPE
+from precision.operators.sigmoid_focal_loss_grad.implementations.golden import GOLDEN_RECIPE
+from precision.operators.sigmoid_focal_loss_grad.implementations.kernel import KERNEL_RECIPE, kernel
+from precision.operators.sigmoid_focal_loss_grad.implementations.mmcv import MMCV_RECIPE
 from precision.machine import Machine, MachineModel
 from precision.recipes.steps import KINDS, Recipe, Step, patch
 

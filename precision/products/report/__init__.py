@@ -11,11 +11,7 @@ so reading a study file's ``[report]`` table stays cheap.
 
 from __future__ import annotations
 
-__all__ = ["build_report", "report_all", "DEFAULT_STUDIES"]
-
-#: The studies whose reports are committed under reports/.
-DEFAULT_STUDIES = ("guard_ablation", "cancellation_threshold", "subnormal_recovery", "q_precision", "candidate",
-                   "g4_tiling")
+__all__ = ["build_report", "report_all"]
 
 
 def __getattr__(name):  # PEP 562: the renderer is imported when first asked for

@@ -7,7 +7,7 @@ like a finding's.  This module also joins what an answer needs to the paired ver
 
 ``fired``, ``exercised``
     how many of the compared points the subject's guard acted on, in the ``with`` variant (the sweep's
-    ``fired_gi``, :data:`precision.sigmoid_focal_loss_grad.implementations.kernel.FIRED_MEANING`); a guard that acted nowhere is
+    ``fired_gi``, :data:`precision.operators.sigmoid_focal_loss_grad.implementations.kernel.FIRED_MEANING`); a guard that acted nowhere is
     *not exercised* (``not_exercised_because`` says why, from the study's points; ``exercised_in`` names
     a study whose points exercise it), never ``no_effect``;
 ``share_correct_with``, ``share_correct_without``
@@ -224,7 +224,10 @@ def verdict_table(run) -> pd.DataFrame:
         at = (guards == g).to_numpy()
         if at.any() and column in with_.columns:
             fired[at] = with_.loc[at, column].to_numpy(np.float64)
-    exercised = guards.isna().to_numpy() | (fired > 0)
+    # a guard whose per-element decisions the operator does not keep (not in its FIRED_COLUMNS) is never called
+    # "not exercised": its fired count is "not tracked" (NA), and the verdict stands
+    tracked = guards.map(lambda g: isinstance(g, str) and g in op.FIRED_COLUMNS).to_numpy(bool)
+    exercised = guards.isna().to_numpy() | ~tracked | (fired > 0)
     reasons = {g: not_exercised_reason(run, g) for g in set(guards.dropna())}
     t["fired"] = pd.array(np.where(np.isnan(fired), pd.NA, fired), dtype="Int64")
     t["exercised"] = exercised

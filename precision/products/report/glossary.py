@@ -1,8 +1,8 @@
 """Words defined: the glossary block of every report and its scope (which guards its points exercise).
 
-The guard rows come from the run's operator's registry (:data:`precision.sigmoid_focal_loss_grad.guards.GUARD_NAMES`,
-:data:`precision.sigmoid_focal_loss_grad.guards.GUARD_PURPOSE`) and the meaning of each fired count
-(:data:`precision.sigmoid_focal_loss_grad.implementations.kernel.FIRED_MEANING`); the other terms are
+The guard rows come from the run's operator's registry (:data:`precision.operators.sigmoid_focal_loss_grad.guards.GUARD_NAMES`,
+:data:`precision.operators.sigmoid_focal_loss_grad.guards.GUARD_PURPOSE`) and the meaning of each fired count
+(:data:`precision.operators.sigmoid_focal_loss_grad.implementations.kernel.FIRED_MEANING`); the other terms are
 listed only when the page uses them (:func:`used_terms` reads the page's own text), the generic ones and the
 operator's own (its ``GLOSSARY``).
 The scope (:func:`scope_table`) says, per guard, how many of the study's points it acted on in the variants
@@ -20,7 +20,8 @@ from precision.products.report.answers import exercising_study, not_exercised_re
 
 __all__ = ["TERMS", "TERMS_AFTER", "guard_table", "used_terms", "scope_table"]
 
-#: Term -> definition (shown when the page uses the term).
+#: Term -> definition (shown when the page uses the term); ``{value}`` is what the operator's exact value is called
+#: (its ``VALUE``: the gradient, the loss).
 TERMS = {
     "helps": "exact sign tests (level 0.01) on specials fixed vs caused and on finite outputs better vs worse: "
              "significant for the first variant in one direction only (or, neither alone, all better vs all worse)",
@@ -32,7 +33,7 @@ TERMS = {
     "both_garbage": "a changed output special or wrong by over 2^20 ulp both with and without: no evidence either way",
     "better/worse": "changed outputs whose error falls / rises with the first variant, paired on the same point",
     "changed": "outputs whose bits differ between the two variants (NaN payloads aside)",
-    "correctly rounded": "the output equals the exact gradient rounded to nearest in the output format",
+    "correctly rounded": "the output equals the exact {value} rounded to nearest in the output format",
     "CR": "correctly rounded",
     "ulp": "unit in the last place of the exact value in the output format; errors are |computed - exact| / ulp",
     "bits": "bits of error, log2(1 + ulp error); a gain of k bits divides the error by about 2^k",
@@ -65,7 +66,7 @@ def guard_table(op) -> pd.DataFrame:
 def used_terms(text: str, op) -> pd.DataFrame:
     """The terms the text uses (whole words, case-sensitive), in glossary order: :data:`TERMS`, the operator
     ``op``'s own (its ``GLOSSARY``), :data:`TERMS_AFTER`."""
-    rows = [(term, d) for term, d in {**TERMS, **op.GLOSSARY, **TERMS_AFTER}.items()
+    rows = [(term, d.replace("{value}", op.VALUE)) for term, d in {**TERMS, **op.GLOSSARY, **TERMS_AFTER}.items()
             if re.search(r"(?<![\w-])" + re.escape(term) + r"(?![\w-])", text)]
     return pd.DataFrame(rows, columns=["term", "meaning"])
 
@@ -91,6 +92,12 @@ def scope_table(run) -> pd.DataFrame:
                      "points (all variants with it)": points, "fired": fired, "exercised": exercised,
                      "why not": why, "exercised in": "" if exercised else
                      f"{elsewhere} report (../{elsewhere}/report.html)" if elsewhere else "no reviewed study"})
+    for g in [g for g in op.GUARD_NAMES if g not in op.FIRED_COLUMNS]:  # a guard whose decisions are not kept
+        carrying = [v for v in dict.fromkeys(totals["variant"]) if _carries(v, g, op)]
+        points = int(totals[totals["variant"].isin(carrying)]["count"].sum()) if carrying else 0
+        rows.append({"guard": g, "name": op.GUARD_NAMES[g], "variants with it": len(carrying),
+                     "points (all variants with it)": points, "fired": "not tracked", "exercised": True,
+                     "why not": "", "exercised in": ""})
     return pd.DataFrame(rows)
 
 

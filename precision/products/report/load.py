@@ -3,7 +3,7 @@
 A report only reads what :mod:`precision.engine.sweep` wrote (its module docstring
 documents every file) and aggregates it with :mod:`precision.analysis.scoring`; it never
 reruns the oracle or a variant.  The one exception is the direct q = 1 - p
-table of :mod:`precision.sigmoid_focal_loss_grad.report.q`, which evaluates a handful of
+table of :mod:`precision.operators.sigmoid_focal_loss_grad.report.q`, which evaluates a handful of
 scalars by design.
 """
 

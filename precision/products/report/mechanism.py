@@ -6,7 +6,7 @@ For a verdict row of ``verdicts.csv`` (one comparison, machine, format and profi
     the regions holding most of its better and of its worse outputs (from the per-region rows);
 ``gain`` / ``loss``
     the witness of the largest gain and of the largest loss in bits (the sweep's ``gain_witness_*`` /
-    ``loss_witness_*``), attributed (:func:`precision.sigmoid_focal_loss_grad.attribution.attribute`) on the variant whose error
+    ``loss_witness_*``), attributed (:func:`precision.operators.sigmoid_focal_loss_grad.attribution.attribute`) on the variant whose error
     it is: at the largest gain the ``without`` variant (what goes wrong without the subject), at the
     largest loss the ``with`` variant (what the subject does wrong); each with its top step and cause
     and the ready ``precision explain`` command line that shows it step by step.
@@ -24,6 +24,7 @@ from precision.products.report.answers import (effect_short, magnitude, magnitud
                                                region_shares)
 from precision.products.report.findings import cite
 from precision.products.report.tables import region_text
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator, operator_name
 from precision.io.shell import shell_join
 
 __all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_counts", "mechanism_of", "witness_at",
@@ -44,6 +45,7 @@ class Witness:
     weight: str | None
     dout: str
     count: int
+    operator: str = DEFAULT_OPERATOR
 
     def as_dict(self) -> dict:
         """The fields by name, the attributes among them (as findings.json records a witness)."""
@@ -98,7 +100,7 @@ def witness_at(run, variant: str, row, prefix: str, profile: str | None = None) 
     count = int(sel["count"].iloc[0]) if len(sel) else 1
     return Witness(variant, row["machine"], row["format"], _hex(pred), int(float(row[f"{prefix}target"])),
                    tuple((k, _hex(row[f"{prefix}{k}"])) for k in names), _hex(row.get(f"{prefix}weight")),
-                   _hex(row[f"{prefix}dout"]), count)
+                   _hex(row[f"{prefix}dout"]), count, operator_name(run.operator))
 
 
 def witness_of(run, row, side: str) -> Witness | None:
@@ -108,11 +110,16 @@ def witness_of(run, row, side: str) -> Witness | None:
 
 
 def explain_line(w: Witness) -> str:
-    """The ``precision explain`` command line that shows the witness step by step."""
+    """The ``precision explain`` command line that shows the witness step by step: its operator's (named unless it
+    is the default one), with the inputs that operator has (its ``INPUTS``)."""
+    inputs = get_operator(w.operator).INPUTS
+    operator = ["--operator", w.operator] if w.operator != DEFAULT_OPERATOR else []
     weight = ["--weight", w.weight] if w.weight is not None else []
     attributes = [word for name, value in w.attributes for word in (f"--{name}", value)]
-    return shell_join(["precision", "explain", w.variant, "--pred", w.pred, "--target", w.target, *attributes,
-                       *weight, "--dout", w.dout, "--count", w.count, "--machine", w.machine, "--format", w.format])
+    dout = ["--dout", w.dout] if "dout" in inputs else []
+    count = ["--count", w.count] if "count" in inputs else []
+    return shell_join(["precision", "explain", w.variant, *operator, "--pred", w.pred, "--target", w.target,
+                       *attributes, *weight, *dout, *count, "--machine", w.machine, "--format", w.format])
 
 
 _MEMO: dict = {}
@@ -120,7 +127,9 @@ _MEMO: dict = {}
 
 def attribute_witness(w: Witness, op) -> tuple[str, str]:
     """(top step, top cause) of the witness, a point of the operator ``op``, as ``precision explain`` shows them
-    (``none`` when no step loses bits)."""
+    (``none`` when no step loses bits); (None, None) for an operator without step attribution."""
+    if op.attribute is None:
+        return None, None
     key = (op.__name__, w)
     if key in _MEMO:
         return _MEMO[key]
@@ -166,8 +175,8 @@ def mechanism_of(run, t: pd.DataFrame, row, table: str = "verdicts.csv") -> tupl
         mech[side] = {"step": step, "cause": cause, "witness": w.as_dict(), "explain": explain_line(w)}
         term = run.operator.TERMS_ATTRIBUTE  # the attribute a reader tells points apart by (gamma)
         at = f" {term}={dict(w.attributes)[term]}" if term is not None else ""
-        clauses.append(f"{label} at pred={w.pred} t={w.target}{at}: {w.variant} loses it at step "
-                       f"{step} ({cause}); `{explain_line(w)}`")
+        lost = f"{w.variant} loses it at step {step} ({cause}); " if step is not None else ""
+        clauses.append(f"{label} at pred={w.pred} t={w.target}{at}: {lost}`{explain_line(w)}`")
     top = mech.get("loss" if row["verdict"] == "hurts" else "gain") or mech.get("loss") or {}
     mech.update({"step": top.get("step"), "cause": top.get("cause"), "witness": top.get("witness"),
                  "explain": top.get("explain")})

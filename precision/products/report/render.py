@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from precision.errors import ParameterError
-from precision.products.report import DEFAULT_STUDIES
 from precision.products.report.answers import answers_json, merged_shorts, pointer_text
 from precision.products.report.document import Bullets, Code, Details, Heading, Para, Table, to_markdown
 from precision.products.report.defects import defect_lines, defect_table
@@ -38,6 +37,7 @@ from precision.products.report.glossary import guard_table, scope_table, used_te
 from precision.products.report.load import RunData, load_run
 from precision.products.report.page import write_folder, write_page
 from precision.products.report.sections import DEFAULT_SECTIONS, section_module, section_options
+from precision.engine.operators import DEFAULT_OPERATOR, default_studies
 from precision.engine.estimate import format_seconds, plan_study
 from precision.engine.study import load_study
 from precision.engine.sweep import run_study
@@ -138,6 +138,8 @@ def _answer_blocks(answers: list, scope, defects: list = ()) -> list:
     if full:
         blocks.append(Details(f"The answers in full ({len(full)}): every size, place and cause, with the "
                               "'precision explain' line of each witness", [Bullets(full)]))
+    if scope.empty:  # an operator without guards: no guard scope to state
+        return blocks
     done = scope[scope["exercised"]]
     missing = scope[~scope["exercised"]]
     line = "Scope: the study's points exercise " + (", ".join(done["guard"]) if len(done) else "no guard")
@@ -202,7 +204,9 @@ def _build(run_dir: Path, folder: Path, study: str) -> dict:
              *([Para("Terms used on this page."), Table(terms)] if len(terms) else [])]
     body += [Heading("Reproduce", 2, "reproduce"), Code(_reproduce(run.run, study))]
 
-    fj = {"study": study, "study_sha256": run.run.get("study_sha256"), "findings": findings_json(findings),
+    # (the operator is recorded only when it is not the default one: the default's reports keep their bytes)
+    named = {} if run.operator_name == DEFAULT_OPERATOR else {"operator": run.operator_name}
+    fj = {"study": study, **named, "study_sha256": run.run.get("study_sha256"), "findings": findings_json(findings),
           "answers": answers_json(answers)}
     verdicts = next((sec.tables["verdicts.csv"] for sec in sections if "verdicts.csv" in sec.tables), None)
     if verdicts is not None:  # the verdict of every comparison overall, as in tables/verdicts.csv
@@ -265,7 +269,7 @@ def report_all(runs_dir="out", out_dir="reports", studies_dir="studies", memory_
     out = Path(out_dir)
     names = sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")) if out.is_dir() \
         else []
-    names = names or list(DEFAULT_STUDIES)
+    names = names or default_studies()
     for name in names:  # a report is made from its run folder, or from its study file by running it first
         if not (Path(runs_dir) / name / "run.json").is_file() and not (Path(studies_dir) / f"{name}.toml").is_file():
             raise ParameterError(f"report --all: {out / name} has neither a run folder {Path(runs_dir) / name} nor "

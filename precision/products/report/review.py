@@ -64,14 +64,20 @@ _GUARD = re.compile(r"^(G\d+)")
 # Reading the reports
 # ---------------------------------------------------------------------------
 
-def _reports(out: Path) -> dict:
-    """study -> its report folder, for every folder of ``out`` holding a findings.json (sorted by name)."""
-    return {p.name: p for p in sorted(Path(out).iterdir()) if p.is_dir() and (p / "findings.json").is_file()}
+def _reports(out: Path, operator: str | None = DEFAULT_OPERATOR) -> dict:
+    """study -> its report folder, for every folder of ``out`` holding a findings.json (sorted by name): the reports
+    of ``operator`` (its findings.json's ``operator``, the default when absent), or of every operator (None)."""
+    folders = {p.name: p for p in sorted(Path(out).iterdir()) if p.is_dir() and (p / "findings.json").is_file()}
+    return {s: p for s, p in folders.items()
+            if operator is None or json.loads((p / "findings.json").read_text()).get("operator", DEFAULT_OPERATOR)
+            == operator}
 
 
 def _table(folder: Path, name: str) -> pd.DataFrame:
     path = folder / "tables" / name
-    return pd.read_csv(path, keep_default_na=True, dtype={"region": str}) if path.is_file() else pd.DataFrame()
+    if not path.is_file() or path.stat().st_size == 0:  # (a table without rows or columns: none)
+        return pd.DataFrame()
+    return pd.read_csv(path, keep_default_na=True, dtype={"region": str})
 
 
 def _int(v) -> int:
@@ -435,7 +441,8 @@ def review_data(out) -> dict:
     devices = {m: {"device": device_of(m), **({"behaviour": DEVICES[m.split("+")[0]].behaviour,
                                                "source": DEVICES[m.split("+")[0]].source}
                                               if m.split("+")[0] in DEVICES else {})} for m in machines}
-    return {"reports": {s: f"{s}/report.html" for s in reports}, "machines": machines, "devices": devices,
+    # (the decisions read the default operator's reports; the list links every operator's)
+    return {"reports": {s: f"{s}/report.html" for s in _reports(out, None)}, "machines": machines, "devices": devices,
             "production_model": PRODUCTION_MODEL, "thresholds": asdict(THRESHOLDS), "rule": rule_text(),
             "decisions": decisions, "production": _production_words(decisions),
             "threshold": thresholds, "defects": _defects(reports, term), "candidate": _candidate(reports),

@@ -103,12 +103,13 @@ def decimal_text(v) -> str:
     return str(single) if math.isfinite(v) and float(single) == v else repr(v)
 
 
-def inputs_text(row, prefix: str = "witness_", suffix: str = "", attributes=()) -> str:
+def inputs_text(row, prefix: str = "witness_", suffix: str = "", attributes=(), dout: bool = True) -> str:
     """One cell for a witness's inputs: ``pred=0x1.4p+4 (20) t=0 alpha=0x1p-2 gamma=-0x1p+1 w=none dout=0x1p+0``
     (pred exact in hex, its shortest decimal beside, :func:`decimal_text`; ``attributes``: the names of the run's
     operator's attributes, its ``ATTRIBUTES``, SigmoidFocalLossGrad's alpha and gamma here).
 
-    The columns are ``<prefix><input><suffix>`` (``witness_pred``, ``finite_witness_pred``, ``witness_pred_outside``).
+    The columns are ``<prefix><input><suffix>`` (``witness_pred``, ``finite_witness_pred``, ``witness_pred_outside``);
+    ``dout`` False leaves out the upstream gradient (an operator without one: its ``INPUTS``).
     """
     def get(k):
         v = row[f"{prefix}{k}{suffix}"] if f"{prefix}{k}{suffix}" in row else None
@@ -118,7 +119,7 @@ def inputs_text(row, prefix: str = "witness_", suffix: str = "", attributes=()) 
     parts = [f"pred={short_hex(get('pred'))} ({decimal_text(get('pred'))})"]
     if get("target") is not None:
         parts.append(f"t={int(float(get('target')))}")
-    for key, name in (*((a, a) for a in attributes), ("weight", "w"), ("dout", "dout")):
+    for key, name in (*((a, a) for a in attributes), ("weight", "w"), *((("dout", "dout"),) if dout else ())):
         v = get(key)
         if v is not None:
             parts.append(f"{name}={short_hex(v)}")

@@ -7,7 +7,7 @@ its own module with a ``build(context) -> Section`` function
 (:class:`precision.products.report.render.ReportContext`).  The generic ones
 are here; an operator's own (its ``REPORT_SECTIONS``, e.g. SigmoidFocalLossGrad's
 ``targets``, ``threshold``, ``recovery``, ``q`` and ``bracket``:
-:mod:`precision.sigmoid_focal_loss_grad.report`) live in its package.
+:mod:`precision.operators.sigmoid_focal_loss_grad.report`) live in its package.
 
 ==============  ===============================================================
 section         what it shows

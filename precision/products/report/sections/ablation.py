@@ -1,7 +1,7 @@
 """Guard ablation in detail: where (region, gamma: the operator's terms attribute) each guard's comparisons change
 outputs, and which way.
 
-Reads the run's paired comparisons of kind ``guard`` (:mod:`precision.sigmoid_focal_loss_grad.comparisons`)
+Reads the run's paired comparisons of kind ``guard`` (:mod:`precision.operators.sigmoid_focal_loss_grad.comparisons`)
 merged per region (``ablation.csv``) and per gamma (``ablation_gamma.csv``);
 the verdicts themselves are the verdict section's.  The plot shows, per guard
 and region, the net evidence (better minus worse) with the verdict.

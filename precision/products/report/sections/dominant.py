@@ -131,7 +131,8 @@ def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame, op, machines: int) -> t
     if np.isnan(r["max_finite_ulp"]):
         return f"{head}: no finite output" + (f"; {born[0]}" if born else "") + f"; {bad} of {cnt.text}{over}.", nums
     nums.append(mx)
-    text = f"{head}: {mx.text} ulp (its worst machine: {r['machine']}) at {inputs_text(r, 'finite_witness_', attributes=op.ATTRIBUTES)}"
+    at = inputs_text(r, "finite_witness_", attributes=op.ATTRIBUTES, dout="dout" in op.INPUTS)
+    text = f"{head}: {mx.text} ulp (its worst machine: {r['machine']}) at {at}"
     described = describe_error(r["max_finite_ulp"], r["finite_witness_computed"], r["finite_witness_exact"],
                                r["format"])
     if born is None:
@@ -159,7 +160,8 @@ def build(ctx) -> Section:
                      Para(f"{', '.join(variants)}: the worst (format, selector, region) groups, special outputs "
                           f"first, with {source}; {len(t)} groups over 1 ulp or special in all (below).", "note"),
                      Bullets([text for text, _ in lines[:FIRST_SCREEN_LINES]])]
-    shown = t.assign(inputs=[inputs_text(r, "finite_witness_", attributes=run.operator.ATTRIBUTES) for _, r in t.iterrows()])
+    shown = t.assign(inputs=[inputs_text(r, "finite_witness_", attributes=run.operator.ATTRIBUTES,
+                                                 dout="dout" in run.operator.INPUTS) for _, r in t.iterrows()])
     section.body = [Para("Every group over 1 ulp or with special outputs; max_finite_ulp is over the machines (the "
                          "machine of the max in `machine`), counts are over every machine; `kind` is what the error is at "
                          "its witness: special, lost_to_zero, spurious (the exact value rounds to zero or is subnormal, "

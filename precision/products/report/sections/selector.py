@@ -16,7 +16,8 @@ def build(ctx) -> Section:
     t = stat_table(run, ["variant", "machine", "format", "profile", "target", "region"])
     section = Section("selector", "Per selector and region")
     section.tables[T] = t
-    shown = t.assign(inputs=[inputs_text(r, "finite_witness_", attributes=run.operator.ATTRIBUTES) for _, r in t.iterrows()])
+    shown = t.assign(inputs=[inputs_text(r, "finite_witness_", attributes=run.operator.ATTRIBUTES,
+                                                 dout="dout" in run.operator.INPUTS) for _, r in t.iterrows()])
     shown = shown[["variant", "machine", "format", "target", "region", "count", "max_finite_ulp", "inputs", "mean_bits",
                    "share_correct", "not_correct", "over_1ulp", *SPECIAL_CLASSES]]
     section.body = [Para(f"{len(t):,} rows: every statistic per variant, machine, format, selector and pred region "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator, operator_name
 from precision.products.report.answers import Answer
 from precision.products.report.document import Details, Heading, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num
@@ -37,14 +38,17 @@ T, S, B = "standards.csv", "standards_summary.csv", "standards_blind.csv"
 _KEYS = ["variant", "machine", "format"]
 
 
-def explain_line(variant: str, machine: str, fmt: str, w: dict) -> str:
-    """The ``precision explain`` command for a witness (its inputs as exact hex floats; ``w`` holds pred, target,
-    the operator's attributes, weight and dout, as :func:`precision.analysis.groups.witness_fields` names them)."""
-    words = ["precision", "explain", variant, "--pred", float(w["pred"]).hex(), "--target", int(w["target"])]
+def explain_line(variant: str, machine: str, fmt: str, w: dict, operator: str = DEFAULT_OPERATOR) -> str:
+    """The ``precision explain`` command for a witness of ``operator`` (its inputs as exact hex floats; ``w`` holds
+    pred, target, the operator's attributes, weight and dout, as :func:`precision.analysis.groups.witness_fields`
+    names them; dout only for an operator that has it)."""
+    named = ["--operator", operator] if operator != DEFAULT_OPERATOR else []
+    words = ["precision", "explain", variant, *named, "--pred", float(w["pred"]).hex(), "--target", int(w["target"])]
     words += [word for k in witness_attributes(w) for word in (f"--{k}", float(w[k]).hex())]
     if not np.isnan(float(w["weight"])):
         words += ["--weight", float(w["weight"]).hex()]
-    words += ["--dout", float(w["dout"]).hex(), "--machine", machine, "--format", fmt]
+    words += ["--dout", float(w["dout"]).hex()] if "dout" in get_operator(operator).INPUTS else []
+    words += ["--machine", machine, "--format", fmt]
     return shell_join(words)
 
 
@@ -103,7 +107,7 @@ def msprobe_table(standards: pd.DataFrame) -> pd.DataFrame:
     return s[_KEYS + ["count", *MSPROBE_SHOWN]].reset_index(drop=True)
 
 
-def blind_table(stats, variants) -> pd.DataFrame:
+def blind_table(stats, variants, operator: str = DEFAULT_OPERATOR) -> pd.DataFrame:
     """One row per (kind, machine, format, witness), numbered (``row``): the variants sharing it, their count, the
     worst witness (hex inputs, output, exact value, its ulp error or r) and its ``precision explain`` line."""
     merged = stats.merge_frame(_KEYS)
@@ -118,7 +122,8 @@ def blind_table(stats, variants) -> pd.DataFrame:
                          "worst_unit": "ulp" if kind == "blind" else "r",
                          "pred": float(w["pred"]).hex(), "target": int(w["target"]),
                          "computed": float(w["computed"]).hex(), "exact": float(w["exact"]).hex(),
-                         "explain": explain_line(r["variant"], r["machine"], r["format"], w)})
+                         "explain": explain_line(r["variant"], r["machine"], r["format"], w,
+                                                 operator)})
     cols = ["row", "kind", "variants", "machine", "format", "count", "worst", "worst_unit", "pred", "target",
             "computed", "exact", "explain"]
     if not rows:
@@ -347,7 +352,7 @@ def build(ctx) -> Section:
     ms = standards.loc[standards["region"] == "all", _KEYS + [c for c in MSPROBE_VERDICTS if c in standards.columns]]
     judged = verdicts.merge(ms, on=_KEYS, how="left")  # (msprobe's verdicts beside, for the sentences)
     summary = summary_table(verdicts, standards)
-    blind = blind_table(run.stats, run.variants)
+    blind = blind_table(run.stats, run.variants, operator_name(run.operator))
     section.tables.update({T: standards, S: summary, B: blind})
     answered = [_answer(summary, blind, judged, settings, fmt, maximum_label(run, fmt)) for fmt in summary["format"]]
     findings = [f for f, _ in answered]

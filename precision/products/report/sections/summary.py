@@ -225,7 +225,7 @@ def plot_error_ecdf(hist: pd.DataFrame, folder, variants, stem: str = "error_ecd
     return save(fig, folder, stem)
 
 
-def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str, attributes) -> tuple[str, list]:
+def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str, attributes, dout: bool = True) -> tuple[str, list]:
     """One line: the variant's largest finite error over machines in one format, explained, with its specials."""
     rows = s[(s["variant"] == variant) & (s["format"] == fmt)]
     if rows.empty:
@@ -240,7 +240,7 @@ def _headline(s: pd.DataFrame, variant: str, fmt: str, label: str, attributes) -
         text = f"{fmt} output, {variant} on {top['machine']}: no finite output"
     else:
         text = (f"{fmt} output, {variant}: max finite error {nums[0].text} ulp on {top['machine']} "
-                f"({label}) at {inputs_text(top, 'finite_witness_', attributes=attributes)}: "
+                f"({label}) at {inputs_text(top, 'finite_witness_', attributes=attributes, dout=dout)}: "
                 + describe_error(top["max_finite_ulp"], top["finite_witness_computed"], top["finite_witness_exact"],
                                  fmt))
     bad = [c for c in specials if c.value]
@@ -304,7 +304,8 @@ def build(ctx) -> Section:
         section.tables[TK] = known
     for fmt in dict.fromkeys(s["format"]):
         for v in headline_variants(run.variants, run.operator, run.comparisons):
-            text, nums = _headline(s, v, fmt, maximum_label(run, fmt), run.operator.ATTRIBUTES)
+            text, nums = _headline(s, v, fmt, maximum_label(run, fmt), run.operator.ATTRIBUTES,
+                                   "dout" in run.operator.INPUTS)
             if text and fmt == "fp32" and not known.empty:
                 more, cited = _known_text(s, known, v, run.operator.ATTRIBUTES)
                 text, nums = text + more, nums + cited
@@ -325,7 +326,8 @@ def build(ctx) -> Section:
                 + f"; correctly rounded on a share {fmt_share(bs.value, miss.value)} of its outputs).")
         findings.append(Finding(f"summary/best/{fmt}/{machine}", "summary", text, [bm, bs] + ([miss] if miss.value else []), 60))
     section.findings = findings
-    shown = s.assign(inputs=[inputs_text(r, "finite_witness_", attributes=run.operator.ATTRIBUTES) for _, r in s.iterrows()])[SHOWN]
+    shown = s.assign(inputs=[inputs_text(r, "finite_witness_", attributes=run.operator.ATTRIBUTES,
+                                                 dout="dout" in run.operator.INPUTS) for _, r in s.iterrows()])[SHOWN]
     points = run.points(["pred", "variant", "machine", "profile", "err_ulp"])
     term = run.operator.TERMS_ATTRIBUTE  # the heat map's rows (gamma); none when the operator has no such attribute
     # what a pred bin's maximum is taken over: the attributes (the terms attribute first) and the selector

@@ -201,9 +201,11 @@ def cell_answer(run, t: pd.DataFrame, row, question: str, with_mechanism: bool =
                                f"{pointer_text(row['exercised_in'])}.", numbers=[cnt], verdict="not_exercised",
                       short=f"not exercised ({row['not_exercised_because']}; {pointer_text(row['exercised_in'])})",
                       **base)
-    fired = [cite(f"{tag}fired", T, t, w, "fired")] if subject_guard(row["subject"]) else []
+    tracked = subject_guard(row["subject"]) and not pd.isna(row["fired"])  # (an operator may not keep decisions)
+    fired = [cite(f"{tag}fired", T, t, w, "fired")] if tracked else []
     cnt = cite(f"{tag}count", T, t, w, "count")
-    acted = f"acted on {fired[0].text} of {cnt.text} points" if fired else f"compared on {cnt.text} points"
+    acted = f"acted on {fired[0].text} of {cnt.text} points" if fired else \
+        f"compared on {cnt.text} points" + (" (fired: not tracked)" if subject_guard(row["subject"]) else "")
     grid = grid_scope(run)
     acted += f" {grid}" if grid else ""
     if row["verdict"] == "no_effect":
@@ -286,7 +288,8 @@ def build(ctx) -> Section:
     """The verdict grid (first screen), its rule, verdicts.csv and one finding per comparison."""
     run = ctx.run
     t = verdict_table(run)
-    section = Section("verdicts", "Verdicts: does each guard, threshold or variant change the error?")
+    section = Section("verdicts", "Verdicts: does each guard, threshold or variant change the error?"
+                      if run.operator.GUARD_NAMES else "Verdicts: does each variant change the error?")
     if t.empty:
         return section
     t = t[[c for c in verdict_columns(run.operator) if c in t.columns]].reset_index(drop=True)
@@ -295,18 +298,20 @@ def build(ctx) -> Section:
     text, style = verdict_grid(grid, run.machines)
     section.first = [
         Heading("Verdicts", 2, "verdict-grid"),
-        Table(text, T, " (every region, every count and test; thresholds against 1/64 in the threshold section)",
+        Table(text, T, " (every region, every count and test"
+              + "".join(f"; {p}" for p in [run.operator.PHRASES.get("thresholds_shown")] if p) + ")",
               style, id="verdict-table"),
         *([Para(f"Pooled over every region except {', '.join(run.separate)} (kept apart by the study; per region in "
                 f"{T}).", "rule")] if run.separate else []),
         Para("Cell: verdict, then better/worse = changed outputs whose error falls / rises with the first variant "
              "of the comparison; then the size over the changed outputs: +median/max bits gained, -median/max "
              "bits lost, CR +n = changed outputs that became correctly rounded, >2^20 n = changed outputs still "
-             "over 2^20 ulp or special. 'not exercised': the guard's condition held at none of the points (the "
-             "reason and the report that exercises it are in the answers above and in verdicts.csv). Rule: paired "
-             "on the same points; exact sign tests at level 0.01 on specials fixed/caused and on finite outputs "
-             "better/worse; ties, and outputs special or over 2^20 ulp both with and without, are no evidence.",
-             "rule"),
+             "over 2^20 ulp or special. "
+             + ("'not exercised': the guard's condition held at none of the points (the reason and the report that "
+                "exercises it are in the answers above and in verdicts.csv). " if run.operator.FIRED_COLUMNS else "")
+             + "Rule: paired on the same points; exact sign tests at level 0.01 on specials fixed/caused and on "
+             "finite outputs better/worse; ties, and outputs special or over 2^20 ulp both with and without, are "
+             "no evidence.", "rule"),
     ]
     per_region = t[(t["region"] != "all")]
     section.body = [

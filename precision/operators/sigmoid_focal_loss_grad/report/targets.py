@@ -1,0 +1,307 @@
+"""A candidate against its accuracy targets, on the first screen.
+
+The targets are the section's options (the study file's ``[report.targets]``):
+fp32 max error outside the root neighbourhood (gamma < -1 and C >= 4,
+:mod:`precision.operators.sigmoid_focal_loss_grad.bracket`), no special output anywhere, fp16 share correctly
+rounded and fp16 max error everywhere, primitive ops per element relative to
+the production kernel (:mod:`precision.operators.sigmoid_focal_loss_grad.opcount`).  ``targets.csv`` has the
+figures of every variant of the run (the others for comparison), each
+maximum with its witness; ``opcount.csv`` the op counts.  Each maximum is
+labelled exhaustive or sampled (:func:`precision.products.report.tables.maximum_label`).
+
+The fp32 figure outside the root neighbourhood is the largest over every
+witness the study knows of, each labelled with its source
+(``witnesses.csv``, one row per machine and source): the run (sampled), the
+hunts named by the option ``hunts`` (JSON files of ``precision hunt ...
+--json``: their witness and top points) and the corpora named by the option
+``corpus`` (pred files like ``studies/worst_cases.txt``, one hex float a line:
+each fp32 pred at every (selector, alpha, gamma) of the run).  Hunt and corpus
+points are re-evaluated with the current code (:func:`precision.products.hunt.rescore`),
+never taken from the stored numbers, which may come from older code; paths
+are relative to the study file.  ``hunts.csv`` keeps what each hunt covered
+and its budget (CPU seconds = seconds x workers).  The target is met only if
+the largest figure is within it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from precision.products.report.answers import Answer
+from precision.products.report.document import Heading, Para, Section, Table
+from precision.products.report.findings import Finding, cite, fmt_num, fmt_share
+from precision.products.report.known_witnesses import hunt_table, known_sources, rescored_maxima
+from precision.products.report.sections.standards import explain_line
+from precision.products.report.tables import inputs_text, maximum_label, ordered
+from precision.analysis.scoring import SPECIAL_CLASSES
+from precision.engine.sweep import hex_witnesses
+from precision.operators.sigmoid_focal_loss_grad.implementations.common import ATTRIBUTES
+
+__all__ = ["build", "targets_table", "opcount_table", "assess_targets", "witness_table"]
+
+T = "targets.csv"
+TW = "witnesses.csv"
+
+
+def targets_table(run, c_threshold: float) -> pd.DataFrame:
+    """Per (variant, machine, format): errors outside and inside the root neighbourhood, specials, correct share.
+
+    Empty without bracket bands, or when no band edge is ``c_threshold``
+    (the points of a band straddling it could not be placed).
+    """
+    if "bracket" not in run.stats.frame.columns or c_threshold not in run.bracket_edges:
+        return pd.DataFrame()
+    lo = {label: a for label, (a, _) in zip(run.brackets, run.operator.band_ranges(run.bracket_edges))}
+    f = run.stats.frame
+    zone = np.where((f["bracket"].map(lo) >= c_threshold) & (f["gamma"] < -1), "inside", "outside")
+    stats = run.stats.with_columns(zone=zone)
+    keys = ["variant", "machine", "format"]
+    allz = stats.merge(keys).table(keys).set_index(keys)
+    zoned = hex_witnesses(stats.merge(keys + ["zone"]).table(keys + ["zone"]))
+    out = zoned[zoned["zone"] == "outside"].set_index(keys)
+    ins = zoned[zoned["zone"] == "inside"].set_index(keys)
+    t = pd.DataFrame(index=allz.index)
+    t["count"] = allz["count"]
+    t["outside"] = out["count"]
+    t["max_ulp_outside"] = out["max_ulp"]
+    t["max_finite_ulp_outside"] = out["max_finite_ulp"]
+    for col in (c for c in out.columns if c.startswith("witness_")):
+        t[f"{col}_outside"] = out[col]
+    t["inside"] = ins["count"].reindex(t.index).fillna(0).astype(np.int64)
+    t["max_ulp_inside"] = ins["max_ulp"].reindex(t.index)
+    t["special"] = allz[list(SPECIAL_CLASSES)].sum(axis=1).astype(np.int64)
+    for c in SPECIAL_CLASSES:
+        t[c] = allz[c]
+    t["share_correct"] = allz["share_correct"]
+    t["not_correct"] = (allz["count"] - stats.merge_frame(keys).set_index(keys)["n_correct"]).astype(np.int64)
+    t["over_1ulp"] = allz["over_1ulp"]
+    t["max_ulp"] = allz["max_ulp"]
+    return ordered(t.reset_index(), run)
+
+
+def opcount_table(variants, op, reference: str = "kernel") -> pd.DataFrame:
+    """Primitive ops per element of variants of the operator ``op`` on the npu machine
+    (:func:`precision.operators.sigmoid_focal_loss_grad.opcount.count_ops`) and the ratio to ``reference``."""
+    names = list(dict.fromkeys([reference, *variants]))
+    counts = {v: op.count_ops(v) for v in names}
+    rows = [(v, counts[v][0], counts[v][0] / counts[reference][0],
+             " ".join(f"{k}={n:.2f}" for k, n in counts[v][1].items())) for v in names]
+    return pd.DataFrame(rows, columns=["variant", "ops", "ratio_to_kernel", "per_op"])
+
+
+def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, corpora, base: Path,
+                  label: str, points=()) -> tuple[pd.DataFrame, list]:
+    """The candidate's fp32 maximum outside the root neighbourhood per machine and source: (table, unread files).
+
+    Sources: ``run`` (the run's maximum, labelled ``label``) and every
+    :func:`known_sources` source re-scored on every machine of the run
+    (:func:`rescored_maxima`).  Columns: machine, source, kind
+    (``sampled``/``exhaustive``, ``hunted``, ``corpus``), how (the label),
+    points (scored outside the neighbourhood), max_ulp, stored_max_ulp (the
+    hunt file's own figure on its machine), the witness (hex) and its C.
+    """
+    known, missing = known_sources(run, candidate, hunts, corpora, base, points)
+    rows = []
+    for machine in run.machines:
+        r = t[(t["variant"] == candidate) & (t["machine"] == machine) & (t["format"] == "fp32")]
+        if r.empty:
+            continue
+        r = r.iloc[0]
+        rows.append({"machine": machine, "source": "run", "kind": label.split(":")[0], "how": label,
+                     "points": int(r["outside"]), "max_ulp": float(r["max_ulp_outside"]), "stored_max_ulp": np.nan,
+                     **{f"witness_{k}": r.get(f"witness_{k}_outside") for k in ("pred", "target", "alpha", "gamma")},
+                     "c_factor": np.nan})
+        rows += rescored_maxima(run, candidate, machine, known, outside_only=True)
+    out = pd.DataFrame(rows)
+    if len(out) and run.grid:  # whether each witness's attribute values are among the run's grid or off it
+        grid = {a: set(run.grid[a]) for a in run.operator.ATTRIBUTES}
+        out["on_grid"] = [all(not isinstance(r.get(f"witness_{a}"), str)
+                              or float.fromhex(r[f"witness_{a}"]) in grid[a] for a in grid)
+                          for r in out.to_dict("records")]
+    return out, missing
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def assess_targets(t: pd.DataFrame, ops: pd.DataFrame, K: dict, candidate: str, labels,
+                   known: pd.DataFrame | None = None) -> tuple[dict, list]:
+    """The candidate's verdict on every target: (grid cells {(target, column): (text, css)}, findings).
+
+    ``t``: :func:`targets_table`; ``ops``: :func:`opcount_table`; ``K``: the
+    targets (the section's options); ``labels``: how the maxima were found,
+    per format (a dict, or one string for every format); ``known``:
+    :func:`witness_table` (the fp32 maximum outside the neighbourhood is then
+    the largest over the run and every known witness, named with its source).
+    """
+    known = known if known is not None else pd.DataFrame()
+    def label(fmt):
+        return labels.get(fmt, "") if isinstance(labels, dict) else labels
+    cells, findings = {}, []
+    for _, r in t[t["variant"] == candidate].iterrows():
+        w = {"variant": candidate, "machine": r["machine"], "format": r["format"]}
+        col = f"{r['machine']} {r['format']}"
+        special, count = cite("special", T, t, w, "special"), cite("count", T, t, w, "count")
+        ok_special = special.value <= K["nan_inf"]
+        shown_special = special.text
+        ks = known[(known["machine"] == r["machine"]) & (known["source"] != "run") & (known["specials"] > 0)] \
+            if r["format"] == "fp32" and not known.empty and "specials" in known else pd.DataFrame()
+        if len(ks):  # special outputs at known points (the neighbourhood included): the target is missed there
+            top = ks.iloc[0]
+            kc = cite(f"specials_{top['source']}", TW, known, {"machine": r["machine"], "source": top["source"]},
+                      "specials")
+            ok_special = False
+            shown_special = f"{special.text} in the run, {kc.text} at a known point ({top['special_at']})"
+            findings.append(Finding(f"targets/{r['machine']}/special", "targets",
+                                    f"On {r['machine']}, fp32 output: {candidate} gives a special output at "
+                                    f"{kc.text} known points of {top['source']} (first: {top['special_at']}), "
+                                    f"re-evaluated with the current code; the run's own points have "
+                                    f"{special.text}.", [special, kc], 3))
+        cells[("no special output (NaN, inf, wrong sign, lost inf)", col)] = (
+            f"{_verdict(ok_special)} {shown_special}", "met" if ok_special else "missed")
+        if r["format"] == "fp32":
+            mx = cite("max_outside", T, t, w, "max_ulp_outside")
+            sampled = f"{mx.text} ulp ({label('fp32')}) at {inputs_text(r, 'witness_', '_outside', ATTRIBUTES)}"
+            nums = [mx, special, count]
+            k = known[(known["machine"] == r["machine"]) & (known["source"] != "run")
+                      & known["max_ulp"].notna()] if not known.empty else known
+            target_row = f"fp32 max error <= {fmt_num(K['fp32_max_ulp'])} ulp outside the root neighbourhood"
+            if len(k):
+                cited = [(kr, cite(f"max_{i}", TW, known, {"machine": r["machine"], "source": kr["source"]},
+                                   "max_ulp")) for i, (_, kr) in enumerate(k.iterrows())]
+                nums += [c for _, c in cited]
+                top_row, top = max(cited, key=lambda rc: float(rc[1].value))
+                figure = max(float(mx.value), float(top.value))
+                ok = figure <= K["fp32_max_ulp"]
+                if float(top.value) > float(mx.value):
+                    off = "" if bool(top_row.get("on_grid", True)) else ", off the study's grid"
+                    shown, source = top.text, f"{top_row['source']}, re-evaluated{off}"
+                    at = inputs_text(top_row, attributes=ATTRIBUTES)
+                else:
+                    shown, source, at = mx.text, f"run, {label('fp32').split(':')[0]}", \
+                        inputs_text(r, "witness_", "_outside", ATTRIBUTES)
+                cells[(target_row, col)] = (f"{_verdict(ok)} {shown} ({source})", "met" if ok else "missed")
+                others = "; ".join(f"{kr['source']} {c.text} ulp ({kr['how']}, {kr['points']:,} points)"
+                                   for kr, c in cited)
+                text = (f"On {r['machine']}, fp32 output, outside the root neighbourhood: {candidate} max error "
+                        f"{shown} ulp at {at} ({source}), the largest over every known witness re-evaluated with "
+                        f"the current code: run {sampled}; {others}. Target <= {fmt_num(K['fp32_max_ulp'])}: "
+                        f"{_verdict(ok)}; {special.text} special outputs of {count.text}.")
+                if float(top.value) > float(mx.value):  # the known witness, step by step
+                    w = {k: float.fromhex(top_row[f"witness_{k}"]) for k in ("pred", *ATTRIBUTES)}
+                    w.update(target=int(top_row["witness_target"]), weight=np.nan, dout=1.0)
+                    text += f" See it step by step: `{explain_line(candidate, r['machine'], 'fp32', w)}`."
+            else:
+                ok = mx.value <= K["fp32_max_ulp"]
+                cells[(target_row, col)] = (f"{_verdict(ok)} {mx.text}", "met" if ok else "missed")
+                text = (f"On {r['machine']}, fp32 output, outside the root neighbourhood: {candidate} max error "
+                        f"{sampled} (target <= {fmt_num(K['fp32_max_ulp'])}: {_verdict(ok)}; no hunt or corpus); "
+                        f"{special.text} special outputs of {count.text}.")
+            findings.append(Finding(f"targets/{r['machine']}/fp32", "targets", text, nums, 3))
+        else:
+            wrong = cite("not_correct", T, t, w, "not_correct")
+            mx = cite("max_ulp", T, t, w, "max_ulp")
+            ok_share = wrong.value <= (1.0 - K["fp16_share_correct"]) * count.value
+            ok_max = mx.value <= K["fp16_max_ulp"]
+            cells[(f"{r['format']} correctly rounded on a share >= {fmt_num(K['fp16_share_correct'])}", col)] = (
+                f"{_verdict(ok_share)} {fmt_share(1 - wrong.value / count.value, wrong.value)}",
+                "met" if ok_share else "missed")
+            cells[(f"{r['format']} max error <= {fmt_num(K['fp16_max_ulp'])} ulp", col)] = (
+                f"{_verdict(ok_max)} {mx.text}", "met" if ok_max else "missed")
+            text = (f"On {r['machine']}, {r['format']} output ({count.text} outputs, the neighbourhood included): "
+                    f"{candidate} is not correctly rounded on {wrong.text} (target share >= "
+                    f"{fmt_num(K['fp16_share_correct'])}: {_verdict(ok_share)}), max error {mx.text} ulp ({label(r['format'])}; "
+                    f"target <= {fmt_num(K['fp16_max_ulp'])}: {_verdict(ok_max)}).")
+            findings.append(Finding(f"targets/{r['machine']}/{r['format']}", "targets", text, [wrong, count, mx], 3))
+    if "kernel" in set(ops["variant"]) and candidate in set(ops["variant"]):
+        ratio = cite("ratio", "opcount.csv", ops, {"variant": candidate}, "ratio_to_kernel")
+        ok = ratio.value <= K["ops_ratio"]
+        cells[(f"primitive ops <= {fmt_num(K['ops_ratio'])}x the kernel's", "npu (op count)")] = (
+            f"{_verdict(ok)} {ratio.text}", "met" if ok else "missed")
+        findings.append(Finding("targets/ops", "targets", f"Cost: {candidate} takes {ratio.text} times the "
+                                f"production kernel's primitive ops per element (npu; target <= "
+                                f"{fmt_num(K['ops_ratio'])}: {_verdict(ok)}).", [ratio], 4))
+    return cells, findings
+
+
+def build(ctx) -> Section:
+    run = ctx.run
+    op = run.operator
+    section = Section("targets", "The candidate against its targets")
+    candidate = ctx.option("targets", "variant")
+    t = targets_table(run, op.ROOT_NEIGHBOURHOOD_C)
+    if t.empty or candidate not in set(t["variant"]):
+        return section
+    K = {k: ctx.option("targets", k) for k in ("fp32_max_ulp", "nan_inf", "fp16_share_correct", "fp16_max_ulp",
+                                              "ops_ratio")}
+    ops = opcount_table([v for v in run.variants if v == candidate], op)
+    section.tables.update({T: t, "opcount.csv": ops})
+    labels = {f: maximum_label(run, f) for f in dict.fromkeys(t["format"])}
+    base = Path(run.run.get("study_file", ".")).parent
+    hunts, missing = hunt_table(ctx.option("targets", "hunts"), base, op)
+    if not hunts.empty:
+        section.tables["hunts.csv"] = hunts
+    sources = []
+    known, unread = witness_table(run, t, candidate, hunts, ctx.option("targets", "corpus"), base,
+                                  labels.get("fp32", ""), ctx.option("targets", "points"))
+    missing += unread
+    if not known.empty:
+        section.tables[TW] = known
+        sources = [s for s in dict.fromkeys(known["source"]) if s != "run"]
+    cells, findings = assess_targets(t, ops, K, candidate, labels, known)
+    if missing:
+        findings.append(Finding("targets/hunts-missing", "targets", "Hunt or corpus files named by the study but "
+                                "not found: " + ", ".join(missing) + "; their witnesses are not counted.", [], 2))
+    rows = list(dict.fromkeys(k[0] for k in cells))
+    cols = list(dict.fromkeys(k[1] for k in cells))
+    grid = pd.DataFrame("", index=range(len(rows)), columns=["target"] + cols)
+    style = pd.DataFrame("", index=grid.index, columns=grid.columns)
+    for (row, col), (text, css) in cells.items():
+        i = rows.index(row)
+        grid.loc[i, "target"], grid.loc[i, col], style.loc[i, col] = row, text, css
+    style = style.where(grid != "", "na")
+    style["target"] = ""
+    section.first = [Heading(f"{candidate} against its targets", 2, "targets-grid"), Table(grid, T, "", style),
+                     Para("Maxima: " + "; ".join(f"{f} {lab}" for f, lab in labels.items())
+                          + ("; fp32 outside the neighbourhood: the largest over the run and the known witnesses, "
+                             "re-evaluated with the current code (" + ", ".join(sources) + ", witnesses.csv)"
+                             if sources else "")
+                          + f". Root neighbourhood: gamma < -1 and the bracket's cancellation factor "
+                          f"C >= {op.ROOT_NEIGHBOURHOOD_C:g}.", "note")]
+    shown = t.assign(inputs=[inputs_text(r, "witness_", "_outside", run.operator.ATTRIBUTES) for _, r in t.iterrows()])
+    section.body = [Table(shown[["variant", "machine", "format", "count", "outside", "max_ulp_outside", "inputs",
+                                 "inside", "max_ulp_inside", "special", "share_correct", "not_correct"]], T),
+                    *([Para("The fp32 maximum outside the root neighbourhood per machine and source: the run's, "
+                            "and each hunt's and corpus's witnesses re-evaluated with the current code (points: "
+                            "those scored outside the neighbourhood; stored_max_ulp: the hunt file's own figure)."),
+                       Table(known, TW)] if not known.empty and (known["source"] != "run").any() else []),
+                    Para("Primitive ops per element (precision.opcount: every finite fp16 pred, both selectors, "
+                         "weight present, reduction mean, gamma 2, npu machine; a library exp/ln/pow/div counts "
+                         "as one op):"),
+                    Table(ops, "opcount.csv")]
+    section.findings = findings
+    section.answers = _target_answers(cells, findings, candidate)
+    return section
+
+
+def _target_answers(cells: dict, findings: list, candidate: str) -> list:
+    """Which targets the candidate meets: one headline sentence from the grid's cells (met on every column, or
+    missed where), then each target finding as an answer of its own (its numbers cited)."""
+    question = f"Which of its targets does {candidate} meet?"
+    by_target: dict = {}
+    for (target, col), (text, css) in cells.items():
+        by_target.setdefault(target, []).append((col, css, text))
+    met = [t for t, cs in by_target.items() if all(c == "met" for _, c, _ in cs)]
+    # where each is missed, and the first missed cell's figure with its evidence (run, hunt, known point...)
+    missed = [f"{t} (missed on {', '.join(col for col, c, _ in cs if c != 'met')}: "
+              f"{next(x for _, c, x in cs if c != 'met').removeprefix('MISSED ')})"
+              for t, cs in by_target.items() if t not in met]
+    text = (f"{candidate} meets {len(met)} of its {len(by_target)} targets"
+            + (f": {'; '.join(met)}" if met else "") + (f". It misses: {'; '.join(missed)}" if missed else "") + ".")
+    out = [Answer(question, text, [], subject=candidate, verdict="met" if not missed else "missed")]
+    out += [Answer(question, f.text, f.numbers, subject=candidate, headline=False) for f in findings]
+    return out
