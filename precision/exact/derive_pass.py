@@ -170,16 +170,16 @@ def derive_rows(c0, c1, exact_c, w, d, n, pos_hi, pos_lo, pos_ex, pos_rel, neg_h
     for i in range(0, size - 1, 2):
         j = i + 1
         rounded[i], exact_hi[i], exact_lo[i], todo[i] = _derive_one(
-            c0[i], c1[i], exact_c[i], w[i], d[i], n[i], pos_hi[i], pos_lo[i], pos_ex[i], pos_rel[i], neg_hi[i], neg_lo[i],
-            neg_ex[i], neg_rel[i], prec, emin, emax)
+            c0[i], c1[i], exact_c[i], w[i], d[i], n[i], pos_hi[i], pos_lo[i], pos_ex[i], pos_rel[i],
+            neg_hi[i], neg_lo[i], neg_ex[i], neg_rel[i], prec, emin, emax)
         rounded[j], exact_hi[j], exact_lo[j], todo[j] = _derive_one(
-            c0[j], c1[j], exact_c[j], w[j], d[j], n[j], pos_hi[j], pos_lo[j], pos_ex[j], pos_rel[j], neg_hi[j], neg_lo[j],
-            neg_ex[j], neg_rel[j], prec, emin, emax)
+            c0[j], c1[j], exact_c[j], w[j], d[j], n[j], pos_hi[j], pos_lo[j], pos_ex[j], pos_rel[j],
+            neg_hi[j], neg_lo[j], neg_ex[j], neg_rel[j], prec, emin, emax)
     if size % 2:
         i = size - 1
         rounded[i], exact_hi[i], exact_lo[i], todo[i] = _derive_one(
-            c0[i], c1[i], exact_c[i], w[i], d[i], n[i], pos_hi[i], pos_lo[i], pos_ex[i], pos_rel[i], neg_hi[i], neg_lo[i],
-            neg_ex[i], neg_rel[i], prec, emin, emax)
+            c0[i], c1[i], exact_c[i], w[i], d[i], n[i], pos_hi[i], pos_lo[i], pos_ex[i], pos_rel[i],
+            neg_hi[i], neg_lo[i], neg_ex[i], neg_rel[i], prec, emin, emax)
 
 
 def load() -> None:

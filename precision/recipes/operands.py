@@ -19,7 +19,8 @@ from precision.errors import DtypeError, ParameterError, ShapeError
 from precision.exact.formats import FP16, FP32
 from precision.machine import Machine, get_machine
 
-__all__ = ["FLOAT_INPUT_DTYPES", "INT64_MAX", "check_arrays", "check_rank2", "validate_element_count", "float32_attribute",
+__all__ = ["FLOAT_INPUT_DTYPES", "INT64_MAX", "check_arrays", "check_rank2", "validate_element_count",
+           "float32_attribute",
            "resolve_machine", "with_compute_format", "store_output", "load_operands"]
 
 #: The float inputs' accepted dtypes.

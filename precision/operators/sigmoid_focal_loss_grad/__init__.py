@@ -49,8 +49,8 @@ DEFAULT_STUDIES = ("guard_ablation", "cancellation_threshold", "subnormal_recove
                    "g4_tiling")
 
 # 1. inputs, attributes and their contract
-from precision.operators.sigmoid_focal_loss_grad.implementations.common import (ALL_GUARDS, ATTRIBUTE_HELP, ATTRIBUTES,
-                                                                      TERMS_ATTRIBUTE, validate_inputs)
+from precision.operators.sigmoid_focal_loss_grad.implementations.common import (
+    ALL_GUARDS, ATTRIBUTE_HELP, ATTRIBUTES, TERMS_ATTRIBUTE, validate_inputs)
 # 2. the exact value and its certified rounding; its reuse across a sweep
 # (the protocol's names: round_exact, term_tables, derive_exact)
 from precision.operators.sigmoid_focal_loss_grad.oracle import ORACLE_VERSION, exact_decimal
@@ -59,22 +59,23 @@ from precision.operators.sigmoid_focal_loss_grad.terms import derive_gradient as
 from precision.operators.sigmoid_focal_loss_grad.terms import focal_term_tables as term_tables
 from precision.operators.sigmoid_focal_loss_grad.terms import selected_term_tables, term_sides
 # 3. where the exact value is ill-conditioned
-from precision.operators.sigmoid_focal_loss_grad.bracket import (ROOT_NEIGHBOURHOOD_C, band_labels, band_ranges, bracket_band,
-                                                       cancellation_windows, in_neighbourhood, neighbourhood, roots,
-                                                       selected_cancellation)
+from precision.operators.sigmoid_focal_loss_grad.bracket import (
+    ROOT_NEIGHBOURHOOD_C, band_labels, band_ranges, bracket_band, cancellation_windows, in_neighbourhood,
+    neighbourhood, roots, selected_cancellation)
 # 4. the recipes with their guards, the variant registry and plugin files
-from precision.operators.sigmoid_focal_loss_grad.guards import (GUARD_NAMES, GUARD_PURPOSE, bind_recipe, evaluate,
-                                                      evaluate_variants, get_variant, list_variants, recipe_call,
-                                                      variant_fired, variant_guards, variant_names)
-from precision.operators.sigmoid_focal_loss_grad.implementations.kernel import FIRED_COLUMNS, FIRED_MEANING, FIRED_STEPS
-from precision.operators.sigmoid_focal_loss_grad.exercise import (TILED_GUARDS, decision_assumption, guard_blocked,
-                                                        not_exercised_reason)
+from precision.operators.sigmoid_focal_loss_grad.guards import (
+    GUARD_NAMES, GUARD_PURPOSE, bind_recipe, evaluate, evaluate_variants, get_variant, list_variants, recipe_call,
+    variant_fired, variant_guards, variant_names)
+from precision.operators.sigmoid_focal_loss_grad.implementations.kernel import (
+    FIRED_COLUMNS, FIRED_MEANING, FIRED_STEPS)
+from precision.operators.sigmoid_focal_loss_grad.exercise import (
+    TILED_GUARDS, decision_assumption, guard_blocked, not_exercised_reason)
 from precision.operators.sigmoid_focal_loss_grad.tiling import PRODUCTION_TILE, ub_former
-from precision.operators.sigmoid_focal_loss_grad.plugins import (check_study_variants, ensure_loaded, load_plugins,
-                                                       plugin_digest, variant_source)
+from precision.operators.sigmoid_focal_loss_grad.plugins import (
+    check_study_variants, ensure_loaded, load_plugins, plugin_digest, variant_source)
 # 5. which variants are compared with which
-from precision.operators.sigmoid_focal_loss_grad.comparisons import (PRODUCTION_THRESHOLD, find_comparisons, g5_threshold,
-                                                           is_production, production_variant, threshold_name)
+from precision.operators.sigmoid_focal_loss_grad.comparisons import (
+    PRODUCTION_THRESHOLD, find_comparisons, g5_threshold, is_production, production_variant, threshold_name)
 # 5b. the stages it adds to a run (the G5 threshold search)
 from precision.operators.sigmoid_focal_loss_grad.threshold_tasks import RUN_STAGES
 # 6. why a point is wrong; what a variant costs

@@ -59,7 +59,7 @@ __all__ = ["ESTIMATE_REL", "TermTable", "focal_term_table", "focal_term_tables",
 #: precision cap), so derived exact values carry over 60 good bits.
 TERM_REL = 2.0**-62
 
-#: Bits the focal terms start with beyond the oracle's :func:`precision.operators.sigmoid_focal_loss_grad.oracle._initial_prec`: at 64 bits
+#: Bits the focal terms start with beyond the oracle's :func:`.oracle._initial_prec`: at 64 bits
 #: a ball's bound is about 2**-62.8, so two rows in three missed TERM_REL and were recomputed at twice the
 #: precision; eight more bits bring every bound below it at no measurable cost per operation.
 TERM_EXTRA_BITS = 8

@@ -26,7 +26,8 @@ GAMMAS = [0.0, 0.5, 1.0, 2.0, 2.5, 5.0]
 
 
 def direct(x: float, t: int, alpha: float, gamma: float) -> mpf:
-    """The spec's formula as written, a_t (1 - p_t)^gamma (-ln p_t), with bits enough for 1 - p at |x| (600 + 1.5 |x|)."""
+    """The spec's formula as written, a_t (1 - p_t)^gamma (-ln p_t), with bits enough for 1 - p at |x|
+    (600 + 1.5 |x|)."""
     with mp.workprec(600 + int(1.5 * abs(x))):
         p = 1 / (1 + mp.exp(-mpf(x)))
         pt = p if t == 1 else 1 - p

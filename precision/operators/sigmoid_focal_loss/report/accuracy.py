@@ -115,7 +115,8 @@ def build(ctx) -> Section:
             if len(hit):
                 at_worst[v] = float(hit["max_finite_ulp"].iloc[0])
         region_word = "a confident-correct region" if bool(worst["confident"]) else "not a confident-correct region"
-        text = (f"{fmt} on {machine}: {decision(float(worst['max_finite_ulp']), at_worst)} The kernel's largest error is {fmt_num(float(worst['max_finite_ulp']))} ulp at "
+        top = float(worst["max_finite_ulp"])
+        text = (f"{fmt} on {machine}: {decision(top, at_worst)} The kernel's largest error is {fmt_num(top)} ulp at "
                 f"{place} ({region_word}; every gamma of the study pooled); in the confident-correct groups at most "
                 f"{fmt_num(sure_max)} ulp, elsewhere at most {fmt_num(other_max)}.")
         nums = [cite(f"{fmt}_count", "summary.csv", run.summary, {**where, "profile": fmt}, "count")] \
