@@ -28,7 +28,7 @@ import numpy as np
 from precision.errors import PrecisionError
 
 __all__ = ["OPERATORS", "DEFAULT_OPERATOR", "REQUIRED", "OPTIONAL", "get_operator", "term_chunk", "RunStage",
-           "Comparison", "unique_comparisons", "input_keys", "search_order", "operator_name", "default_studies"]
+           "Comparison", "unique_comparisons", "input_keys", "search_order", "default_studies"]
 
 #: Operator name (as a study file, ``run.json`` and ``--operator`` spell it) -> the package that is its interface:
 #: every folder of ``precision/operators/`` with an ``__init__.py``.
@@ -225,11 +225,6 @@ def default_studies() -> list:
     """The studies whose reports are committed under reports/ (``precision report --all`` in an empty folder):
     every operator's ``DEFAULT_STUDIES``, operators in name order."""
     return [study for name in OPERATORS for study in get_operator(name).DEFAULT_STUDIES]
-
-
-def operator_name(op) -> str:
-    """The name under which ``op`` (an interface :func:`get_operator` returned) is registered."""
-    return next(n for n, package in OPERATORS.items() if package == op.__name__)
 
 
 def input_keys(op) -> tuple:

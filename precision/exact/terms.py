@@ -36,11 +36,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from mpmath import libmp
 
-from precision.exact.derivation_bounds import DECIDED_ABOVE, DECIDED_BELOW, ESTIMATE_REL, K_MIN
+from precision.exact.derivation_bounds import DECIDED_ABOVE, DECIDED_BELOW, ESTIMATE_REL, EXP_CLAMP, EXP_FAR, K_MIN
 from precision.exact.formats import from_ordinal, get_format, round_to_format, to_ordinal
 
-__all__ = ["TermTable", "absent_table", "DerivedValue", "derive", "derive_reference", "cell_bounds", "two_prod",
+__all__ = ["TermTable", "absent_table", "ball_row", "DerivedValue", "derive", "derive_reference", "cell_bounds", "two_prod",
            "ESTIMATE_REL", "DECIDED_ABOVE", "DECIDED_BELOW", "K_MIN"]
 
 _SPLITTER = 134217729.0  # 2**27 + 1, Veltkamp's splitting constant for float64
@@ -78,6 +79,22 @@ class TermTable:
 
 
 _TERM_FIELDS = tuple(f.name for f in dataclasses.fields(TermTable))
+
+
+def ball_row(mid: tuple, rel: float) -> tuple:
+    """(hi, lo, exp, rel): the table row of a ball, its midpoint ``mid`` (a raw mpf tuple) within ``rel``
+    relative; the double-double truncation adds 2**-104.  An unknown ball (zero midpoint or infinite ``rel``) is
+    the unresolved row; a midpoint beyond 2**+-EXP_FAR keeps its sign and side only (exponent +-EXP_CLAMP)."""
+    sign, man, e, bc = mid
+    if not man or not math.isfinite(rel):
+        return 0.0, 0.0, 0, math.inf
+    k = e + bc - 1
+    if abs(k) > EXP_FAR and rel < 0.5:
+        return (-1.0 if sign else 1.0), 0.0, (EXP_CLAMP if k > 0 else -EXP_CLAMP), 2.0**-100
+    normalized = (sign, man, -(bc - 1), bc)  # value in [1, 2)
+    hi = libmp.to_float(normalized, rnd=libmp.round_nearest)
+    lo = libmp.to_float(libmp.mpf_sub(normalized, libmp.from_float(hi), 64, libmp.round_nearest))
+    return hi, lo, k, rel * (1 + 2.0**-50) + 2.0**-104
 
 
 def absent_table(n: int) -> TermTable:

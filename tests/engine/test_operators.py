@@ -81,12 +81,18 @@ class TestStudyFile:
 @pytest.fixture
 def mirror(tmp_path, monkeypatch):
     """The sibling operator ``mirror`` registered (its module on the path): its module."""
-    folder = tmp_path / "operators"
+    return register(tmp_path, monkeypatch, "mirror", MIRROR)
+
+
+def register(tmp_path, monkeypatch, name: str, source: str):
+    """The operator ``name`` registered from the module text ``source`` (put on the path for this test only):
+    ``get_operator(name)``."""
+    folder = tmp_path / f"{name}_operator"
     folder.mkdir()
-    (folder / "mirror_operator.py").write_text(MIRROR)
+    (folder / f"{name}_operator.py").write_text(source)
     monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setitem(operators.OPERATORS, "mirror", "mirror_operator")
-    return get_operator("mirror")
+    monkeypatch.setitem(operators.OPERATORS, name, f"{name}_operator")
+    return get_operator(name)
 
 
 def test_a_sibling_operator_runs_through_the_same_engine(tmp_path, mirror):
@@ -210,12 +216,7 @@ def not_exercised_reason(guard, axes, number=str):
 @pytest.fixture
 def fixed_gamma(tmp_path, monkeypatch):
     """The sibling operator ``fixed_gamma`` (one attribute, alpha; no terms attribute) registered: its module."""
-    folder = tmp_path / "operators"
-    folder.mkdir(exist_ok=True)
-    (folder / "fixed_gamma_operator.py").write_text(FIXED_GAMMA)
-    monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setitem(operators.OPERATORS, "fixed_gamma", "fixed_gamma_operator")
-    return get_operator("fixed_gamma")
+    return register(tmp_path, monkeypatch, "fixed_gamma", FIXED_GAMMA)
 
 
 class TestOtherAttributes:
@@ -347,12 +348,7 @@ sections = ["verdicts", "dominant", "summary", "standards"]
 @pytest.fixture
 def minimal(tmp_path, monkeypatch):
     """An operator with the required core only, registered: its interface as get_operator completes it."""
-    folder = tmp_path / "minimal_operator"
-    folder.mkdir()
-    (folder / "minimal_operator.py").write_text(MINIMAL)
-    monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setitem(operators.OPERATORS, "minimal", "minimal_operator")
-    return get_operator("minimal")
+    return register(tmp_path, monkeypatch, "minimal", MINIMAL)
 
 
 def test_the_required_core_alone_runs_through_the_engine_the_report_and_the_commands(tmp_path, capsys, minimal):
@@ -387,14 +383,9 @@ def test_the_required_core_alone_runs_through_the_engine_the_report_and_the_comm
 
 
 def test_an_interface_without_a_required_name_is_one_clear_error(tmp_path, monkeypatch):
-    folder = tmp_path / "broken_operator"
-    folder.mkdir()
-    (folder / "broken_operator.py").write_text(MINIMAL.replace("ORACLE_VERSION = \"minimal-1\"\n", ""))
-    monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setitem(operators.OPERATORS, "broken", "broken_operator")
     with pytest.raises(PrecisionError, match=r"operator 'broken' lacks ORACLE_VERSION \(the required core: "
                                              r"docs/operators.md\)"):
-        get_operator("broken")
+        register(tmp_path, monkeypatch, "broken", MINIMAL.replace("ORACLE_VERSION = \"minimal-1\"\n", ""))
 
 
 def test_guards_without_per_element_decisions_are_not_tracked_never_not_exercised(tmp_path, monkeypatch, mirror):

@@ -22,20 +22,21 @@ only has to cover |y|; it starts at 80 bits plus the bits of |y| and doubles unt
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from mpmath import libmp, mp, mpf
 
-from fractions import Fraction
-
 from precision.errors import OracleUndecidedError, ParameterError
 from precision.exact.certify import escalate
 from precision.exact.formats import get_format
-from precision.exact.terms import TermTable, absent_table, derive
+from precision.exact.terms import TermTable, absent_table, ball_row, derive
+from precision.operators.sigmoid_focal_loss.reduction import exact_sum
+from precision.operators.sigmoid_focal_loss.reduction import round_exact as round_rational
 
 __all__ = ["ORACLE_VERSION", "TERM_REL", "MAX_PREC", "term_ball", "term_tables", "selected_term_tables",
            "term_sides", "derive_exact", "loss_ball", "round_exact", "exact_decimal", "exact_loss", "REDUCTION_REL",
-           "exact_reduction", "round_reduction"]
+           "exact_reduction", "round_within", "round_reduction"]
 
 #: Part of every cache key: bump when an exact value could change.
 ORACLE_VERSION = "sigmoid_focal_loss-1"
@@ -43,9 +44,6 @@ ORACLE_VERSION = "sigmoid_focal_loss-1"
 TERM_REL = 2.0**-62
 #: The working precision past which a rounding is reported undecided (never guessed).
 MAX_PREC = 1 << 14
-#: Terms beyond 2^+-EXP_FAR are tabled as their sign and side only (exponent +-EXP_CLAMP): no float64 weight
-#: brings them back into any format's range (the convention of precision.exact.terms).
-EXP_FAR, EXP_CLAMP = 4096, 1 << 40
 
 
 def _softplus(s: mpf) -> mpf:
@@ -73,25 +71,13 @@ def term_ball(s: float, gamma: float, prec: int) -> tuple:
         return mp.exp(-y) * sp_pos, _radius(float(min(y, mpf(2.0**1000))), prec)
 
 
-def _row(mid: mpf, rel: float) -> tuple:
-    """(hi, lo, exp, rel) of a ball (precision.exact.terms's columns); the double-double truncation adds 2^-104."""
-    sign, man, e, bc = mid._mpf_
-    k = e + bc - 1
-    if abs(k) > EXP_FAR:
-        return (-1.0 if sign else 1.0), 0.0, (EXP_CLAMP if k > 0 else -EXP_CLAMP), 2.0**-100
-    normalized = (sign, man, -(bc - 1), bc)
-    hi = libmp.to_float(normalized, rnd=libmp.round_nearest)
-    lo = libmp.to_float(libmp.mpf_sub(normalized, libmp.from_float(hi), 64, libmp.round_nearest))
-    return hi, lo, k, rel * (1 + 2.0**-50) + 2.0**-104
-
-
 def _tight_row(s: float, gamma: float) -> tuple:
     prec = _start_prec(s, gamma)
     mid, rel = term_ball(s, gamma, prec)
     while rel > TERM_REL and prec < MAX_PREC:
         prec *= 2
         mid, rel = term_ball(s, gamma, prec)
-    return _row(mid, rel)
+    return ball_row(mid._mpf_, rel)
 
 
 def term_tables(x, gammas) -> dict:
@@ -238,8 +224,6 @@ def exact_reduction(x, t, alpha: float, gamma: float, weight=None, reduction: st
     """The exact sum (or mean: the sum over n, exact) of the exact losses of the elements (x, t), within
     :data:`REDUCTION_REL` relative: each loss as the derivation's double-double (``exact_hi + exact_lo``), summed
     exactly (:func:`.reduction.exact_sum`).  ``weight`` None means no weight."""
-    from precision.operators.sigmoid_focal_loss.reduction import exact_sum
-
     if reduction not in ("sum", "mean"):
         raise ParameterError(f"reduction={reduction!r}; expected 'sum' or 'mean'")
     x = np.ascontiguousarray(x, dtype=np.float64).ravel()
@@ -253,6 +237,15 @@ def exact_reduction(x, t, alpha: float, gamma: float, weight=None, reduction: st
     return total / n if reduction == "mean" and n else total
 
 
+def round_within(value: Fraction, rel: float, fmt) -> float | None:
+    """The correct rounding (RNE) into ``fmt`` of a value known as ``value`` within ``rel`` relative, or None when
+    the two ends of that bound round apart."""
+    name = get_format(fmt).name
+    a = round_rational(value * (1 - Fraction(rel)), name)
+    b = round_rational(value * (1 + Fraction(rel)), name)
+    return a if a == b else None
+
+
 def round_reduction(x, t, alpha: float, gamma: float, weight=None, reduction: str = "sum", fmt="fp32") -> float:
     """:func:`exact_reduction` correctly rounded into ``fmt`` (RNE), certified: both ends of its bound round alike.
 
@@ -261,13 +254,8 @@ def round_reduction(x, t, alpha: float, gamma: float, weight=None, reduction: st
     OracleUndecidedError
         The bound straddles a rounding edge (the value within 2^-60 of a midpoint of the format).
     """
-    from precision.operators.sigmoid_focal_loss.reduction import round_exact as round_rational
-
-    value = exact_reduction(x, t, alpha, gamma, weight, reduction)
-    f = get_format(fmt)
-    lo, hi = value * (1 - Fraction(REDUCTION_REL)), value * (1 + Fraction(REDUCTION_REL))
-    a, b = round_rational(lo, f.name), round_rational(hi, f.name)
-    if a != b:
+    rounded = round_within(exact_reduction(x, t, alpha, gamma, weight, reduction), REDUCTION_REL, fmt)
+    if rounded is None:
         raise OracleUndecidedError(f"the exact {reduction} of {np.size(x)} losses is within 2^-60 of a rounding edge "
-                                   f"of {f.name}; undecided")
-    return a
+                                   f"of {get_format(fmt).name}; undecided")
+    return rounded

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from precision.exact.formats import RNE
+from precision.exact.formats import RNE, round_to_format
 from precision.recipes.operands import load_operands, store_output
 from precision.recipes.steps import Recipe, RecipeCall, Step
 
@@ -172,7 +172,6 @@ NAIVE_RECIPE = Recipe("naive", [
 
 def _cpu_log1p(m, e):
     """log1p correctly rounded into the compute format (a CPU library's, from float64: 53 >= 2 * 24 + 2)."""
-    from precision.exact.formats import round_to_format
     return np.asarray(round_to_format(np.log1p(np.asarray(e, dtype=np.float64)), m.fmt), dtype=m.dtype)
 
 

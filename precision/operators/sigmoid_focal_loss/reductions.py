@@ -41,10 +41,8 @@ from precision.operators.sigmoid_focal_loss import oracle, reduction
 from precision.operators.sigmoid_focal_loss.variants import evaluate
 
 __all__ = ["production_chunk", "CASES", "DISTRIBUTIONS", "COLUMNS", "reduction_rows", "reductions_stage",
-           "RUN_STAGES", "EXACT_REL"]
+           "RUN_STAGES"]
 
-#: The relative bound of the exact sum and mean (:data:`.oracle.REDUCTION_REL`).
-EXACT_REL = oracle.REDUCTION_REL
 #: The kernel's UB bytes reserved for the reduction's binary-counter cache (``REDUCTION_CACHE_BYTES``) and the
 #: UB bytes per reduced element (``bytesPerR = 3 max(dtype, 4) + 2 * 4``), from hicann/ops-nn
 #: ``loss/sigmoid_focal_loss/op_kernel/arch35/sigmoid_focal_loss_tiling_data.h`` and
@@ -104,10 +102,10 @@ def _fp16_values(x) -> np.ndarray:
 
 
 def _rounded(exact: Fraction) -> float:
-    """exact (within EXACT_REL) correctly rounded to fp32, or NaN when the interval straddles a rounding edge."""
-    lo, hi = exact * (1 - Fraction(EXACT_REL)), exact * (1 + Fraction(EXACT_REL))
-    a, b = reduction.round_exact(lo, "fp32"), reduction.round_exact(hi, "fp32")
-    return a if a == b else math.nan
+    """exact (within :data:`.oracle.REDUCTION_REL`) correctly rounded to fp32, or NaN when its bound straddles a
+    rounding edge."""
+    rounded = oracle.round_within(exact, oracle.REDUCTION_REL, "fp32")
+    return math.nan if rounded is None else rounded
 
 
 def _ulps(computed: float, exact_rounded: float) -> float:

@@ -57,6 +57,7 @@ import numpy as np
 from mpmath import libmp
 
 from precision.exact.certify import escalate
+from precision.exact.derivation_bounds import EXP_CLAMP as _EXP_CLAMP, EXP_FAR as _EXP_FAR
 from precision.errors import OracleUndecidedError, ParameterError
 from precision.exact.formats import Format, get_format
 
@@ -113,10 +114,9 @@ EXACT_BITS = 64
 
 RANGE_NORMAL, RANGE_BELOW, RANGE_ABOVE, RANGE_UNRESOLVED = 0, 1, 2, 3
 
-#: Focal terms beyond 2**+-EXP_FAR are kept as their sign and side only (the term tables'
-#: convention, :mod:`precision.operators.sigmoid_focal_loss_grad.terms`), with the exponent +-EXP_CLAMP.
-EXP_FAR = 4096
-EXP_CLAMP = 1 << 40
+#: Focal terms beyond 2**+-EXP_FAR are kept as their sign and side only, with the exponent +-EXP_CLAMP (the term
+#: tables' convention, :mod:`precision.exact.derivation_bounds`).
+EXP_FAR, EXP_CLAMP = _EXP_FAR, _EXP_CLAMP
 
 _RN, _RF, _RC = libmp.round_nearest, libmp.round_floor, libmp.round_ceiling
 _ZERO, _ONE = libmp.fzero, libmp.fone

@@ -38,14 +38,12 @@ Term table columns (:class:`TermTable`, one row per (x, gamma)):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from mpmath import libmp
 
 from precision.errors import OracleUndecidedError
 from precision.exact.formats import get_format
-from precision.exact.terms import ESTIMATE_REL, DerivedValue, TermTable, absent_table, derive, derive_reference
+from precision.exact.terms import (ESTIMATE_REL, DerivedValue, TermTable, absent_table, ball_row, derive,
+                                   derive_reference)
 from precision.operators.sigmoid_focal_loss_grad import oracle
 
 #: A derivation's result (:class:`precision.exact.terms.DerivedValue`), by the name this operator gives it.
@@ -63,20 +61,6 @@ TERM_REL = 2.0**-62
 #: a ball's bound is about 2**-62.8, so two rows in three missed TERM_REL and were recomputed at twice the
 #: precision; eight more bits bring every bound below it at no measurable cost per operation.
 TERM_EXTRA_BITS = 8
-
-
-def _ball_to_row(ball: oracle.Ball):
-    """(hi, lo, exp, rel) of a ball; the double-double truncation adds 2**-104."""
-    sign, man, e, bc = ball.mid
-    if not man or not math.isfinite(ball.rel):
-        return 0.0, 0.0, 0, math.inf
-    k = e + bc - 1
-    if abs(k) > oracle.EXP_FAR and ball.true_rel < 0.5:
-        return (-1.0 if sign else 1.0), 0.0, (EXP_CLAMP if k > 0 else -EXP_CLAMP), 2.0**-100
-    normalized = (sign, man, -(bc - 1), bc)  # value in [1, 2)
-    hi = libmp.to_float(normalized, rnd=libmp.round_nearest)
-    lo = libmp.to_float(libmp.mpf_sub(normalized, libmp.from_float(hi), 64, libmp.round_nearest))
-    return hi, lo, k, ball.true_rel * (1 + 2.0**-50) + 2.0**-104
 
 
 #: The clamped exponent of a row beyond 2**+-EXP_FAR (module docstring).
@@ -169,7 +153,7 @@ def _tight_row(x: float, g: float, ball):
     while not ball.true_rel <= TERM_REL and prec < oracle.MAX_PREC:
         prec *= 2  # cancellation in the bracket (near the roots of A for g < -1)
         ball = oracle.focal_term(x, g, prec)
-    return _ball_to_row(ball)
+    return ball_row(ball.mid, ball.true_rel)
 
 
 def derive_gradient(x, t, alpha, gamma, weight, dout, count, fmt, pos: TermTable, neg: TermTable,

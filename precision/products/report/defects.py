@@ -34,6 +34,7 @@ import pandas as pd
 from precision.analysis.paired import GARBAGE_ULP
 from precision.products.report.findings import fmt_num
 from precision.products.report.mechanism import attribute_witness, explain_line, witness_at
+from precision.products.report.tables import region_bounds
 
 __all__ = ["SUBJECT", "FIX_VARIANT", "MODERATE_LOGIT", "DEFECT_ULP", "INPUT_CLASSES", "defect_table", "defect_rows",
            "defect_lines", "input_class_text"]
@@ -64,13 +65,7 @@ def input_class_text(inputs: str, term: str | None = "gamma") -> str:
 
 def _moderate(run) -> dict:
     """region label -> whether the region lies inside +-MODERATE_LOGIT (from the run's region edges)."""
-    regions, edges = list(run.regions), [float(e) for e in run.region_edges]
-    out = {}
-    for i, r in enumerate(regions):
-        lo = edges[i - 1] if 0 < i <= len(edges) else -math.inf
-        hi = edges[i] if i < len(edges) else math.inf
-        out[r] = lo >= -MODERATE_LOGIT and hi <= MODERATE_LOGIT
-    return out
+    return {r: lo >= -MODERATE_LOGIT and hi <= MODERATE_LOGIT for r, (lo, hi) in region_bounds(run).items()}
 
 
 def _classes(run, variant: str) -> pd.DataFrame:

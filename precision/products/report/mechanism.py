@@ -24,7 +24,7 @@ from precision.products.report.answers import (effect_short, magnitude, magnitud
                                                region_shares)
 from precision.products.report.findings import cite
 from precision.products.report.tables import region_text
-from precision.engine.operators import DEFAULT_OPERATOR, get_operator, operator_name
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.io.shell import shell_join
 
 __all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_counts", "mechanism_of", "witness_at",
@@ -100,7 +100,7 @@ def witness_at(run, variant: str, row, prefix: str, profile: str | None = None) 
     count = int(sel["count"].iloc[0]) if len(sel) else 1
     return Witness(variant, row["machine"], row["format"], _hex(pred), int(float(row[f"{prefix}target"])),
                    tuple((k, _hex(row[f"{prefix}{k}"])) for k in names), _hex(row.get(f"{prefix}weight")),
-                   _hex(row[f"{prefix}dout"]), count, operator_name(run.operator))
+                   _hex(row[f"{prefix}dout"]), count, run.operator_name)
 
 
 def witness_of(run, row, side: str) -> Witness | None:

@@ -16,7 +16,7 @@ from precision.exact.formats import get_format
 from precision.products.report.findings import fmt_num
 from precision.engine.sweep import COMPARISON_KEYS, comparison_table, hex_witnesses, sort_table
 
-__all__ = ["stat_table", "group_table", "paired_table", "ordered", "region_text", "short_hex", "exact_text", "decimal_text", "inputs_text", "maximum_label", "describe_error",
+__all__ = ["stat_table", "group_table", "paired_table", "ordered", "region_bounds", "region_text", "short_hex", "exact_text", "decimal_text", "inputs_text", "maximum_label", "describe_error",
            "error_kind"]
 
 
@@ -46,6 +46,14 @@ def paired_table(run, by=COMPARISON_KEYS) -> pd.DataFrame:
     """The run's paired comparisons merged by ``by`` (must include ``region``; rows ``all`` added)."""
     return hex_witnesses(comparison_table(run.paired, run.variants, run.machines, run.regions, by,
                                           separate=run.separate))
+
+
+def region_bounds(run) -> dict:
+    """Region label -> its (lower, upper) edges of x, from the run's region edges (numbers, never parsed from the
+    labels; the outer regions open to -inf and +inf)."""
+    edges = [float(e) for e in run.region_edges]
+    bounds = [-math.inf, *edges, math.inf]
+    return dict(zip(run.regions, zip(bounds[:-1], bounds[1:])))
 
 
 def region_text(label: str) -> str:

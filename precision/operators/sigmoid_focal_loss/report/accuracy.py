@@ -24,6 +24,7 @@ from precision.machine.devices import PRODUCTION_MODEL
 from precision.products.report.answers import Answer
 from precision.products.report.document import Para, Section, Table
 from precision.products.report.findings import cite, fmt_num
+from precision.products.report.tables import region_bounds
 
 __all__ = ["build", "group_maxima", "confident", "decision", "UNREPAIRED_ULP"]
 
@@ -76,12 +77,6 @@ def decision(kernel_max: float, repaired: dict) -> str:
             f"{fmt_num(kernel_max)} to {fmt_num(repaired.get('candidate', best))} ulp ({others}).")
 
 
-def _edges(run, region: str) -> tuple:
-    """(lo, hi) of a region label, from the run's region edges (numbers, not parsed from labels)."""
-    bounds = [-np.inf, *[float(e) for e in run.region_edges], np.inf]
-    return dict(zip(run.regions, zip(bounds[:-1], bounds[1:])))[region]
-
-
 def build(ctx) -> Section:
     run = ctx.run
     section = Section("accuracy", "Where the forward loss is inaccurate, and why")
@@ -94,7 +89,8 @@ def build(ctx) -> Section:
         kernel = group_maxima(groups, "kernel", machine, fmt)
         if kernel.empty:
             continue
-        kernel["confident"] = [confident(t, *_edges(run, r)) for t, r in zip(kernel["target"], kernel["region"])]
+        bounds = region_bounds(run)
+        kernel["confident"] = [confident(t, *bounds[r]) for t, r in zip(kernel["target"], kernel["region"])]
         worst = kernel.loc[kernel["max_finite_ulp"].idxmax()]
         fixes = {v: group_maxima(groups, v, machine, fmt) for v, _ in FIXES}
         rows = kernel.copy()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from precision.engine.operators import DEFAULT_OPERATOR, get_operator, operator_name
+from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.products.report.answers import Answer
 from precision.products.report.document import Details, Heading, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num
@@ -352,7 +352,7 @@ def build(ctx) -> Section:
     ms = standards.loc[standards["region"] == "all", _KEYS + [c for c in MSPROBE_VERDICTS if c in standards.columns]]
     judged = verdicts.merge(ms, on=_KEYS, how="left")  # (msprobe's verdicts beside, for the sentences)
     summary = summary_table(verdicts, standards)
-    blind = blind_table(run.stats, run.variants, operator_name(run.operator))
+    blind = blind_table(run.stats, run.variants, run.operator_name)
     section.tables.update({T: standards, S: summary, B: blind})
     answered = [_answer(summary, blind, judged, settings, fmt, maximum_label(run, fmt)) for fmt in summary["format"]]
     findings = [f for f, _ in answered]
