@@ -229,7 +229,7 @@ def test_row8_printed_explain_lines_run_as_printed(tmp_path, shell):
     (bin_dir / "precision").chmod(0o755)
     env = dict(ENV, PATH=f"{bin_dir}{os.pathsep}{ENV['PATH']}")
     for line in _explain_lines():
-        assert "'kernel[G5=2^-6]'" in line, line
+        assert "'kernel[G5=2^-6]'" in line and " --operator sigmoid_focal_loss_grad " in line, line
         done = subprocess.run([shell, "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0 and done.stderr == "", (line, done.stderr)
         assert done.stdout.startswith("variant  kernel[G5=2^-6] on ")

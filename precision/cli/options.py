@@ -233,7 +233,7 @@ def load_run_plugins(run_dir: Path) -> None:
         return
     rels = table.get("plugins", []) if isinstance(table, dict) else []
     files = [study_file.parent / rel for rel in rels if isinstance(rel, str)]
-    get_operator(DEFAULT_OPERATOR).load_plugins([f for f in files if f.is_file()])
+    get_operator(meta.get("operator", DEFAULT_OPERATOR)).load_plugins([f for f in files if f.is_file()])
 
 
 # ---------------------------------------------------------------------------

@@ -136,32 +136,35 @@ def _json_number(v):
 
 
 def cmd_explain(args) -> int:
-    """``precision explain``: one point's error, step by step (precision.operators.sigmoid_focal_loss_grad.attribution)."""
+    """``precision explain``: one point's error, step by step (the operator's ``attribute``:
+    :mod:`precision.analysis.attribution`)."""
     load_cli_plugins(args)
     op = command_operator(args)
     _unused_inputs(args, op)
     if op.attribute is None:
         return _explain_steps(args, op)
     attribute, describe, exact_decimal = op.attribute, op.describe, op.exact_decimal
+    has_dout, has_count = "dout" in op.INPUTS, "count" in op.INPUTS
     dtype = np.dtype(np.float16 if args.format == "fp16" else np.float32)
-    raw = {name: parse_exact_float(getattr(args, name), name) for name in ("pred", "dout")}
+    raw = {name: parse_exact_float(getattr(args, name), name) for name in ("pred", "dout")
+           if has_dout or name != "dout"}
     raw["weight"] = None if args.weight is None else parse_exact_float(args.weight, "weight")
     t = parse_int(args.target, "target")
     if not -2**31 <= t < 2**31:  # the operator's target tensor is int32: a wider value would wrap
         raise ParameterError(f"--target={args.target!r} is outside int32 [-2147483648, 2147483647]; expected a "
                              "selector an int32 target tensor holds (0 the positive term, 1 the negative)")
-    count = parse_int(args.count, "count", positive=True)
+    count = parse_int(args.count, "count", positive=True) if has_count else 1
     attributes = parse_attributes(args)
     with np.errstate(over="ignore"):
         values = {k: (None if v is None else dtype.type(v)) for k, v in raw.items()}
     for name, v in values.items():
         if v is not None and not np.isfinite(v):
             raise ParameterError(f"--{name}={getattr(args, name)!r} overflows {args.format}; expected a finite value")
-    att = attribute(args.variant, np.array([values["pred"]], dtype), [t], dout=values["dout"],
-                    weight=values["weight"], **attributes, reduction="mean", count=count,
-                    machine=args.machine)
+    inputs_of_point = {**({"dout": values["dout"]} if has_dout else {}), **({"count": count} if has_count else {})}
+    att = attribute(args.variant, np.array([values["pred"]], dtype), [t], weight=values["weight"], **attributes,
+                    **inputs_of_point, machine=args.machine)
     point = att.points.loc[0]
-    x, d = float(values["pred"]), float(values["dout"])
+    x, d = float(values["pred"]), float(values["dout"]) if has_dout else 1.0
     w = None if values["weight"] is None else float(values["weight"])
     exact = exact_decimal(x, t, *attributes.values(), 1.0 if w is None else w, d, count, digits=20)
     rows = att.steps
@@ -189,25 +192,32 @@ def cmd_explain(args) -> int:
             "reaches_output": bool(r.reaches_output),
         })
     sentence = describe(att, 0)
-    top = {"step": point["top_step"] if isinstance(point["top_step"], str) else None, "cause": point["top_cause"], "local_ulp": _json_number(point["top_local_ulp"]),
+    top = {"step": point["top_step"] if isinstance(point["top_step"], str) else None, "cause": point["top_cause"],
+           "local_ulp": _json_number(point["top_local_ulp"]),
            "cond": _json_number(point["top_cond"]), "sentence": sentence}
     inputs = {"pred": x.hex(), "target": t, **{name: v.hex() for name, v in attributes.items()},
-              "weight": None if w is None else w.hex(), "dout": d.hex(), "count": count}
+              "weight": None if w is None else w.hex(), **({"dout": d.hex()} if has_dout else {}),
+              **({"count": count} if has_count else {})}
     if args.json:
-        print(json.dumps({"variant": args.variant, "machine": args.machine, "format": args.format, "inputs": inputs,
+        print(json.dumps({**({} if args.operator == DEFAULT_OPERATOR else {"operator": args.operator}),
+                          "variant": args.variant, "machine": args.machine, "format": args.format, "inputs": inputs,
                           "exact": exact, "exact_rounded": float(point["exact_rounded"]).hex(),
                           "computed": float(point["computed"]).hex(), "err_ulp": _json_number(point["err_ulp"]),
                           "steps": steps, "top_cause": top}, indent=1, allow_nan=False))
         return 0
+    of = "" if args.operator == DEFAULT_OPERATOR else f" of {args.operator}"
+    tensors = "pred/dout/weight" if has_dout else "pred/weight"
     lines = [
-        f"variant  {args.variant} on {args.machine}, {args.format} pred/dout/weight, reduction mean, count {count}",
+        f"variant  {args.variant}{of} on {args.machine}, {args.format} {tensors}"
+        + (f", reduction mean, count {count}" if has_count else ""),
         f"pred     {x.hex():<24} {x!r}",
         f"target   {t}",
         *(f"{name:<8} {v.hex():<24} {v!r} (float32)" for name, v in attributes.items()),
         f"weight   {'absent' if w is None else f'{w.hex():<24} {w!r}'}",
-        f"dout     {d.hex():<24} {d!r}",
+        *([f"dout     {d.hex():<24} {d!r}"] if has_dout else []),
         f"exact    {exact}",
-        f"{args.format:<8} {float(point['exact_rounded']).hex():<24} {float(point['exact_rounded'])!r} (correctly rounded)",
+        f"{args.format:<8} {float(point['exact_rounded']).hex():<24} {float(point['exact_rounded'])!r} "
+        "(correctly rounded)",
         f"computed {float(point['computed']).hex():<24} {float(point['computed'])!r} "
         f"({_fmt_ulp(point['err_ulp'])} ulp)",
         "",

@@ -152,6 +152,15 @@ def _nothing(*args, **kwargs) -> None:
     return None
 
 
+def _generic_describe(op):
+    """Default ``describe``: the toolkit's sentence for a point's top cause (precision.analysis.attribution) for
+    an operator with ``attribute``; None without."""
+    if getattr(op, "attribute", None) is None:
+        return None
+    from precision.analysis.attribution import describe  # pandas and mpmath: loaded only for attribution
+    return describe
+
+
 #: The optional capabilities: name -> the default an operator without it gets (what "none" means); a derived
 #: default is made from the operator's required names.
 OPTIONAL = {
@@ -187,7 +196,8 @@ OPTIONAL = {
     "load_plugins": _nothing, "ensure_loaded": _nothing, "check_study_variants": _nothing,
     "plugin_digest": _nothing, "variant_source": _nothing,
     # run stages, attribution, cost: none
-    "RUN_STAGES": {}, "attribute": None, "attribute_bound": None, "describe": None, "count_ops": None,
+    "RUN_STAGES": {}, "attribute": None, "attribute_bound": None, "describe": _Derived(_generic_describe),
+    "count_ops": None,
     # study domain: one region over all pred, no pred sets of its own
     "DEFAULT_REGION_EDGES": (), "PRED_SETS": {},
     # report: no sections, options, glossary words or phrases of its own

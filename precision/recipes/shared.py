@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from precision.errors import PrecisionError
 from precision.recipes.steps import full_value
 
-__all__ = ["run_shared", "step_array", "evaluate_calls", "in_order"]
+__all__ = ["run_shared", "step_array", "evaluate_calls", "in_order", "evaluate_rows"]
 
 
 def step_array(value, shape) -> np.ndarray:
@@ -95,3 +96,31 @@ def in_order(names, results: dict, kept: dict, keep_steps=()):
     row with a ``name``), and with ``keep_steps`` also name -> {kept step -> value}."""
     out = {getattr(n, "name", n): results[getattr(n, "name", n)] for n in names}
     return (out, {name: kept.get(name, {}) for name in out}) if keep_steps else out
+
+
+def evaluate_rows(names, table, inputs, machine_of, alone, count: int, load, keep_steps=()):
+    """An operator's ``evaluate_variants`` over its variant table: every variant that is a recipe is run with the
+    others of its recipe and machine (:func:`evaluate_calls`), any other evaluated alone; each name's result is
+    its output or the :class:`~precision.errors.PrecisionError` evaluating it alone raises.
+
+    ``table``: the operator's :class:`~precision.recipes.registry.VariantTable`; ``inputs``: its validated
+    inputs, or None when they are invalid (then every variant is evaluated alone and raises that error);
+    ``machine_of(call)``: the machine a recipe call runs on (raising a PrecisionError for inputs the call refuses,
+    e.g. an fp16-only recipe); ``alone(row)``: the output of a variant that is not a recipe; ``count``, ``load``
+    and ``keep_steps`` as :func:`evaluate_calls`.  Returns :func:`in_order`'s value.
+    """
+    wanted = tuple(keep_steps)
+    results, calls = {}, {}
+    for name in names:
+        key = getattr(name, "name", name)
+        try:
+            row = table.get(name)
+            call = table.recipe_call(row) if inputs is not None else None
+            if call is None:
+                results[key] = alone(row)
+            else:
+                calls[key] = (machine_of(call), call)
+        except PrecisionError as exc:
+            results[key] = exc
+    shared, kept = evaluate_calls(calls, inputs, count, load, wanted)
+    return in_order(names, {**results, **shared}, kept, wanted)

@@ -382,6 +382,15 @@ def test_the_required_core_alone_runs_through_the_engine_the_report_and_the_comm
     assert (code, out) == (2, "") and "binds no recipe" in err
 
 
+def test_an_operator_without_plugins_refuses_a_plugin_file(tmp_path, capsys, minimal):
+    """``--plugin`` is refused in one line for an operator without the plugin capability (the default)."""
+    from cli_support import run
+    (tmp_path / "p.py").write_text("x = 1\n")
+    code, out, err = run(capsys, "variants", "--operator", "minimal", "--plugin", str(tmp_path / "p.py"))
+    assert (code, out) == (2, "") and "--plugin: the operator 'minimal' takes no plugin files" in err
+    assert err.count("\n") == 1
+
+
 def test_an_interface_without_a_required_name_is_one_clear_error(tmp_path, monkeypatch):
     with pytest.raises(PrecisionError, match=r"operator 'broken' lacks ORACLE_VERSION \(the required core: "
                                              r"docs/operators.md\)"):

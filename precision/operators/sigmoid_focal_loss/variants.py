@@ -16,11 +16,16 @@ name               family      recipe
 
 Variants of one recipe (the kernel family and the candidate) share every common step when
 evaluated together (:func:`precision.recipes.shared.run_shared`).
+
+The rows live in a :class:`~precision.recipes.registry.VariantTable` (:data:`TABLE`): each row's function is
+one of :func:`loss`, :func:`naive` and :func:`golden` with its recipe's configuration bound as params.
+:func:`register_variant` adds rows (a candidate of your own, or a plugin file's:
+:mod:`precision.operators.sigmoid_focal_loss.plugins`); a row registered with a function and no recipe is
+evaluated through its function.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -29,56 +34,77 @@ from precision.errors import DtypeError, ParameterError, PrecisionError
 from precision.operators.sigmoid_focal_loss.inputs import validate_inputs
 from precision.operators.sigmoid_focal_loss.recipes import golden_call, load_operands, loss_call, naive_call
 from precision.recipes.operands import resolve_machine, with_compute_format
-from precision.recipes.shared import evaluate_calls, in_order
+from precision.recipes.registry import Variant, VariantTable
+from precision.recipes.shared import evaluate_rows
 from precision.recipes.steps import BoundRecipe, RecipeCall
 
-__all__ = ["Variant", "VARIANTS", "get_variant", "variant_names", "list_variants", "recipe_call", "evaluate",
-           "evaluate_variants", "bind_recipe"]
+__all__ = ["Variant", "VARIANTS", "TABLE", "get_variant", "variant_names", "list_variants", "register_variant",
+           "recipe_call", "evaluate", "evaluate_variants", "bind_recipe", "bind_call", "loss", "naive", "golden"]
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One row: ``name``, ``family``, ``description``, the builder of its :class:`RecipeCall` (``call``)."""
-
-    name: str
-    family: str
-    description: str
-    call: Callable
-    params: tuple = ()
-    source: None = None
-    guards: None = None
-
-    @property
-    def function(self) -> Callable:
-        """The code the row stands for (its source digest keys its results): the recipe module's builder."""
-        return self.call
+def _run(call: RecipeCall, machine, pred, target, dout, weight, alpha, gamma, reduction) -> np.ndarray:
+    bound = bind_call(call.recipe.name, call, pred, target, dout, weight, alpha=alpha, gamma=gamma,
+                      reduction=reduction, machine=machine)
+    return bound.run().reshape(np.shape(pred))
 
 
-VARIANTS = {v.name: v for v in (
+def loss(machine, pred, target, dout=None, weight=None, alpha=0.25, gamma=2.0, reduction="none", *, count=None,
+         **config) -> np.ndarray:
+    """The kernel family's element recipe with its configuration (``path``, ``q``, ``log``:
+    :func:`.recipes.loss_call`): the loss per element, pred's dtype and shape."""
+    return _run(loss_call(**config), machine, pred, target, dout, weight, alpha, gamma, reduction)
+
+
+def naive(machine, pred, target, dout=None, weight=None, alpha=0.25, gamma=2.0, reduction="none", *, count=None
+          ) -> np.ndarray:
+    """The textbook formula in fp32 (:func:`.recipes.naive_call`)."""
+    return _run(naive_call(), machine, pred, target, dout, weight, alpha, gamma, reduction)
+
+
+def golden(machine, pred, target, dout=None, weight=None, alpha=0.25, gamma=2.0, reduction="none", *, count=None,
+           fp16=False) -> np.ndarray:
+    """The operator test's torch chain, in fp32 or (``fp16``, the third party) in fp16
+    (:func:`.recipes.golden_call`)."""
+    return _run(golden_call(fp16=fp16), machine, pred, target, dout, weight, alpha, gamma, reduction)
+
+
+#: The variant table: the package's rows (plugins add theirs, :func:`register_variant`).
+TABLE = VariantTable("sigmoid_focal_loss")
+TABLE.recipes.update({
+    loss: lambda params: loss_call(**params),
+    naive: lambda params: naive_call(),
+    golden: lambda params: golden_call(**params),
+})
+for _row in (
     Variant("kernel", "kernel", "production element recipe, reduction none: Power(base, gamma), clamp after",
-            lambda: loss_call(path="none")),
+            loss, (("path", "none"),)),
     Variant("kernel_sum_path", "kernel", "production element recipe under sum/mean: clamp first, Exp(gamma Ln)",
-            lambda: loss_call(path="sum")),
-    Variant("naive", "naive", "textbook formula in fp32, no guard", naive_call),
-    Variant("golden", "golden", "operator test golden: torch chain in fp32", golden_call),
+            loss, (("path", "sum"),)),
+    Variant("naive", "naive", "textbook formula in fp32, no guard", naive),
+    Variant("golden", "golden", "operator test golden: torch chain in fp32", golden),
     Variant("third_party", "golden", "operator test third party: the torch chain in fp16 (fp16 inputs)",
-            lambda: golden_call(fp16=True)),
+            golden, (("fp16", True),)),
     Variant("candidate", "candidate", "kernel with the accurate 1 - p and log1p(e), reduction none",
-            lambda: loss_call(path="none", q="accurate", log="log1p")),
+            loss, (("path", "none"), ("q", "accurate"), ("log", "log1p"))),
     Variant("kernel_accurate_q", "kernel", "kernel with only the accurate 1 - p it computes and discards",
-            lambda: loss_call(path="none", q="accurate")),
+            loss, (("path", "none"), ("q", "accurate"))),
     Variant("kernel_log1p", "kernel", "kernel with only log1p(e) in place of Ln(1 + e)",
-            lambda: loss_call(path="none", log="log1p")),
-)}
+            loss, (("path", "none"), ("log", "log1p"))),
+):
+    TABLE.add(_row)
+del _row
+
+#: The rows, by name (the table's).
+VARIANTS: dict = TABLE.rows
 
 
 def variant_names() -> list:
-    return list(VARIANTS)
+    return TABLE.names()
 
 
 def list_variants() -> list:
     """(name, description) of every variant, for ``precision variants --operator sigmoid_focal_loss``."""
-    return [(v.name, v.description) for v in VARIANTS.values()]
+    return TABLE.listing()
 
 
 def get_variant(name) -> Variant:
@@ -89,15 +115,47 @@ def get_variant(name) -> Variant:
     ParameterError
         An unknown name (the message lists the known ones).
     """
-    if isinstance(name, Variant):
-        return name
-    if name not in VARIANTS:
-        raise ParameterError(f"variant={name!r} is unknown; expected one of {', '.join(VARIANTS)}")
-    return VARIANTS[name]
+    return TABLE.get(name)
 
 
-def recipe_call(variant) -> RecipeCall:
-    return get_variant(variant).call()
+def register_variant(name: str, function: Callable, description: str, *, family: str = "candidate",
+                     params=None, replace: bool = False, recipe=None) -> Variant:
+    """Add a row to the variant table (a candidate implementation; in a plugin file, the plugin's variants).
+
+    Parameters
+    ----------
+    name : str
+        The new name; must not collide with an existing row (unless ``replace``).  In a plugin file
+        (:mod:`precision.operators.sigmoid_focal_loss.plugins`) a name may never redefine a built-in row or
+        another plugin's, ``replace`` or not.
+    function : callable
+        ``f(machine, pred, target, dout=None, weight=None, alpha=0.25, gamma=2.0, reduction="none", *,
+        count=None, **params)`` returning the loss per element in pred's dtype and shape (begin with
+        :func:`.inputs.validate_inputs`).
+    description : str
+        One line for ``precision variants``.
+    family : str, optional
+        Default ``"candidate"``.
+    params : mapping or iterable of (str, value), optional
+        Keyword arguments bound to ``function``.
+    recipe : RecipeCall or callable, optional
+        The variant as a table of named steps: a :class:`~precision.recipes.steps.RecipeCall`, or
+        ``recipe(params) -> RecipeCall``; it must compute exactly what ``function`` returns, and lets
+        :func:`evaluate_variants` share its steps with the package's recipes.  Default None: evaluated through
+        ``function`` only.
+
+    Returns
+    -------
+    Variant
+        The registered row.
+    """
+    return TABLE.register(name, function, description, family=family, params=params, replace=replace,
+                          recipe=recipe)
+
+
+def recipe_call(variant) -> RecipeCall | None:
+    """How a variant runs as a step table (None for a registered function that is not a recipe)."""
+    return TABLE.recipe_call(variant)
 
 
 def _prepared(call: RecipeCall, machine, inputs):
@@ -108,15 +166,32 @@ def _prepared(call: RecipeCall, machine, inputs):
     return with_compute_format(m, call.compute) if call.compute else m
 
 
-def bind_recipe(variant, pred, target, dout=None, weight=None, *, alpha=0.25, gamma=2.0, reduction="none",
-                machine="ieee", count=None) -> BoundRecipe:
-    """A variant's recipe bound to validated inputs (``precision explain``)."""
-    row = get_variant(variant)
-    call = row.call()
+def bind_call(name: str, call: RecipeCall, pred, target, dout=None, weight=None, *, alpha=0.25, gamma=2.0,
+              reduction="none", machine="ieee", count=None) -> BoundRecipe:
+    """A recipe call bound to validated inputs (the contract checked, the machine resolved, the constants
+    prepared, the operands loaded); ``name`` is the variant's."""
     inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
     m = _prepared(call, machine, inputs)
-    return BoundRecipe(row.name, call, call.recipe.plan(call.config), m, call.prepare(m, inputs),
+    return BoundRecipe(name, call, call.recipe.plan(call.config), m, call.prepare(m, inputs),
                        load_operands(m, inputs), inputs.shape, inputs.count)
+
+
+def bind_recipe(variant, pred, target, dout=None, weight=None, *, alpha=0.25, gamma=2.0, reduction="none",
+                machine="ieee", count=None) -> BoundRecipe:
+    """A variant's recipe bound to validated inputs (``precision explain``).
+
+    Raises
+    ------
+    ParameterError
+        The variant is not a recipe (a registered function of its own).
+    """
+    row = get_variant(variant)
+    call = recipe_call(row)
+    if call is None:
+        raise ParameterError(f"variant={row.name!r} is not a step recipe (a registered function); expected one of "
+                             "the package's variants or one registered with recipe=")
+    return bind_call(row.name, call, pred, target, dout, weight, alpha=alpha, gamma=gamma, reduction=reduction,
+                     machine=machine)
 
 
 def evaluate(variant, pred, target, dout=None, weight=None, *, alpha=0.25, gamma=2.0, reduction="none",
@@ -129,7 +204,10 @@ def evaluate(variant, pred, target, dout=None, weight=None, *, alpha=0.25, gamma
     >>> [float(v).hex() for v in evaluate("kernel", x, t)[0]]
     ['0x1.d8cb300000000p-12', '0x1.166c160000000p-6']
     """
-    return bind_recipe(variant, pred, target, dout, weight, alpha=alpha, gamma=gamma, reduction=reduction,
+    row = get_variant(variant)
+    if recipe_call(row) is None:  # a registered function of its own (a plugin's)
+        return row(machine, pred, target, dout, weight, alpha, gamma, reduction, count=count)
+    return bind_recipe(row, pred, target, dout, weight, alpha=alpha, gamma=gamma, reduction=reduction,
                        machine=machine).run().reshape(np.shape(pred))
 
 
@@ -138,24 +216,16 @@ def evaluate_variants(variants, pred, target, dout=None, weight=None, *, alpha=0
     """Several variants on the same operands, each shared step once; bit-identical to :func:`evaluate` alone.
 
     Returns name -> loss ``[N, C]`` or the :class:`~precision.errors.PrecisionError` evaluating it alone raises,
-    and, with ``keep_steps``, name -> {step: value} as well (the engine's contract, docs/operators.md).
+    and, with ``keep_steps``, name -> {step: value} as well (the engine's contract, docs/operators.md).  A
+    registered function that is not a recipe is evaluated alone (no steps kept).
     """
-    names = list(variants)
-    results: dict = {}
-    calls: dict = {}
     try:
         inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
-    except PrecisionError as exc:
-        inputs, error = None, exc
-    for name in names:
-        key = getattr(name, "name", name)
-        try:
-            if inputs is None:
-                raise error
-            call = recipe_call(name)
-            calls[key] = (_prepared(call, machine, inputs), call)
-        except PrecisionError as exc:
-            results[key] = exc
-    shared, kept = evaluate_calls(calls, inputs, inputs.count if inputs is not None else 0, load_operands,
-                                  tuple(keep_steps))
-    return in_order(names, {**results, **shared}, kept, tuple(keep_steps))
+    except PrecisionError:
+        inputs = None  # every variant raises the same error alone
+
+    def alone(row):
+        return evaluate(row, pred, target, dout, weight, alpha=alpha, gamma=gamma, reduction=reduction,
+                        machine=machine, count=count)
+    return evaluate_rows(list(variants), TABLE, inputs, lambda call: _prepared(call, machine, inputs), alone,
+                         inputs.count if inputs is not None else 0, load_operands, keep_steps)

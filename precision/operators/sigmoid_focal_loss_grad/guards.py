@@ -30,15 +30,16 @@ Parsed names (:func:`get_variant`) extend the table:
 
 Later candidate implementations add rows with :func:`register_variant`.
 The public entry point is :func:`evaluate`.
+
+The table, its rows and the name grammar are the generic ones of
+:mod:`precision.recipes.registry` (:class:`~precision.recipes.registry.VariantTable`,
+:class:`~precision.recipes.registry.NameGrammar`); this module gives them the
+operator's guards, rows, bracket parameters and words, and evaluates its
+variants with its contract (:func:`validate_inputs`).
 """
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, field
-from fractions import Fraction
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -67,7 +68,8 @@ from precision.operators.sigmoid_focal_loss_grad.implementations.kernel import (
 )
 from precision.operators.sigmoid_focal_loss_grad.implementations.mmcv import mmcv, mmcv_call, mmcv_fp16
 from precision.operators.sigmoid_focal_loss_grad.implementations.naive import naive, naive_fp16
-from precision.recipes.shared import evaluate_calls, in_order
+from precision.recipes.registry import NameGrammar, NameParameter, Variant, VariantTable, parse_threshold
+from precision.recipes.shared import evaluate_rows
 from precision.recipes.steps import BoundRecipe, RecipeCall, Trace
 from precision.recipes.steps import trace as _trace
 
@@ -77,6 +79,7 @@ __all__ = [
     "GUARD_PURPOSE",
     "Variant",
     "VARIANTS",
+    "TABLE",
     "guard_set_name",
     "get_variant",
     "list_variants",
@@ -117,50 +120,31 @@ GUARD_PURPOSE = _GUARD_PURPOSE = {
 }
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One row of the variant table.
+def _parse_tile(value: str, name: str) -> int:
+    """A ``tile=<n>`` value: a positive int (elements per G4 tile)."""
+    try:
+        return validate_tile(int(value.strip()))
+    except (ValueError, ParameterError):
+        raise ParameterError(f"variant={name!r}: tile={value!r}; expected a positive int") from None
 
-    Attributes
-    ----------
-    name : str
-        The registry spelling (``kernel-G5``, ``kernel[G5=1/16]``).
-    family : str
-        ``naive``, ``kernel``, ``golden``, ``mmcv`` or a candidate's family.
-    description : str
-        One line for ``precision variants``.
-    function : callable
-        ``f(machine, pred, target, dout, weight, alpha, gamma, reduction, **params)``.
-    params : tuple of (str, object)
-        Keyword arguments bound to ``function`` (e.g. ``("guards", frozenset)``).
-    source : pathlib.Path or None
-        The plugin file that registered the row (absolute; :mod:`precision.operators.sigmoid_focal_loss_grad.plugins`),
-        None for the package's own variants.  Its digest stands for the row's
-        implementation (``function`` is the plugin's function wrapped by the loader).
-    """
 
-    name: str
-    family: str
-    description: str
-    function: Callable
-    params: tuple = field(default=())
-    source: Path | None = None
+_PARAM_HELP = (
+    ("kernel[G5=<tau>]", "kernel with G5 threshold tau (1/16, 2^-4, 0.0625, never, always)"),
+    ("kernel[tile=<n>]", "kernel with G4 tiles of n elements (default: one tile)"),
+)
 
-    @property
-    def guards(self) -> frozenset | None:
-        """The enabled guard set of a naive/kernel row; None for other families."""
-        return dict(self.params).get("guards")
-
-    def __call__(self, machine, pred, target, dout, weight=None, alpha=0.25, gamma=2.0, reduction="mean",
-                 count=None):
-        """Run the variant; returns grad in pred's dtype and shape.
-
-        ``count`` (the mean's element count) is passed on only when given, so
-        functions without that keyword still work.
-        """
-        extra = {} if count is None else {"count": count}
-        return self.function(machine, pred, target, dout, weight, alpha, gamma, reduction,
-                             **dict(self.params), **extra)
+#: Parsed names: ``naive`` takes ``+Gi``, ``kernel`` takes ``-Gi``; ``[G5=<tau>]`` (a threshold spelling,
+#: :func:`precision.recipes.registry.parse_threshold`) needs G5 on, ``[tile=<n>]`` needs G4 on.
+GRAMMAR = NameGrammar(
+    {"naive": (NO_GUARDS, "+"), "kernel": (ALL_GUARDS, "-")}, GUARD_IDS, function=kernel,
+    parameters=(
+        NameParameter("G5", "g5_threshold", lambda value, name: parse_threshold(value, name, "G5",
+                                                                                validate_g5_threshold),
+                      guard="G5", what="G5 threshold", placeholder="<tau>"),
+        NameParameter("tile", "tile", _parse_tile, guard="G4", what="tile", placeholder="<n>"),
+    ),
+    help=_PARAM_HELP,
+)
 
 
 def guard_set_name(guards) -> str:
@@ -169,11 +153,7 @@ def guard_set_name(guards) -> str:
     A set with at most four guards is named from ``naive`` upwards, a larger
     one from ``kernel`` downwards (ties: ``naive``).
     """
-    on = sorted(set(guards), key=GUARD_IDS.index)
-    off = [g for g in GUARD_IDS if g not in on]
-    if len(on) <= len(off):
-        return "naive" + "".join(f"+{g}" for g in on)
-    return "kernel" + "".join(f"-{g}" for g in off)
+    return GRAMMAR.guard_name(guards)
 
 
 def _guard_row(guards: frozenset, description: str) -> Variant:
@@ -182,39 +162,42 @@ def _guard_row(guards: frozenset, description: str) -> Variant:
     return Variant(name, family, description, kernel, (("guards", frozenset(guards)),))
 
 
-def _build_table() -> dict:
-    rows = [_guard_row(NO_GUARDS, "textbook formula, fp32, no guard (= kernel with every guard off)")]
-    for g in GUARD_IDS:
-        rows.append(_guard_row(frozenset({g}), f"naive plus {g} {GUARD_NAMES[g]}: {_GUARD_PURPOSE[g]}"))
-    rows.append(_guard_row(ALL_GUARDS, "production recipe S1..S9 (ops-nn arch35), every guard on, fp32"))
-    for g in GUARD_IDS:
-        rows.append(_guard_row(ALL_GUARDS - {g}, f"production recipe without {g} {GUARD_NAMES[g]}"))
-    rows += [
-        Variant("naive-fp16", "naive", "naive recipe with every op in fp16 (fp16 pred only)", naive_fp16),
-        Variant("golden", "golden", "ops-nn test golden: PyTorch op order, fp32, powers as exp(k*log)", golden),
-        Variant("mmcv", "mmcv", "MMCV CUDA formula, fp32, raw-selector flags", mmcv),
-        Variant("mmcv-fp16", "mmcv", "MMCV CUDA formula instantiated in fp16, FLT_MIN -> 0 (fp16 pred only)",
-                mmcv_fp16),
-    ]
-    return {row.name: row for row in rows}
+#: The variant table: the fixed rows and their recipes (candidates and plugins are added by
+#: :func:`register_variant`; :mod:`precision.operators.sigmoid_focal_loss_grad.plugins` loads plugin files).
+TABLE = VariantTable("sigmoid_focal_loss_grad", grammar=GRAMMAR,
+                     unknown_hint=", or naive+Gi / kernel-Gi with optional [G5=<tau>,tile=<n>]")
+TABLE.add(_guard_row(NO_GUARDS, "textbook formula, fp32, no guard (= kernel with every guard off)"))
+for _g in GUARD_IDS:
+    TABLE.add(_guard_row(frozenset({_g}), f"naive plus {_g} {GUARD_NAMES[_g]}: {_GUARD_PURPOSE[_g]}"))
+TABLE.add(_guard_row(ALL_GUARDS, "production recipe S1..S9 (ops-nn arch35), every guard on, fp32"))
+for _g in GUARD_IDS:
+    TABLE.add(_guard_row(ALL_GUARDS - {_g}, f"production recipe without {_g} {GUARD_NAMES[_g]}"))
+del _g
+TABLE.add(Variant("naive-fp16", "naive", "naive recipe with every op in fp16 (fp16 pred only)", naive_fp16))
+TABLE.add(Variant("golden", "golden", "ops-nn test golden: PyTorch op order, fp32, powers as exp(k*log)", golden))
+TABLE.add(Variant("mmcv", "mmcv", "MMCV CUDA formula, fp32, raw-selector flags", mmcv))
+TABLE.add(Variant("mmcv-fp16", "mmcv", "MMCV CUDA formula instantiated in fp16, FLT_MIN -> 0 (fp16 pred only)",
+                  mmcv_fp16))
+#: Implementation function -> builder of its RecipeCall from the row's params.
+TABLE.recipes.update({
+    kernel: lambda params: kernel_call(**params),
+    naive: lambda params: kernel_call(NO_GUARDS),
+    naive_fp16: lambda params: kernel_call(NO_GUARDS, compute="fp16", fp16_only="naive-fp16"),
+    golden: lambda params: golden_call(),
+    mmcv: lambda params: mmcv_call(),
+    mmcv_fp16: lambda params: mmcv_call(fp16=True),
+})
+# The candidate implementation (issue 6), a recipe of its own.
+TABLE.add(Variant("candidate", "candidate", "issue-6 candidate: log1p by atanh series, p/q without 1-p, double-float "
+                  "exp powers, select, fp32", _candidate), recipe=lambda params: _candidate_call())
 
-
-#: The fixed rows, by name (candidates are added by :func:`register_variant`).
-VARIANTS: dict = _build_table()
-
-_PARAM_HELP = (
-    ("kernel[G5=<tau>]", "kernel with G5 threshold tau (1/16, 2^-4, 0.0625, never, always)"),
-    ("kernel[tile=<n>]", "kernel with G4 tiles of n elements (default: one tile)"),
-)
-
-_NAME_RE = re.compile(
-    r"^(?P<base>naive|kernel)(?P<mods>(?:[+-][Gg][1-8])*)(?:\[(?P<params>[^\[\]]*)\])?$"
-)
+#: The rows, by name (the table's; tests and candidates add and remove rows through it).
+VARIANTS: dict = TABLE.rows
 
 
 def variant_names() -> list:
     """Every fixed variant name, in table order."""
-    return list(VARIANTS)
+    return TABLE.names()
 
 
 def variant_guards(variant: str) -> frozenset | None:
@@ -236,67 +219,7 @@ def variant_fired(variant: str, steps: dict, machine, attributes: dict, size: in
 
 def list_variants() -> list:
     """``(name, description)`` rows for ``precision variants``: the table, then the parameter forms."""
-    return [(v.name, v.description) for v in VARIANTS.values()] + list(_PARAM_HELP)
-
-
-def _unknown(name) -> ParameterError:
-    return ParameterError(
-        f"variant={name!r} is unknown; expected one of {', '.join(VARIANTS)}, "
-        "or naive+Gi / kernel-Gi with optional [G5=<tau>,tile=<n>]"
-    )
-
-
-def _parse_threshold(text: str, name: str):
-    """G5 threshold spelling -> float or 'never'/'always'."""
-    s = text.strip().lower()
-    if s in ("never", "none"):
-        return "never"
-    if s in ("always", "inf", "+inf"):
-        return "always"
-    try:
-        power = re.fullmatch(r"2(?:\^|\*\*)\(?([+-]?\d+)\)?", s)
-        if power:
-            value = math.ldexp(1.0, int(power.group(1)))
-        elif s.startswith(("0x", "-0x", "+0x")):
-            value = float.fromhex(s)
-        else:
-            value = float(Fraction(s))
-    except (ValueError, ZeroDivisionError, OverflowError):
-        raise ParameterError(
-            f"variant={name!r}: G5={text!r} is not a threshold; expected e.g. 1/64, 2^-6, 0.015625, never, always"
-        ) from None
-    try:
-        return validate_g5_threshold(value)
-    except ParameterError:
-        raise ParameterError(f"variant={name!r}: G5={text!r} must be >= 0") from None
-
-
-def _parse_params(text: str, name: str, guards: frozenset) -> tuple:
-    params = []
-    seen = set()
-    for item in (p.strip() for p in text.split(",")):
-        if not item:
-            continue
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or key.lower() not in ("g5", "tile") or key.lower() in seen:
-            raise ParameterError(
-                f"variant={name!r}: parameter {item!r} is not understood; expected G5=<tau> and/or tile=<n>, once each"
-            )
-        seen.add(key.lower())
-        if key.lower() == "g5":
-            if "G5" not in guards:
-                raise ParameterError(f"variant={name!r}: G5 threshold given but G5 is off; enable G5 or drop G5=")
-            params.append(("g5_threshold", _parse_threshold(value, name)))
-        else:
-            if "G4" not in guards:
-                raise ParameterError(f"variant={name!r}: tile given but G4 is off; enable G4 or drop tile=")
-            try:
-                tile = validate_tile(int(value.strip()))
-            except (ValueError, ParameterError):
-                raise ParameterError(f"variant={name!r}: tile={value!r}; expected a positive int") from None
-            params.append(("tile", tile))
-    return tuple(params)
+    return TABLE.listing()
 
 
 def get_variant(name) -> Variant:
@@ -315,46 +238,7 @@ def get_variant(name) -> Variant:
     >>> dict(get_variant("kernel[G5=1/16]").params)["g5_threshold"]
     0.0625
     """
-    if isinstance(name, Variant):
-        return name
-    if not isinstance(name, str):
-        raise _unknown(name)
-    if name in VARIANTS:
-        return VARIANTS[name]
-    match = _NAME_RE.match(name.strip())
-    if not match:
-        raise _unknown(name)
-    base = match.group("base")
-    mods = re.findall(r"([+-])[Gg]([1-8])", match.group("mods"))
-    sign_ok = "+" if base == "naive" else "-"
-    guards = set(NO_GUARDS if base == "naive" else ALL_GUARDS)
-    named = set()
-    for sign, digit in mods:
-        gid = f"G{digit}"
-        if sign != sign_ok:
-            raise ParameterError(
-                f"variant={name!r}: {sign}{gid} on {base}; expected {base}{sign_ok}Gi "
-                f"({'guards are added to naive' if base == 'naive' else 'guards are removed from kernel'})"
-            )
-        if gid in named:
-            raise ParameterError(f"variant={name!r}: {gid} named twice")
-        named.add(gid)
-        (guards.add if sign == "+" else guards.discard)(gid)
-    guards = frozenset(guards)
-    params = (("guards", guards),) + _parse_params(match.group("params") or "", name, guards)
-    described = ", ".join(f"{k}={v}" for k, v in params[1:])
-    desc = f"{base} recipe with guards {{{', '.join(sorted(guards, key=GUARD_IDS.index))}}}"
-    if described:
-        desc += f", {described}"
-    return Variant(name, "naive" if base == "naive" else "kernel", desc, kernel, params)
-
-
-#: Set by :mod:`precision.operators.sigmoid_focal_loss_grad.plugins` while it imports a plugin file, None otherwise:
-#: ``hook(name, function, exists) -> (function, source)`` is called by :func:`register_variant`
-#: instead of its own name check (``exists``: the name is taken by a row or a parsed
-#: ``naive``/``kernel`` form); it raises on a clash and returns the function to register (the
-#: plugin's, wrapped) and the plugin file (the row's ``source``).
-_registration_hook: Callable | None = None
+    return TABLE.get(name)
 
 
 def register_variant(name: str, function: Callable, description: str, *, family: str = "candidate",
@@ -392,44 +276,8 @@ def register_variant(name: str, function: Callable, description: str, *, family:
     Variant
         The registered row.
     """
-    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
-        raise ParameterError(f"name={name!r}; expected a non-empty name without spaces")
-    if not callable(function):
-        raise ParameterError(f"function={function!r} is not callable")
-    if recipe is not None and not (isinstance(recipe, RecipeCall) or callable(recipe)):
-        raise ParameterError(f"recipe={recipe!r}; expected a RecipeCall or a function params -> RecipeCall")
-    exists = name in VARIANTS or bool(_NAME_RE.match(name))
-    source = None
-    if _registration_hook is not None:
-        function, source = _registration_hook(name, function, exists)
-    elif not replace and exists:
-        raise ParameterError(f"variant={name!r} already exists; pick another name or pass replace=True")
-    items = tuple(sorted(dict(params or {}).items()))
-    row = Variant(name, family, description, function, items, source)
-    if recipe is not None:
-        _RECIPE_BUILDERS[function] = recipe if not isinstance(recipe, RecipeCall) else (lambda params, c=recipe: c)
-    VARIANTS[name] = row
-    return row
-
-
-def _remove_variant(name: str) -> Variant | None:
-    """Take a registered row (and its recipe) out of the table; returns it (None if absent).  For plugins."""
-    row = VARIANTS.pop(name, None)
-    if row is not None and not any(r.function is row.function for r in VARIANTS.values()):
-        _RECIPE_BUILDERS.pop(row.function, None)
-    return row
-
-
-def _restore_variant(row: Variant, recipe=None) -> None:
-    """Put back a row taken out by :func:`_remove_variant` (with its recipe builder, if any)."""
-    VARIANTS[row.name] = row
-    if recipe is not None:
-        _RECIPE_BUILDERS[row.function] = recipe
-
-
-def _recipe_builder(row: Variant):
-    """The recipe builder registered for a row's function (None when it is not a recipe)."""
-    return _RECIPE_BUILDERS.get(row.function)
+    return TABLE.register(name, function, description, family=family, params=params, replace=replace,
+                          recipe=recipe)
 
 
 def evaluate(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0, reduction="mean",
@@ -484,17 +332,6 @@ def evaluate(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0,
 # Variants as recipes: shared evaluation and traces
 # ---------------------------------------------------------------------------
 
-#: Implementation function -> builder of its RecipeCall from the row's params.
-_RECIPE_BUILDERS: dict = {
-    kernel: lambda params: kernel_call(**params),
-    naive: lambda params: kernel_call(NO_GUARDS),
-    naive_fp16: lambda params: kernel_call(NO_GUARDS, compute="fp16", fp16_only="naive-fp16"),
-    golden: lambda params: golden_call(),
-    mmcv: lambda params: mmcv_call(),
-    mmcv_fp16: lambda params: mmcv_call(fp16=True),
-}
-
-
 def recipe_call(variant) -> RecipeCall | None:
     """How a variant runs as a step table, or None for a function that is not a recipe.
 
@@ -513,9 +350,7 @@ def recipe_call(variant) -> RecipeCall | None:
     ParameterError
         Unknown variant names.
     """
-    row = get_variant(variant)
-    builder = _RECIPE_BUILDERS.get(row.function)
-    return None if builder is None else builder(dict(row.params))
+    return TABLE.recipe_call(variant)
 
 
 def bind_recipe(variant, pred, target, dout, weight=None, *, alpha=0.25, gamma=2.0, reduction="mean",
@@ -622,10 +457,6 @@ def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, 
     are evaluated one by one.  A machine counting ops counts every shared
     step once.
     """
-    names = list(variants)
-    wanted = tuple(keep_steps)
-    results: dict = {}
-    calls: dict = {}
     n = 0
     try:
         inputs = validate_inputs(pred, target, dout, weight, alpha, gamma, reduction)
@@ -633,33 +464,13 @@ def evaluate_variants(variants, pred, target, dout, weight=None, *, alpha=0.25, 
         base = resolve_machine(machine)
     except PrecisionError:
         inputs = None  # every variant raises the same error alone: let each do so
-    for name in names:
-        key = name.name if isinstance(name, Variant) else name
-        try:
-            row = get_variant(name)
-            call = recipe_call(row) if inputs is not None else None
-            if call is not None and call.fp16_only:
-                require_fp16_pred(call.fp16_only, inputs)
-        except PrecisionError as exc:
-            results[key] = exc
-            continue
-        if call is None:
-            try:
-                results[key] = evaluate(row, pred, target, dout, weight, alpha=alpha, gamma=gamma,
-                                        reduction=reduction, machine=machine, count=count)
-            except PrecisionError as exc:
-                results[key] = exc
-            continue
-        calls[key] = (with_compute_format(base, call.compute) if call.compute else base, call)
-    shared, kept = evaluate_calls(calls, inputs, n, load_operands, wanted)
-    return in_order(names, {**results, **shared}, kept, wanted)
 
+    def machine_of(call):
+        if call.fp16_only:
+            require_fp16_pred(call.fp16_only, inputs)
+        return with_compute_format(base, call.compute) if call.compute else base
 
-# Candidate implementations (issue 6), registered through the public mechanism.
-_RECIPE_BUILDERS[_candidate] = lambda params: _candidate_call()
-
-register_variant(
-    "candidate", _candidate,
-    "issue-6 candidate: log1p by atanh series, p/q without 1-p, double-float exp powers, select, fp32",
-    family="candidate",
-)
+    def alone(row):
+        return evaluate(row, pred, target, dout, weight, alpha=alpha, gamma=gamma, reduction=reduction,
+                        machine=machine, count=count)
+    return evaluate_rows(list(variants), TABLE, inputs, machine_of, alone, n, load_operands, keep_steps)

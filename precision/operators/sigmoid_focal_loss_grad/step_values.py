@@ -1,42 +1,23 @@
-"""The exact value of every step of a SigmoidFocalLossGrad recipe at one point (mpmath), certified.
+"""The exact quantities of a SigmoidFocalLossGrad recipe's steps at one point (mpmath).
 
-Each named quantity of the operator's formula (``Q.e`` = exp(-|x|), ``Q.p``,
-``Q.q``, the logs, the powers, ...) is computed at :data:`START_PREC` bits and
-again at :data:`CHECK_BITS` more; a step is certified when both round alike in
-its format, else the precision doubles up to :data:`MAX_PREC`.  Used by
-:mod:`precision.operators.sigmoid_focal_loss_grad.attribution` for each step's local error.
+Each named quantity of the operator's formula (``Q.e`` = exp(-|x|), ``Q.p``, ``Q.q``, the logs, the powers,
+...) for one point at one working precision; :func:`exact_point` certifies every step's value into its format
+with the generic loop (:func:`precision.analysis.exact_steps.certified_steps`), starting at
+:data:`~precision.analysis.exact_steps.START_PREC` plus the bits of ``|gamma x| + |x|`` (the arguments of exp).
+Used by :mod:`precision.operators.sigmoid_focal_loss_grad.attribution` for each step's local error.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
-from mpmath import libmp
-from mpmath.ctx_mp import MPContext
-
+from precision.analysis.exact_steps import LogisticQuantities, certified_steps, start_prec
 from precision.operators.sigmoid_focal_loss_grad import oracle
 
-__all__ = ["START_PREC", "CHECK_BITS", "MAX_PREC", "exact_point", "low_part", "mpf_to_float"]
+__all__ = ["Quantities", "exact_point"]
 
 
-#: First working precision of the exact values (bits; plus those of |gamma x| + |x|).
-START_PREC = 80
-#: The second evaluation's extra bits: both must round alike.
-CHECK_BITS = 32
-#: Working precision after which a step is reported uncertified.
-MAX_PREC = 1 << 12
-
-
-@functools.lru_cache(maxsize=32)
-def _context(prec: int) -> MPContext:
-    """A private mpmath context at ``prec`` bits (never the global ``mpmath.mp``); reused, not mutated."""
-    ctx = MPContext()
-    ctx.prec = prec
-    return ctx
-
-
-class _Quantities:
+class Quantities(LogisticQuantities):
     """The exact quantities of one point at one working precision (lazy, mpmath local context).
 
     Attribute names are those the recipe tables use in ``Step.exact``:
@@ -51,12 +32,12 @@ class _Quantities:
     """
 
     def __init__(self, point: tuple, prec: int, fmt):
-        self.ctx = ctx = _context(prec)
-        self.prec = prec
-        self.fmt = fmt
         xf, t, a, g, w, d, n = point
+        super().__init__(xf, prec)
+        ctx = self.ctx
+        self.fmt = fmt
         self._point = point
-        self.x, self.a, self.g = ctx.mpf(xf), ctx.mpf(a), ctx.mpf(g)
+        self.a, self.g = ctx.mpf(a), ctx.mpf(g)
         self.w = ctx.mpf(1 if w is None else w)
         self.d, self.t, self.n = ctx.mpf(d), ctx.mpf(t), ctx.mpf(n)
 
@@ -72,44 +53,12 @@ class _Quantities:
         return self.g + 1
 
     @functools.cached_property
-    def ax(self):
-        return abs(self.x)
-
-    @functools.cached_property
-    def e(self):
-        return self.ctx.exp(-self.ax)
-
-    @functools.cached_property
     def ed(self):
         return self.ctx.exp(self.ax)
 
     @functools.cached_property
-    def enx(self):
-        return self.ctx.exp(-self.x)
-
-    @functools.cached_property
-    def L(self):
-        return self.ctx.log1p(self.e)
-
-    @functools.cached_property
     def z(self):
         return self.e / (2 + self.e)
-
-    @functools.cached_property
-    def p(self):
-        return 1 / (1 + self.e) if self.x >= 0 else self.e / (1 + self.e)
-
-    @functools.cached_property
-    def q(self):
-        return self.e / (1 + self.e) if self.x >= 0 else 1 / (1 + self.e)
-
-    @functools.cached_property
-    def lp(self):
-        return -self.L if self.x >= 0 else -(self.ax + self.L)
-
-    @functools.cached_property
-    def lq(self):
-        return -(self.ax + self.L) if self.x >= 0 else -self.L
 
     @functools.cached_property
     def pg(self):
@@ -195,65 +144,8 @@ class _Quantities:
         return (self.c1 if self.x >= 0 else self.c0) * self.A_nabs
 
 
-def _start_prec(x: float, gamma: float) -> int:
-    big = abs(gamma * x) + abs(x)
-    return START_PREC + (math.frexp(big)[1] if big >= 1 else 0)
-
-
-def _value(step, Q):
-    """The step's exact value as an mpf (inf for a division by an exact zero)."""
-    try:
-        v = step.exact(Q)
-    except ZeroDivisionError:
-        return Q.ctx.inf
-    return v if hasattr(v, "_mpf_") else Q.ctx.mpf(v)
-
-
-def _round(fmt, v) -> float:
-    """An exact value rounded (RNE) into ``fmt`` (infinities and NaN pass through)."""
-    raw = v._mpf_
-    if raw in (libmp.finf, libmp.fninf, libmp.fnan):
-        return mpf_to_float(v)
-    return fmt.round_mpf(raw)
-
-
-def _same(a: float, b: float) -> bool:
-    return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (a != a and b != b)
-
-
 def exact_point(steps, fmts, point, compute_fmt) -> dict:
-    """Step name -> (mpf value, value rounded into the step's format, certified) for one point."""
-    out = {}
-    pending = [s for s in steps if s.exact is not None]
-    prec = _start_prec(point[0], point[3])
-    while pending:
-        lo, hi = _Quantities(point, prec, compute_fmt), _Quantities(point, prec + CHECK_BITS, compute_fmt)
-        still = []
-        for s in pending:
-            v1, v2 = _value(s, lo), _value(s, hi)
-            r1, r2 = _round(fmts[s.name], v1), _round(fmts[s.name], v2)
-            if _same(r1, r2):
-                out[s.name] = (v2, r2, True)
-            elif prec * 2 > MAX_PREC:
-                out[s.name] = (v2, r2, False)
-            else:
-                still.append(s)
-        pending = still
-        prec *= 2
-    return out
-
-
-def low_part(v, hi: float) -> float:
-    """``v - hi`` rounded to float64 (0 when ``hi`` is not finite): the exact value as hi + lo."""
-    return mpf_to_float(v - v.context.mpf(hi)) if math.isfinite(hi) else 0.0
-
-
-def mpf_to_float(v) -> float:
-    raw = v._mpf_
-    if raw == libmp.finf:
-        return math.inf
-    if raw == libmp.fninf:
-        return -math.inf
-    if raw == libmp.fnan:
-        return math.nan
-    return libmp.to_float(raw, rnd=libmp.round_nearest)
+    """Step name -> (mpf value, value rounded into the step's format, certified) for one point
+    ``(x, t, alpha, gamma, weight or None, dout, count)``."""
+    return certified_steps(steps, fmts, lambda prec: Quantities(point, prec, compute_fmt),
+                           start_prec(abs(point[3] * point[0]) + abs(point[0])))

@@ -27,8 +27,8 @@ from precision.products.report.tables import region_text
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.io.shell import shell_join
 
-__all__ = ["Witness", "witness_of", "explain_line", "attribute_witness", "task_counts", "mechanism_of", "witness_at",
-           "effect_of", "Effect"]
+__all__ = ["Witness", "witness_of", "explain_command", "explain_line", "attribute_witness", "task_counts",
+           "mechanism_of", "witness_at", "effect_of", "Effect"]
 
 
 @dataclass(frozen=True)
@@ -109,17 +109,24 @@ def witness_of(run, row, side: str) -> Witness | None:
     return witness_at(run, variant, row, f"{side}_witness_")
 
 
+def explain_command(operator: str, variant: str, machine: str, fmt: str, pred: str, target: int, attributes,
+                    weight: str | None, dout: str | None, count: int | None = None) -> str:
+    """The ``precision explain`` command line of one point of ``operator`` (named, so that it runs that operator
+    whatever the default), with the inputs that operator has (its ``INPUTS``; ``count`` when given).  Inputs are
+    hex strings; ``attributes``: ``(name, hex)`` pairs in the operator's order."""
+    inputs = get_operator(operator).INPUTS
+    words = ["precision", "explain", variant, "--operator", operator, "--pred", pred, "--target", target]
+    words += [word for name, value in attributes for word in (f"--{name}", value)]
+    words += ["--weight", weight] if weight is not None else []
+    words += ["--dout", dout] if "dout" in inputs and dout is not None else []
+    words += ["--count", count] if "count" in inputs and count is not None else []
+    return shell_join([*words, "--machine", machine, "--format", fmt])
+
+
 def explain_line(w: Witness) -> str:
-    """The ``precision explain`` command line that shows the witness step by step: its operator's (named unless it
-    is the default one), with the inputs that operator has (its ``INPUTS``)."""
-    inputs = get_operator(w.operator).INPUTS
-    operator = ["--operator", w.operator] if w.operator != DEFAULT_OPERATOR else []
-    weight = ["--weight", w.weight] if w.weight is not None else []
-    attributes = [word for name, value in w.attributes for word in (f"--{name}", value)]
-    dout = ["--dout", w.dout] if "dout" in inputs else []
-    count = ["--count", w.count] if "count" in inputs else []
-    return shell_join(["precision", "explain", w.variant, *operator, "--pred", w.pred, "--target", w.target,
-                       *attributes, *weight, *dout, *count, "--machine", w.machine, "--format", w.format])
+    """The ``precision explain`` command line that shows the witness step by step (:func:`explain_command`)."""
+    return explain_command(w.operator, w.variant, w.machine, w.format, w.pred, w.target, w.attributes, w.weight,
+                           w.dout, w.count)
 
 
 _MEMO: dict = {}
@@ -137,9 +144,10 @@ def attribute_witness(w: Witness, op) -> tuple[str, str]:
     with np.errstate(over="ignore"):
         attributes = {name: float(np.float32(float.fromhex(value))) for name, value in w.attributes}
         weight = None if w.weight is None else dtype.type(float.fromhex(w.weight))
-        att = op.attribute(w.variant, np.array([float.fromhex(w.pred)], dtype), [w.target],
-                           dout=dtype.type(float.fromhex(w.dout)), weight=weight, **attributes,
-                           reduction="mean", count=w.count, machine=w.machine)
+        point_inputs = {**({"dout": dtype.type(float.fromhex(w.dout))} if "dout" in op.INPUTS else {}),
+                        **({"count": w.count} if "count" in op.INPUTS else {})}
+        att = op.attribute(w.variant, np.array([float.fromhex(w.pred)], dtype), [w.target], weight=weight,
+                           **attributes, **point_inputs, machine=w.machine)
     point = att.points.loc[0]
     step = point["top_step"] if isinstance(point["top_step"], str) else "none"
     _MEMO[key] = (step, str(point["top_cause"]))

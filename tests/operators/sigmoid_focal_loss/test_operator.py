@@ -8,6 +8,7 @@ import math
 import shlex
 
 import numpy as np
+import pandas as pd
 import pytest
 from mpmath import mp, mpf
 
@@ -182,7 +183,7 @@ def test_the_operator_is_registered_by_its_folder():
     assert (op.TITLE, op.VALUE, op.INPUTS, op.TERMS_ATTRIBUTE) == ("SigmoidFocalLoss", "loss", ("target", "weight"),
                                                                    "gamma")
     # capabilities it lacks take the protocol's defaults
-    assert op.GUARD_NAMES == {} and op.FIRED_COLUMNS == {} and op.attribute is None
+    assert op.GUARD_NAMES == {} and op.FIRED_COLUMNS == {}
     assert op.band_labels([2, 4]) == ["all"]
 
 
@@ -201,7 +202,9 @@ class TestCommandLine:
                                                                    "dout input"),
         (["oracle", "--check"], "oracle --check: the Arb cross-check is sigmoid_focal_loss_grad's"),
         (["explain", "kernel", "--pred", "1", "--target", "1", "--count", "3"], "--count: the operator"),
-        (["variants", "--plugin", "examples/my_kernel.py"], "takes no plugin files"),
+        # the grad's example plugin: its variant is the grad's, not this operator's (tests/.../test_plugins.py)
+        (["variants", "--plugin", "examples/my_kernel.py"], "plugin examples/my_kernel.py: variant 'my_kernel' is "
+                                                            "registered for the operator sigmoid_focal_loss_grad"),
     ])
     def test_inputs_it_lacks_are_one_line_and_exit_2(self, tmp_path, argv, message):
         from cli_support import ROOT
@@ -256,6 +259,12 @@ class TestCommandLine:
         code, out, err = precision(*shlex.split(lines[0])[1:], cwd=tmp_path)
         assert code == 0, err
         assert "exact gradient" not in page and "1/64" not in page
+        # the kept points attributed to the kernel's steps: the attribution reproduces the run's bits, and the
+        # confident-correct group (t = 1, x >= 8) loses its bits in Ln(1 + e) and q = 1 - p
+        att = pd.read_csv(tmp_path / "runs" / "fwd" / "attribution.csv")
+        assert len(att) and att["mismatched"].sum() == 0
+        hole = att[(att["target"] == 1) & (att["region"] == "x >= 8") & (att["max_err_ulp"] > 1e6)]
+        assert set(hole["step"]) <= {"lg", "q"} and len(hole)
 
 
 def _explain_lines(text: str) -> list:
@@ -291,9 +300,10 @@ regions = [-8, 0, 8]
 variants = ["kernel", "kernel_sum_path", "golden", "candidate"]
 machines = ["npu"]
 per_point = "worst"
+attribution = { variants = ["kernel"], points = "kept" }
 
 [report]
-sections = ["verdicts", "dominant", "summary", "standards"]
+sections = ["verdicts", "dominant", "attribution", "summary", "standards"]
 '''
 
 

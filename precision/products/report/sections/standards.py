@@ -20,17 +20,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from precision.engine.operators import DEFAULT_OPERATOR, get_operator
+from precision.engine.operators import DEFAULT_OPERATOR
 from precision.products.report.answers import Answer
 from precision.products.report.document import Details, Heading, Para, Section, Table
 from precision.products.report.findings import Finding, cite, fmt_num
+from precision.products.report.mechanism import explain_command
 from precision.products.report.tables import maximum_label
 from precision.analysis.acceptance import ALLCLOSE_PRESETS, ACCEPTANCE_MAXIMA, BLIND_ULP, SPECIAL_RULE, THRESHOLD_T
 from precision.analysis.groups import witness_attributes, witness_fields
 from precision.analysis.msprobe import MSPROBE_VERDICTS
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import RATIO_LEVELS, StandardsSettings, standards_table, settings_from_options
-from precision.io.shell import shell_join
 
 __all__ = ["build", "verdict_table", "summary_table", "msprobe_table", "blind_table", "explain_line"]
 
@@ -41,15 +41,11 @@ _KEYS = ["variant", "machine", "format"]
 def explain_line(variant: str, machine: str, fmt: str, w: dict, operator: str = DEFAULT_OPERATOR) -> str:
     """The ``precision explain`` command for a witness of ``operator`` (its inputs as exact hex floats; ``w`` holds
     pred, target, the operator's attributes, weight and dout, as :func:`precision.analysis.groups.witness_fields`
-    names them; dout only for an operator that has it)."""
-    named = ["--operator", operator] if operator != DEFAULT_OPERATOR else []
-    words = ["precision", "explain", variant, *named, "--pred", float(w["pred"]).hex(), "--target", int(w["target"])]
-    words += [word for k in witness_attributes(w) for word in (f"--{k}", float(w[k]).hex())]
-    if not np.isnan(float(w["weight"])):
-        words += ["--weight", float(w["weight"]).hex()]
-    words += ["--dout", float(w["dout"]).hex()] if "dout" in get_operator(operator).INPUTS else []
-    words += ["--machine", machine, "--format", fmt]
-    return shell_join(words)
+    names them)."""
+    weight = None if np.isnan(float(w["weight"])) else float(w["weight"]).hex()
+    return explain_command(operator, variant, machine, fmt, float(w["pred"]).hex(), int(w["target"]),
+                           [(k, float(w[k]).hex()) for k in witness_attributes(w)], weight,
+                           float(w["dout"]).hex() if "dout" in w else None)
 
 
 def verdict_table(standards: pd.DataFrame, summary: pd.DataFrame, max_ulp: float) -> pd.DataFrame:
