@@ -58,7 +58,8 @@ def check_findings(folder: Path) -> int:
                 if isinstance(v, str) and k not in ("variant", "machine", "format", "profile", "region", "guard",
                                                     "with_variant", "without_variant", "band", "subset",
                                                     "comparison", "subject", "kind", "bracket", "zone", "step",
-                                                    "cause", "attributed", "source"):
+                                                    "cause", "attributed", "source", "gammas", "alphas",
+                                                    "targets"):
                     v = _value(v)
                 mask &= (col.isna() if (isinstance(v, float) and math.isnan(v)) else (col == v)).to_numpy()
             assert mask.sum() == 1, (n["table"], n["where"])

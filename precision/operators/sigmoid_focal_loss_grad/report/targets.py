@@ -40,10 +40,12 @@ from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.engine.sweep import hex_witnesses
 from precision.operators.sigmoid_focal_loss_grad.implementations.common import ATTRIBUTES
 
-__all__ = ["build", "targets_table", "opcount_table", "assess_targets", "witness_table"]
+__all__ = ["build", "targets_table", "opcount_table", "assess_targets", "witness_table", "range_table",
+           "range_finding"]
 
 T = "targets.csv"
 TW = "witnesses.csv"
+TR = "ranges.csv"
 
 
 def targets_table(run, c_threshold: float) -> pd.DataFrame:
@@ -122,6 +124,86 @@ def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, cor
                               or float.fromhex(r[f"witness_{a}"]) in grid[a] for a in grid)
                           for r in out.to_dict("records")]
     return out, missing
+
+
+def range_table(known: pd.DataFrame, hunts: pd.DataFrame, limit: float) -> pd.DataFrame:
+    """The fp32 target over sub-ranges of the attributes: one row per sub-range hunted over real-valued ranges
+    (a hunt file whose gammas or alphas are a ``range``), pooled over the hunts of that sub-range and the machines
+    its points were re-evaluated on (``witnesses.csv``): the points hunted, the largest re-evaluated error with
+    its machine and witness, and whether it is within ``limit`` ulp.  A hunted maximum is a lower bound: a row
+    within the target says no point above it was found, not that none exists."""
+    cols = ["gammas", "alphas", "targets", "hunts", "points", "seconds", "max_ulp", "machine", "witness_pred",
+            "witness_target", "witness_alpha", "witness_gamma", "within"]
+    if hunts.empty or known.empty:
+        return pd.DataFrame(columns=cols)
+    ranged = hunts[hunts["gammas"].str.startswith("range") | hunts["alphas"].str.startswith("range")]
+    rows = []
+    for (gammas, alphas, targets), group in ranged.groupby(["gammas", "alphas", "targets"], sort=False):
+        rescored = known[known["source"].isin([f"hunt {f}" for f in group["file"]])]
+        if rescored.empty:
+            continue
+        worst = rescored.loc[rescored["max_ulp"].idxmax()]
+        rows.append({"gammas": gammas, "alphas": alphas, "targets": targets, "hunts": len(group),
+                     "points": int(group["points"].sum()), "seconds": float(group["seconds"].sum()),
+                     "max_ulp": float(worst["max_ulp"]), "machine": worst["machine"],
+                     **{f"witness_{k}": worst[f"witness_{k}"] for k in ("pred", "target", "alpha", "gamma")},
+                     "within": bool(worst["max_ulp"] <= limit)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _interval(text: str):
+    """``range [lo, hi]`` -> (lo, hi); a grid's values -> None."""
+    if not text.startswith("range ["):
+        return None
+    lo, hi = text.removeprefix("range [").removesuffix("]").split(",")
+    return float(lo), float(hi)
+
+
+def _contains(outer, inner) -> bool:
+    """Whether the sub-range row ``outer`` contains the row ``inner`` (every attribute's interval) and differs."""
+    pairs = [(_interval(outer[k]), _interval(inner[k])) for k in ("gammas", "alphas")]
+    return (outer["gammas"], outer["alphas"]) != (inner["gammas"], inner["alphas"]) and all(
+        o is not None and i is not None and o[0] <= i[0] and i[1] <= o[1] for o, i in pairs)
+
+
+def range_finding(ranges: pd.DataFrame, limit: float, candidate: str) -> tuple[Finding, str] | None:
+    """One sentence over the sub-ranges (:func:`range_table`, a row containing others left to the table):
+    where the fp32 target is missed (each sub-range's largest error), where no point above it was found (with the
+    points hunted), and the largest error of all with its witness; and its short form for the first screen (the
+    sub-ranges only)."""
+    if ranges.empty:
+        return None
+    rows = [r for _, r in ranges.iterrows()]
+    subs = [r for r in rows if not any(_contains(r, other) for other in rows)]
+    alphas = {r["alphas"] for r in subs}
+    common = f", alpha {next(iter(alphas))}" if len(alphas) == 1 else ""
+    nums, missed, held, short_missed, short_held = [], [], [], [], []
+    for r in subs:
+        where = {"gammas": r["gammas"], "alphas": r["alphas"], "targets": r["targets"]}
+        top = cite(f"range_{r['gammas']}_{r['alphas']}_max", TR, ranges, where, "max_ulp")
+        nums.append(top)
+        place = f"gamma {r['gammas'].removeprefix('range ')}" + (f", alpha {r['alphas']}" if not common else "")
+        if r["within"]:
+            n = cite(f"range_{r['gammas']}_{r['alphas']}_points", TR, ranges, where, "points")
+            nums.append(n)
+            held.append(f"{place} (at most {top.text} ulp in {n.text} points hunted)")
+            short_held.append(f"{r['gammas'].removeprefix('range ')} ({top.text} ulp, {n.text} points)")
+        else:
+            missed.append(f"{place} ({top.text} ulp)")
+            short_missed.append(r["gammas"].removeprefix("range "))
+    worst = ranges.loc[ranges["max_ulp"].idxmax()]
+    top = cite("range_largest", TR, ranges, {k: worst[k] for k in ("gammas", "alphas", "targets")}, "max_ulp")
+    nums.append(top)
+    text = (f"{candidate}'s fp32 target (<= {fmt_num(limit)} ulp outside the root neighbourhood) by sub-range"
+            f"{common} (hunted over real values; each maximum a lower bound): "
+            + ("missed for " + "; ".join(missed) if missed else "missed in none")
+            + ("; no point above it found for " + "; ".join(held) + " (evidence, not proof)" if held else "")
+            + f". The largest, {top.text} ulp on {worst['machine']}, at pred={worst['witness_pred']} "
+            f"t={worst['witness_target']} alpha={worst['witness_alpha']} gamma={worst['witness_gamma']} "
+            f"({TR} has every sub-range's witness).")
+    short = (f"by sub-range{common}, hunted: missed for gamma in " + (", ".join(short_missed) or "none")
+             + ("; no point above it found for gamma in " + ", ".join(short_held) if short_held else ""))
+    return Finding("targets/ranges", "targets", text, nums, 3), short
 
 
 def _verdict(ok: bool) -> str:
@@ -253,6 +335,11 @@ def build(ctx) -> Section:
         section.tables[TW] = known
         sources = [s for s in dict.fromkeys(known["source"]) if s != "run"]
     cells, findings = assess_targets(t, ops, K, candidate, labels, known)
+    ranges = range_table(known, hunts, K["fp32_max_ulp"])
+    by_range = range_finding(ranges, K["fp32_max_ulp"], candidate)
+    if by_range is not None:
+        section.tables[TR] = ranges
+        findings.append(by_range[0])
     if missing:
         findings.append(Finding("targets/hunts-missing", "targets", "Hunt or corpus files named by the study but "
                                 "not found: " + ", ".join(missing) + "; their witnesses are not counted.", [], 2))
@@ -279,18 +366,22 @@ def build(ctx) -> Section:
                             "and each hunt's and corpus's witnesses re-evaluated with the current code (points: "
                             "those scored outside the neighbourhood; stored_max_ulp: the hunt file's own figure)."),
                        Table(known, TW)] if not known.empty and (known["source"] != "run").any() else []),
+                    *([Para("The fp32 target by sub-range of the attributes, hunted over real values (pooled "
+                            "over the sub-range's hunts and machines, re-evaluated; a hunted maximum is a lower "
+                            "bound):"), Table(ranges, TR)] if by_range is not None else []),
                     Para("Primitive ops per element (precision.opcount: every finite fp16 pred, both selectors, "
                          "weight present, reduction mean, gamma 2, npu machine; a library exp/ln/pow/div counts "
                          "as one op):"),
                     Table(ops, "opcount.csv")]
     section.findings = findings
-    section.answers = _target_answers(cells, findings, candidate)
+    section.answers = _target_answers(cells, findings, candidate, by_range[1] if by_range is not None else None)
     return section
 
 
-def _target_answers(cells: dict, findings: list, candidate: str) -> list:
+def _target_answers(cells: dict, findings: list, candidate: str, by_range: str | None = None) -> list:
     """Which targets the candidate meets: one headline sentence from the grid's cells (met on every column, or
-    missed where), then each target finding as an answer of its own (its numbers cited)."""
+    missed where) and the fp32 target by sub-range (``by_range``, :func:`range_finding`'s short form), then each
+    target finding as an answer of its own (its numbers cited)."""
     question = f"Which of its targets does {candidate} meet?"
     by_target: dict = {}
     for (target, col), (text, css) in cells.items():
@@ -301,7 +392,8 @@ def _target_answers(cells: dict, findings: list, candidate: str) -> list:
               f"{next(x for _, c, x in cs if c != 'met').removeprefix('MISSED ')})"
               for t, cs in by_target.items() if t not in met]
     text = (f"{candidate} meets {len(met)} of its {len(by_target)} targets"
-            + (f": {'; '.join(met)}" if met else "") + (f". It misses: {'; '.join(missed)}" if missed else "") + ".")
+            + (f": {'; '.join(met)}" if met else "") + (f". It misses: {'; '.join(missed)}" if missed else "") + "."
+            + (f" The fp32 target {by_range}." if by_range else ""))
     out = [Answer(question, text, [], subject=candidate, verdict="met" if not missed else "missed")]
     out += [Answer(question, f.text, f.numbers, subject=candidate, headline=False) for f in findings]
     return out
