@@ -77,8 +77,9 @@ _PACKAGE = Path(__file__).resolve().parents[1]  # precision/
 #: that binds its variants to the recipes).
 SHARED_SOURCES = ("engine/task.py", "analysis/scoring.py", "analysis/histograms.py", "analysis/acceptance.py",
                   "analysis/groups.py", "analysis/paired.py", "analysis/fused.py", "exact/formats.py",
-                  "recipes/steps.py", "recipes/registry.py", "errors.py", "exact/certify.py", "exact/double_double.py",
-                  "engine/cache.py", "exact/terms.py", "exact/derive_pass.py", "exact/derivation_bounds.py")
+                  "recipes/steps.py", "recipes/registry.py", "recipes/shared.py", "recipes/operands.py", "errors.py",
+                  "exact/certify.py", "exact/double_double.py", "engine/cache.py", "exact/terms.py",
+                  "exact/derive_pass.py", "exact/derivation_bounds.py")
 
 
 # ---------------------------------------------------------------------------
