@@ -142,18 +142,20 @@ def _build_parser() -> argparse.ArgumentParser:
     p = add_command(
         sub, "explain", func=cmd_explain,
         help="attribute one point's error to the named steps of a variant's recipe",
-        description="Evaluate a variant at one point and print the exact gradient, the computed one with its "
-                    "ulp error, and one row per step of the recipe: its computed value (hex), its exact value "
-                    "(decimal), its local error (Herbie's: the step on the correctly rounded exact values of its "
-                    "inputs, in ulps), the cause, the condition number and whether it reaches the output; then "
-                    "the top cause in one sentence (precision.operators.sigmoid_focal_loss_grad.attribution).\n"
+        description="Evaluate a variant at one point and print the exact value (the gradient; the loss with "
+                    "--operator sigmoid_focal_loss), the computed one with its ulp error, and one row per step of "
+                    "the recipe: its computed value (hex), its exact value (decimal), its local error (Herbie's: "
+                    "the step on the correctly rounded exact values of its inputs, in ulps), the cause, the "
+                    "condition number and whether it reaches the output; then the top cause in one sentence "
+                    "(precision.analysis.attribution).\n"
                     "Floats are hex (exact) or decimal; pred, dout and weight are rounded to --format, alpha and "
-                    "gamma to float32. --json prints the same as one object.",
+                    "gamma to float32; --dout and --count only for an operator with those inputs. --json prints "
+                    "the same as one object.",
         examples=["precision explain kernel --pred 10 --target 0    # q = 1 - p cancels at large x",
                   "precision explain kernel-G7 --pred 0 --target 0 --weight 0x1p-127 --dout 0x1p30 "
                   "--machine npu+ftz --json",
                   "precision explain kernel --operator sigmoid_focal_loss --pred 16 --target 1 --gamma 2.5 "
-                  "--machine npu    # the forward loss: q = 1 - p is 2^-23 at x = 16"])
+                  "--machine npu    # the forward loss: Ln(1 + e) and q = 1 - p lose it at x = 16"])
     p.add_argument("variant", help="a recipe variant: kernel, kernel-G5, naive+G2, golden, mmcv, candidate, ...")
     p.add_argument("--pred", required=True, help="logit x (required)")
     p.add_argument("--target", required=True, help="raw selector t, 0 the positive and 1 the negative term "
