@@ -106,6 +106,16 @@ def _weighted(m, c, k, v, w):
     return v if w is None else m.mul(v, w)
 
 
+def _weighted_store() -> list:
+    """Every recipe's last two steps: the weight (no multiply when absent), then the RNE store in pred's dtype."""
+    return [
+        Step("lw", ("loss", "w"), _weighted, "mul", exact=lambda Q: Q.lw,
+             formula="loss * weight (no multiply when absent)"),
+        Step("out", ("lw",), lambda m, c, k, v: _store(m, c, v), "store", exact=lambda Q: Q.lw,
+             formula="cast to pred dtype, RNE", fmt="output"),
+    ]
+
+
 #: The production kernel's element recipe and its variations (module docstring).
 LOSS_RECIPE = Recipe("loss", [
     Step("ax", ("x",), lambda m, c, k, x: m.abs(x), "exact", exact=lambda Q: Q.ax, formula="|x|"),
@@ -121,11 +131,9 @@ LOSS_RECIPE = Recipe("loss", [
     Step("xt", ("x", "t"), lambda m, c, k, x, t: m.mul(x, t), "selector", exact=lambda Q: Q.x * Q.t, formula="x * t"),
     Step("b1", ("mx", "xt"), lambda m, c, k, a, b: m.sub(a, b), "sub", exact=lambda Q: Q.b1, formula="max(x, 0) - x t"),
     Step("lg", ("u",), lambda m, c, k, u: m.ln(u, ftz=False), "ln", exact=lambda Q: Q.L,
-         formula="Ln(1 + e)", reads=("log",),
-         when=lambda k: k["log"] == "ln"),
+         formula="Ln(1 + e)", reads=("log",), when=lambda k: k["log"] == "ln"),
     Step("lg", ("e", "u"), lambda m, c, k, e, u: _log1p(m, c, e, u), "ln", exact=lambda Q: Q.L,
-         formula="log1p(e) = Ln(u) e / (u - 1)",
-         reads=("log",), when=lambda k: k["log"] == "log1p"),
+         formula="log1p(e) = Ln(u) e / (u - 1)", reads=("log",), when=lambda k: k["log"] == "log1p"),
     Step("bce", ("b1", "lg"), lambda m, c, k, a, b: m.add(a, b), "add", exact=lambda Q: Q.bce,
          formula="max(x, 0) - x t + log"),
     Step("q", ("p",), lambda m, c, k, p: m.sub(c.one, p), "sub", exact=lambda Q: Q.q, formula="1 - p", reads=("q",),
@@ -138,12 +146,10 @@ LOSS_RECIPE = Recipe("loss", [
          formula="p (1 - t)"),
     Step("base", ("qt", "pomt"), lambda m, c, k, a, b: m.add(a, b), "add", exact=lambda Q: Q.base,
          formula="q t + p (1 - t)"),
-    Step("pw", ("base",), lambda m, c, k, b: _power_none(m, c, b), "pow",
-         exact=lambda Q: Q.pw,
+    Step("pw", ("base",), lambda m, c, k, b: _power_none(m, c, b), "pow", exact=lambda Q: Q.pw,
          formula="gamma 0/2/5: multiplies; else max(Power(base, gamma), FLT_MIN)", reads=("path",),
          when=lambda k: k["path"] == "none"),
-    Step("pw", ("base",), lambda m, c, k, b: _power_sum(m, c, b), "pow",
-         exact=lambda Q: Q.pw,
+    Step("pw", ("base",), lambda m, c, k, b: _power_sum(m, c, b), "pow", exact=lambda Q: Q.pw,
          formula="gamma 0/2/5: multiplies; else Exp(gamma Ln(max(base, FLT_MIN)))", reads=("path",),
          when=lambda k: k["path"] == "sum"),
     Step("ta", ("t",), lambda m, c, k, t: m.mul(t, c.alpha), "mul", exact=lambda Q: Q.t * Q.a, formula="t alpha"),
@@ -152,11 +158,7 @@ LOSS_RECIPE = Recipe("loss", [
     Step("at", ("ta", "oa"), lambda m, c, k, a, b: m.add(a, b), "add", exact=lambda Q: Q.at, formula="a_t"),
     Step("la", ("bce", "at"), lambda m, c, k, a, b: m.mul(a, b), "mul", exact=lambda Q: Q.la, formula="bce a_t"),
     Step("loss", ("la", "pw"), lambda m, c, k, a, b: m.mul(a, b), "mul", exact=lambda Q: Q.loss, formula="bce a_t pw"),
-    Step("lw", ("loss", "w"), _weighted, "mul", exact=lambda Q: Q.lw,
-         formula="loss * weight (no multiply when absent)"),
-    Step("out", ("lw",), lambda m, c, k, v: _store(m, c, v), "store", exact=lambda Q: Q.lw,
-         formula="cast to pred dtype, RNE",
-         fmt="output"),
+    *_weighted_store(),
 ], defaults={"path": "none", "q": "subtract", "log": "ln"})
 
 #: The textbook formula, no guard (module docstring).
@@ -178,10 +180,7 @@ NAIVE_RECIPE = Recipe("naive", [
          formula="a_t"),
     Step("loss", ("at", "pw", "nl"), lambda m, c, k, a, p, n: m.mul(m.mul(a, p), n), "mul",
          exact=lambda Q: Q.loss, formula="a_t pw (-Ln p_t)"),
-    Step("lw", ("loss", "w"), _weighted, "mul", exact=lambda Q: Q.lw, formula="loss * weight"),
-    Step("out", ("lw",), lambda m, c, k, v: _store(m, c, v), "store", exact=lambda Q: Q.lw,
-         formula="cast to pred dtype, RNE",
-         fmt="output"),
+    *_weighted_store(),
 ])
 
 
@@ -211,10 +210,7 @@ GOLDEN_RECIPE = Recipe("golden", [
          exact=lambda Q: Q.at, formula="alpha t + (1 - alpha)(1 - t)"),
     Step("loss", ("at", "pw", "bce"), lambda m, c, k, a, p, b: m.mul(m.mul(a, p), b), "mul",
          exact=lambda Q: Q.loss, formula="a_t pw bce"),
-    Step("lw", ("loss", "w"), _weighted, "mul", exact=lambda Q: Q.lw, formula="loss * weight"),
-    Step("out", ("lw",), lambda m, c, k, v: _store(m, c, v), "store", exact=lambda Q: Q.lw,
-         formula="cast to pred dtype, RNE",
-         fmt="output"),
+    *_weighted_store(),
 ])
 
 
