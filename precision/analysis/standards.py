@@ -58,6 +58,7 @@ import pandas as pd
 from precision.analysis.acceptance import ACCEPTANCE_MAXIMA, THRESHOLD_T, allclose_tolerances
 from precision.analysis.groups import GroupStats, witness_fields
 from precision.analysis.msprobe import MSPROBE_COLUMNS, MSPROBE_COUNTS, msprobe_metrics, msprobe_verdicts
+from precision.recipes.target_kinds import target_text
 
 __all__ = ["RATIO_LEVELS", "LEVEL_RANK", "ROW_LEVEL_RANK", "StandardsSettings", "STANDARDS_COLUMNS", "standards_table",
            "ratio", "ratio_level", "settings_from_options"]
@@ -152,7 +153,9 @@ def _witness_text(frame: pd.DataFrame, prefix: str) -> np.ndarray:
         for c, v in values.items():
             if isinstance(v, str):
                 parts.append(f"{c}={v}")
-            elif c in ("target", "row", "col"):
+            elif c == "target":
+                parts.append(f"{c}={target_text(v)}")
+            elif c in ("row", "col"):
                 parts.append(f"{c}={int(v)}")
             elif c == "weight" and pd.isna(v):  # an absent weight
                 parts.append(f"{c}=none")

@@ -114,8 +114,8 @@ def _build_parser() -> argparse.ArgumentParser:
                   "precision oracle --operator sigmoid_focal_loss --pred 16 --target 1 --gamma 2.5"])
     p.add_argument("--pred", action=Given, metavar="X", help="the logit x (required unless --check)")
     p.add_argument("--target", action=Given, metavar="T",
-                   help="raw selector t: any integer, 0 the positive-class term, 1 the negative "
-                        "(required unless --check)")
+                   help="raw selector t: any integer, 0 the positive-class term, 1 the negative; an operator "
+                        "with a real target (its TARGET_KIND) takes a decimal or hex float (required unless --check)")
     add_operator_option(p)
     add_attribute_options(p, action=Given)
     p.add_argument("--weight", action=Given, default="1.0", help="element weight")
@@ -158,8 +158,9 @@ def _build_parser() -> argparse.ArgumentParser:
                   "--machine npu    # the forward loss: Ln(1 + e) and q = 1 - p lose it at x = 16"])
     p.add_argument("variant", help="a recipe variant: kernel, kernel-G5, naive+G2, golden, mmcv, candidate, ...")
     p.add_argument("--pred", required=True, help="logit x (required)")
-    p.add_argument("--target", required=True, help="raw selector t, 0 the positive and 1 the negative term "
-                                                   "(required)")
+    p.add_argument("--target", required=True, help="raw selector t, 0 the positive and 1 the negative term; an "
+                                                   "operator with a real target takes a decimal or hex float exact "
+                                                   "in --format (required)")
     add_operator_option(p)
     add_attribute_options(p)
     p.add_argument("--weight", default=None, help="element weight (default: absent)")
@@ -280,7 +281,9 @@ def _build_parser() -> argparse.ArgumentParser:
     add_operator_option(p)
     add_attribute_lists(p)
     add_attribute_ranges(p)
-    p.add_argument("--target", nargs="+", action="extend", metavar="T", help="raw selectors (default: 0 1)")
+    p.add_argument("--target", nargs="+", action="extend", metavar="T",
+                   help="raw selectors; an operator with a real target takes decimal or hex floats, exact in "
+                        "--format (default: 0 1)")
     p.add_argument("--outside-neighbourhood", action="store_true",
                    help="only points outside the root neighbourhood, gamma < -1 and C >= 4 "
                         "(precision.operators.sigmoid_focal_loss_grad.bracket)")
@@ -353,7 +356,8 @@ def _build_parser() -> argparse.ArgumentParser:
                    help=".npz with pred, target[, dout, weight], or a .npy of pred (required)")
     p.add_argument("--outputs", required=True, metavar="FILE",
                    help="the gradient to score: a .npy, or a raw dump with --dtype (required)")
-    p.add_argument("--target", metavar="FILE", help="target .npy (int32), with a .npy --inputs (default: none)")
+    p.add_argument("--target", metavar="FILE", help="target .npy (int32; an operator with a real target: pred's dtype), with a "
+                        ".npy --inputs (default: none)")
     p.add_argument("--dout", metavar="FILE", help="dout .npy, with a .npy --inputs (default: ones)")
     p.add_argument("--weight", metavar="FILE", help="weight .npy, with a .npy --inputs (default: absent)")
     p.add_argument("--shape", metavar="N,C", help="shape of a raw --outputs dump (default: pred's shape)")

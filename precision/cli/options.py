@@ -18,6 +18,7 @@ from precision.engine.cache import default_cache_dir
 from precision.engine.operators import DEFAULT_OPERATOR, OPERATORS, OPTIONAL, get_operator, search_order
 from precision.errors import ParameterError, PrecisionError
 from precision.io.files import probe_writable
+from precision.recipes.target_kinds import target_kind
 
 #: Folder of run folders: ``precision run`` writes ``out/<study name>/``.
 DEFAULT_RUNS_DIR = Path("out")
@@ -271,6 +272,18 @@ def parse_int(text: str, name: str, positive: bool = False) -> int:
         raise ParameterError(f"--{name}={text!r} is not an integer") from None
     if positive and value <= 0:
         raise ParameterError(f"--{name}={text!r}; expected a positive integer (N*C for mean, 1 otherwise)")
+    return value
+
+
+def parse_target(text: str, op, formats=()) -> int | float:
+    """``--target`` as the operator's target kind reads it (:mod:`precision.recipes.target_kinds`): an integer
+    for a binary target (``--target=...`` is not an integer otherwise), a finite decimal or hex float for a real
+    one, exact in each of ``formats`` (``fp16``, ``fp32``) when given."""
+    kind = target_kind(op)
+    if not kind.real:
+        return parse_int(text, "target")
+    value = kind.parse(text, "--target")
+    kind.check_exact(value, formats, "--target")
     return value
 
 

@@ -9,8 +9,9 @@ import numpy as np
 from mpmath import libmp, mpf
 
 from precision.cli.options import (OPTION_ATTRIBUTES, UsageError, command_operator, load_cli_plugins,
-                                   parse_attributes, parse_exact_float, parse_int)
+                                   parse_attributes, parse_exact_float, parse_int, parse_target)
 from precision.engine.operators import DEFAULT_OPERATOR
+from precision.recipes.target_kinds import target_json, target_kind, target_text
 from precision.errors import ParameterError, PrecisionError
 from precision.analysis.scoring import ulp_error
 from precision.exact.formats import FORMATS, round_to_format
@@ -57,7 +58,7 @@ def cmd_oracle(args) -> int:
                           "(see 'precision oracle --help')")
     _unused_inputs(args, op)
     x = parse_exact_float(args.pred, "pred")
-    t = parse_int(args.target, "target")
+    t = parse_target(args.target, op)
     attributes = parse_attributes(args)
     weight = parse_exact_float(args.weight, "weight")
     dout = parse_exact_float(args.dout, "dout")
@@ -66,7 +67,7 @@ def cmd_oracle(args) -> int:
     lines = [
         f"operator {args.operator}" if args.operator != DEFAULT_OPERATOR else "",
         f"pred    {x.hex():<24} {x!r}",
-        f"target  {t}",
+        f"target  {target_text(t)}",
         *(f"{name:<7} {v.hex():<24} {v!r} (float32)" for name, v in attributes.items()),
         f"weight  {weight.hex():<24} {weight!r}",
         f"dout    {dout.hex():<24} {dout!r}" if "dout" in op.INPUTS else "",
@@ -149,8 +150,8 @@ def cmd_explain(args) -> int:
     raw = {name: parse_exact_float(getattr(args, name), name) for name in ("pred", "dout")
            if has_dout or name != "dout"}
     raw["weight"] = None if args.weight is None else parse_exact_float(args.weight, "weight")
-    t = parse_int(args.target, "target")
-    if not -2**31 <= t < 2**31:  # the operator's target tensor is int32: a wider value would wrap
+    t = parse_target(args.target, op, [args.format])
+    if not target_kind(op).real and not -2**31 <= t < 2**31:  # an int32 target tensor: a wider value would wrap
         raise ParameterError(f"--target={args.target!r} is outside int32 [-2147483648, 2147483647]; expected a "
                              "selector an int32 target tensor holds (0 the positive term, 1 the negative)")
     count = parse_int(args.count, "count", positive=True) if has_count else 1
@@ -195,7 +196,7 @@ def cmd_explain(args) -> int:
     top = {"step": point["top_step"] if isinstance(point["top_step"], str) else None, "cause": point["top_cause"],
            "local_ulp": _json_number(point["top_local_ulp"]),
            "cond": _json_number(point["top_cond"]), "sentence": sentence}
-    inputs = {"pred": x.hex(), "target": t, **{name: v.hex() for name, v in attributes.items()},
+    inputs = {"pred": x.hex(), "target": target_json(t), **{name: v.hex() for name, v in attributes.items()},
               "weight": None if w is None else w.hex(), **({"dout": d.hex()} if has_dout else {}),
               **({"count": count} if has_count else {})}
     if args.json:
@@ -211,7 +212,7 @@ def cmd_explain(args) -> int:
         f"variant  {args.variant}{of} on {args.machine}, {args.format} {tensors}"
         + (f", reduction mean, count {count}" if has_count else ""),
         f"pred     {x.hex():<24} {x!r}",
-        f"target   {t}",
+        f"target   {target_text(t)}",
         *(f"{name:<8} {v.hex():<24} {v!r} (float32)" for name, v in attributes.items()),
         f"weight   {'absent' if w is None else f'{w.hex():<24} {w!r}'}",
         *([f"dout     {d.hex():<24} {d!r}"] if has_dout else []),
@@ -242,7 +243,7 @@ def _explain_steps(args, op) -> int:
         raise ParameterError(f"explain: the operator {args.operator!r} binds no recipe (its bind_recipe); its "
                              "variants cannot be shown step by step")
     dtype = np.dtype(np.float16 if args.format == "fp16" else np.float32)
-    t = parse_int(args.target, "target")
+    t = parse_target(args.target, op, [args.format])
     attributes = parse_attributes(args)
     with np.errstate(over="ignore"):
         x = dtype.type(parse_exact_float(args.pred, "pred"))
@@ -250,7 +251,7 @@ def _explain_steps(args, op) -> int:
     for name, v in (("pred", x), ("weight", w)):
         if v is not None and not np.isfinite(v):
             raise ParameterError(f"--{name}={getattr(args, name)!r} overflows {args.format}; expected a finite value")
-    bound = op.bind_recipe(args.variant, np.array([[x]], dtype), np.array([[t]], np.int32), None,
+    bound = op.bind_recipe(args.variant, np.array([[x]], dtype), target_kind(op).array([[t]], dtype), None,
                            None if w is None else np.array([[w]], dtype), **attributes, reduction="none",
                            machine=args.machine)
     tr = trace(bound)
@@ -264,7 +265,7 @@ def _explain_steps(args, op) -> int:
                           np.array([rounded]))[0])
     steps = [{"step": name, "computed": float(np.asarray(tr.values[name]).ravel()[0]).hex()}
              for name in tr.names if tr.values.get(name) is not None]
-    inputs = {"pred": float(x).hex(), "target": t, **{k: v.hex() for k, v in attributes.items()},
+    inputs = {"pred": float(x).hex(), "target": target_json(t), **{k: v.hex() for k, v in attributes.items()},
               "weight": None if w is None else float(w).hex()}
     if args.json:
         print(json.dumps({"operator": args.operator, "variant": args.variant, "machine": args.machine,
@@ -273,7 +274,7 @@ def _explain_steps(args, op) -> int:
                           "attribution": None}, indent=1, allow_nan=False))
         return 0
     lines = [f"variant  {args.variant} of {args.operator} on {args.machine}, {args.format} pred/weight",
-             f"pred     {float(x).hex():<24} {float(x)!r}", f"target   {t}",
+             f"pred     {float(x).hex():<24} {float(x)!r}", f"target   {target_text(t)}",
              *(f"{name:<8} {v.hex():<24} {v!r} (float32)" for name, v in attributes.items()),
              f"weight   {'absent' if w is None else f'{float(w).hex():<24} {float(w)!r}'}",
              f"exact    {exact}",

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from precision.cli.options import (DEFAULT_RUNS_DIR, DEFAULT_SCORE_DIR, command_operator, load_cli_plugins,
                                    load_run_plugins, parse_attribute_lists, parse_attribute_ranges, parse_exact_float,
-                                   parse_int, require_cache_dir, require_dir, require_file, require_output_file)
+                                   parse_int, parse_target, require_cache_dir, require_dir, require_file,
+                                   require_output_file)
 from precision.engine.cache import ResultCache, TermCache
 from precision.engine.estimate import memory_limit, plan_study
 from precision.io.files import atomic_open
@@ -225,10 +226,10 @@ def cmd_hunt(args) -> int:
         raise ParameterError(f"--top={args.top!r}; expected a positive integer")
     ranges = parse_attribute_ranges(args)
     attribute_lists = {k: v for k, v in parse_attribute_lists(args).items() if k[:-1] not in ranges}
-    targets = [parse_int(v, "target") for v in args.target or ["0", "1"]]
     corpus = require_output_file(args.corpus, "--corpus") if args.corpus else None
     load_cli_plugins(args)
     op = command_operator(args)
+    targets = [parse_target(v, op, [args.format]) for v in args.target or ["0", "1"]]
     if args.outside_neighbourhood and op.ROOT_NEIGHBOURHOOD_C is None:
         raise ParameterError(f"--outside-neighbourhood: the operator {args.operator!r} has no root neighbourhood "
                              "(its exact value has no cancelling factor)")

@@ -87,6 +87,7 @@ from precision.engine.operators import get_operator, input_keys
 from precision.engine.study import Study
 from precision.engine.points import study_preds_by_term
 from precision.io.frames import write_csv
+from precision.recipes.target_kinds import target_kind
 
 __all__ = ["PREDICTED_CAUSES", "group_keys", "cause_columns", "GUARD_COLUMNS", "AttributionTables",
            "attribution_tables", "write_attribution", "confusion_table", "select_points"]
@@ -233,7 +234,7 @@ class _Tensors:
         """pred, target, dout, weight arrays ``[1, n]`` in the profile's formats (weight None when absent)."""
         n = pred.size
         x = np.asarray(pred, np.float64).astype(get_format(profile.pred).dtype).reshape(1, n)
-        t = np.asarray(target, np.int32).reshape(1, n)
+        t = target_kind(get_operator(self.study.operator)).array(target, x.dtype).reshape(1, n)
         d = np.full((1, n), dout, np.float64).astype(get_format(profile.dout).dtype)
         w = None if np.isnan(weight) else np.full((1, n), weight, np.float64).astype(get_format(profile.weight).dtype)
         return x, t, d, w
@@ -249,7 +250,7 @@ class _Tensors:
                plan.keys[plan.names.index("g4_tile")])
         if key not in self._flags:  # g4_tile reads pF and qF only: one evaluation per configuration and profile
             preds = self.task_preds(profile, term)
-            targets = np.asarray(self.study.targets, np.int32)
+            targets = np.asarray(self.study.targets)
             P, T = preds.size, targets.size
             x, t, d, w = self.operands(profile, np.repeat(preds, T), np.tile(targets, P), batch["weight"],
                                        batch["dout"])
@@ -266,7 +267,7 @@ class _Tensors:
         if not np.array_equal(bits[k], wanted) or not set(np.asarray(target).tolist()) <= set(order):
             raise ParameterError(f"points of variant={variant!r}, profile={profile.name!r} are not elements of the "
                                  f"study's task tensor; pass the points.parquet of a run of study {self.study.name!r}")
-        j = np.array([order[int(v)] for v in np.asarray(target)], dtype=np.int64)
+        j = np.array([order[v] for v in np.asarray(target).tolist()], dtype=np.int64)
         return flags[rows[k] * len(self.study.targets) + j]
 
 

@@ -26,6 +26,7 @@ from typing import Callable
 import numpy as np
 
 from precision.errors import PrecisionError
+from precision.recipes.target_kinds import TARGET_KINDS
 
 __all__ = ["OPERATORS", "DEFAULT_OPERATOR", "REQUIRED", "OPTIONAL", "get_operator", "term_chunk", "RunStage",
            "Comparison", "unique_comparisons", "input_keys", "search_order", "default_studies"]
@@ -173,8 +174,9 @@ OPTIONAL = {
     "evaluate": _Derived(_evaluate_one),
     "recipe_call": lambda variant: None, "bind_recipe": None,
     # inputs: the attribute whose reusable terms are tabled per value (None: one table, keyed None); the inputs a
-    # point has besides pred and the attributes (a loss's gradient: target, weight, upstream gradient, mean count)
-    "TERMS_ATTRIBUTE": None, "INPUTS": ("target", "weight", "dout", "count"),
+    # point has besides pred and the attributes (a loss's gradient: target, weight, upstream gradient, mean count);
+    # the target's kind (precision.recipes.target_kinds: "binary", an int32 selector, or "real", a float value)
+    "TERMS_ATTRIBUTE": None, "INPUTS": ("target", "weight", "dout", "count"), "TARGET_KIND": "binary",
     # the oracle's measured speed (terms per core-second), for a run's estimate; None: the engine's measured rate
     "TERMS_PER_SECOND": None,
     # guards: none; per-element decisions not tracked (the report: "fired: not tracked")
@@ -227,6 +229,9 @@ def get_operator(name: str) -> ModuleType:
         for key, default in OPTIONAL.items():
             if not hasattr(module, key):
                 setattr(module, key, default.make(module) if isinstance(default, _Derived) else default)
+        if module.TARGET_KIND not in TARGET_KINDS:
+            raise PrecisionError(f"operator {name!r} has TARGET_KIND={module.TARGET_KIND!r}; expected one of "
+                                 f"{', '.join(TARGET_KINDS)}")
         module._PROTOCOL_COMPLETE = True
     return module
 

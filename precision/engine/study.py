@@ -74,10 +74,11 @@ from pathlib import Path
 
 import numpy as np
 
-from precision.errors import PrecisionError, StudyFileError
+from precision.errors import ParameterError, PrecisionError, StudyFileError
 from precision.exact.formats import FORMATS, round_to_format
 from precision.engine.operators import DEFAULT_OPERATOR, OPERATORS, get_operator
 from precision.machine import get_machine
+from precision.recipes.target_kinds import target_kind
 
 __all__ = ["PredAxis", "Profile", "Study", "ReportSpec", "load_study", "parse_study", "PER_POINT_MODES",
            "AttributionSpec", "region_labels", "STREAMED_FORMATS", "STREAM_BLOCK", "SECTION_OPTIONS", "DEFAULT_SECTIONS", "section_options"]
@@ -519,11 +520,15 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     pred_sets = tuple(_parse_pred(_Reader(path, t, f"pred[{i}]." if len(tables) > 1 else "pred.",
                                           set().union(*_pred_keys(op).values())), op) for i, t in enumerate(tables))
     pts = top.table_of("points", _POINT_KEYS | set(op.ATTRIBUTES))
+    kind = target_kind(op)
     targets = []
     for v in pts.array("target", [0, 1]):
-        if isinstance(v, bool) or not isinstance(v, int) or not -2**31 <= v < 2**31:
-            raise pts.error("target", f"{v!r}; expected int32 selector values")
-        targets.append(v)
+        if not kind.real:
+            if isinstance(v, bool) or not isinstance(v, int) or not -2**31 <= v < 2**31:
+                raise pts.error("target", f"{v!r}; expected int32 selector values")
+            targets.append(v)
+        else:
+            targets.append(_parse_float_text(pts, "target", v))
     attributes = tuple((name, _float32_axis(pts, name, list(default))) for name, default in op.ATTRIBUTES.items())
     weights = []
     for i, v in enumerate(pts.array("weight", ["none"])):
@@ -536,6 +541,11 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     first = pred_sets[0].format
     profiles = tuple(_parse_profile(pts, p) for p in pts.array("profiles", [first if first in _INPUT_FORMATS
                                                                               else "fp32"]))
+    for v in targets:  # a real target is an exact value of every format pred takes, never rounded on the way in
+        try:
+            kind.check_exact(v, dict.fromkeys(p.pred for p in profiles), "value")
+        except ParameterError as exc:
+            raise pts.error("target", str(exc)) from None
     edges = tuple(_parse_float_text(pts, "regions", v) for v in pts.array("regions", list(op.DEFAULT_REGION_EDGES)))
     if any(b <= a for a, b in zip(edges, edges[1:])):
         raise pts.error("regions", f"{list(edges)}; expected strictly increasing edges")

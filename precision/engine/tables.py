@@ -38,6 +38,7 @@ from precision.engine.task import EXTENT_LEVELS, PRED_BIN_EDGES, exact_input, ru
 from precision.errors import PrecisionError
 from precision.io.files import atomic_open
 from precision.io.frames import columns_from_arrays, hex_floats, stack_arrays, write_csv
+from precision.recipes.target_kinds import target_text
 
 __all__ = ["RunResult", "Gathered", "code_digest", "make_output_folder", "write_gathered", "write_run_json", "extents_table", "load_stats",
            "load_paired", "sort_table", "comparison_table", "hex_witnesses", "group_keys", "pair_keys",
@@ -100,8 +101,9 @@ WITNESS_PREFIXES = ("witness_", "finite_witness_", "gain_witness_", "loss_witnes
 
 def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
     """A table with its witness inputs spelled as exact hex floats (``none`` for an absent weight; empty where
-    a group has no witness) and the ``integers`` (selectors) as integers, as every CSV table and report shows
-    them.  The inputs of a family are :func:`precision.analysis.groups.witness_fields`'s (pred, the operator's
+    a group has no witness) and the ``integers`` (selectors) as integers (a column holding a real target's
+    non-integral value: every value as :func:`precision.recipes.target_kinds.target_text` spells it), as every
+    CSV table and report shows them.  The inputs of a family are :func:`precision.analysis.groups.witness_fields`'s (pred, the operator's
     attributes, weight, dout) held as floats, not the ``integers``."""
     out = table.copy()
     for prefix in WITNESS_PREFIXES:
@@ -120,7 +122,9 @@ def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
             col = f"{prefix}{name}"
             if col in out.columns:
                 t = pd.to_numeric(out[col], errors="coerce").to_numpy(np.float64)
-                out[col] = np.where(none, None, np.asarray([None if np.isnan(v) else int(v) for v in t], dtype=object))
+                spell = int if np.all(np.isnan(t) | (t == np.round(t))) else target_text  # one type a column
+                out[col] = np.where(none, None, np.asarray([None if np.isnan(v) else spell(v) for v in t],
+                                                           dtype=object))
     return out
 
 

@@ -59,6 +59,7 @@ from precision.analysis.paired import PairedStats
 from precision.analysis.scoring import COMPILED_MIN_POINTS, Scorer
 from precision.engine.operators import get_operator
 from precision.engine.study import WORST_PER_GROUP, Profile, Study
+from precision.recipes.target_kinds import target_kind
 
 __all__ = ["Task", "TaskResult", "build_tasks", "task_key", "run_task", "run_tasks", "machine_siblings", "share_terms", "task_terms",
            "exact_input", "PRED_BIN_EDGES", "EXTENT_LEVELS", "hole_extents", "variant_digest", "shared_digest", "task_digest", "source_digest",
@@ -428,7 +429,7 @@ class _Tensor:
         P, T = task.preds.size, len(task.targets)
         self.P, self.T = P, T
         self.pred2d = np.repeat(task.preds.astype(fmt.dtype)[:, None], T, axis=1)
-        self.target2d = np.broadcast_to(np.asarray(task.targets, dtype=np.int32), (P, T)).copy()
+        self.target2d = np.broadcast_to(target_kind(op).array(task.targets, fmt.dtype), (P, T)).copy()
         dout_exact = exact_input(task.dout, task.profile.dout)
         self.dout2d = np.full((P, T), dout_exact, dtype=get_format(task.profile.dout).dtype)
         if task.weight is None:

@@ -91,6 +91,7 @@ from precision.analysis.scoring import CLASS_NAMES, SPECIAL_CLASSES
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.engine.sweep import comparison_table, hex_witnesses, load_stats
 from precision.io.frames import write_csv
+from precision.recipes.target_kinds import target_text
 
 __all__ = ["diff_runs", "write_diff", "DiffResult", "WORDS", "WORST_POINTS", "point_keys"]
 
@@ -431,7 +432,7 @@ def _variant_rows(paired, table, worst, common, order_a, order_b, present_a, pre
         row["max_loss_bits"] = float(p["max_loss_bits"])
         row["worst_loss_bits"] = float(_worst_loss(p["specials_caused"], p["max_loss_bits"]))
         for c in _witness_inputs(attributes):
-            row[f"witness_{c}"] = None if top is None else str(int(top[c])) if c == "target" else top[c]
+            row[f"witness_{c}"] = None if top is None else target_text(top[c]) if c == "target" else top[c]
         rows.append(row)
     for v in order_a:
         if v in present_a and v not in present_b:

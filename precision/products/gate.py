@@ -77,6 +77,7 @@ from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import LEVEL_RANK, ROW_LEVEL_RANK, settings_from_options, standards_table
 from precision.engine.study import load_study
 from precision.engine.sweep import hex_witnesses, load_stats, run_study
+from precision.recipes.target_kinds import target_text
 
 __all__ = ["Budget", "GateSettings", "GateLine", "load_budgets", "measure", "check_budgets", "run_gate",
            "propose_budgets", "append_to_corpus", "METRICS"]
@@ -290,7 +291,7 @@ def measure(run_dir) -> pd.DataFrame:
 def _witness(row) -> str:
     """The inputs of a row's witness: pred, target, the operator's attributes, weight, dout."""
     fields = witness_fields(row.keys(), "witness_", inputs_only=True)
-    return ",".join(f"{f}={int(row['witness_target']) if f == 'target' else row[f'witness_{f}']}" for f in fields)
+    return ",".join(f"{f}={target_text(row['witness_target']) if f == 'target' else row[f'witness_{f}']}" for f in fields)
 
 
 def check_budgets(budgets, observed: pd.DataFrame) -> list:

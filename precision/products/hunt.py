@@ -140,6 +140,7 @@ from precision.exact.terms import TermTable
 from precision.machine import get_machine
 from precision.analysis.scoring import CLASS_NAMES, classify, ulp_error
 from precision.products.hunt_result import HuntResult
+from precision.recipes.target_kinds import target_json, target_kind
 
 __all__ = ["HuntResult", "hunt", "rescore", "KINDS", "BATCH", "TOP_KEPT", "LOCAL_SHARE", "LADDER_BITS", "SAMPLE_RANGE",
            "POINT_STREAMS", "FRESH_COMBOS", "RANGE_END_SHARE", "ATTRIBUTE_MOVES", "RANGED_BATCH", "SPECIALS_SHOWN",
@@ -280,7 +281,8 @@ class _Space:
         return self.attribute_of(name, combo) if name is not None else np.full(np.shape(combo), np.nan)
 
     def targets_of(self, combo) -> np.ndarray:
-        return np.asarray(self.target_values, dtype=np.int64)[self.digits(combo)[-1]]
+        """Each combination's target: int64 selectors, or float64 values of a real target."""
+        return np.asarray(self.target_values)[self.digits(combo)[-1]]
 
     def attributes(self, combo: int) -> dict:
         """{name: value} of one combination."""
@@ -363,7 +365,7 @@ def _score_points(space: _Space, ordinal, combo, certify: bool = False) -> dict:
         for values in np.unique(rows, axis=0):
             k = np.flatnonzero((rows == values).all(axis=1))
             given = {name: float(v) for name, v in zip(space.names, values)}
-            computed[k] = _evaluate(space, preds[sel[k]][:, None], ts[k].astype(np.int32)[:, None], given)[:, 0]
+            computed[k] = _evaluate(space, preds[sel[k]][:, None], target_kind(op).array(ts[k], preds.dtype)[:, None], given)[:, 0]
         err = ulp_error(computed, (d.exact_hi, d.exact_lo), fmt, d.rounded)
         err = np.where(np.isnan(d.rounded.astype(np.float64)), np.nan, np.where(np.isnan(err), np.inf, err))
         out["err"][sel] = err
@@ -624,7 +626,8 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
             targets = space.targets_of(mine)
             T = targets.size
             computed = _evaluate(space, np.repeat(values[:, None], T, axis=1),
-                                 np.broadcast_to(targets.astype(np.int32), (values.size, T)).copy(), attributes)
+                                 np.broadcast_to(target_kind(op).array(targets, values.dtype), (values.size, T)).copy(),
+                                 attributes)
             for j, ci in enumerate(mine.tolist()):
                 d = op.derive_exact(x, np.full(P, targets[j]), *[np.full(P, v) for v in attributes.values()],
                                        np.ones(P), np.ones(P), np.ones(P, dtype=np.int64), fmt, pos, neg)
@@ -665,7 +668,8 @@ def _alone(space: _Space, rows: dict) -> np.ndarray:
     for i in range(out.size):
         ci = int(rows["combo"][i])
         pred = from_ordinal(rows["ordinal"][i:i + 1], fmt)[:, None]
-        c = _evaluate(space, pred, space.targets_of(np.array([[ci]])).astype(np.int32), space.attributes(ci))[:, 0]
+        t = target_kind(space.op).array(space.targets_of(np.array([[ci]])), pred.dtype)
+        c = _evaluate(space, pred, t, space.attributes(ci))[:, 0]
         e = ulp_error(c, (rows["exact_hi"][i:i + 1], rows["exact_lo"][i:i + 1]), fmt, rows["rounded"][i:i + 1])
         out[i] = np.inf if np.isnan(e[0]) else e[0]
     return out
@@ -738,14 +742,20 @@ def _ranges(ranges: dict, op, attribute_values: dict) -> dict:
     return out
 
 
-def _int_list(values, name: str) -> tuple:
+def _target_list(values, kind, fmt: str) -> tuple:
+    """The hunted targets, distinct, in order: int32 selectors, or a real target's values exact in ``fmt``."""
     out = []
     for v in values:
+        if kind.real:
+            value = kind.parse(v.item() if isinstance(v, np.generic) else v, "target")
+            kind.check_exact(value, [fmt], "target")
+            out.append(value)
+            continue
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not -2**31 <= int(v) < 2**31:
-            raise ParameterError(f"{name}={v!r}; expected int32 selectors (0 positive term, 1 negative)")
+            raise ParameterError(f"target={v!r}; expected int32 selectors (0 positive term, 1 negative)")
         out.append(int(v))
     if not out:
-        raise ParameterError(f"{name}=[] is empty; give at least one selector")
+        raise ParameterError("target=[] is empty; give at least one " + ("value" if kind.real else "selector"))
     return tuple(dict.fromkeys(out))
 
 
@@ -839,7 +849,7 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
     order = search_order(op)
     spans = _ranges(ranges or {}, op, attribute_values)
     lists = {a: _float32_list(attribute_values.get(f"{a}s", op.ATTRIBUTES[a]), a) for a in order if a not in spans}
-    targets = _int_list(targets, "target")
+    targets = _target_list(targets, target_kind(op), fmt)
     if seconds is not None and points is not None:
         raise ParameterError("give seconds or points, not both (points makes the hunt reproducible)")
     if seconds is not None and not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
@@ -864,7 +874,8 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
                              "than 2^62")
     dtype = get_format(fmt).dtype
     try:  # the variant takes this format (e.g. naive-fp16 takes fp16 pred only)
-        _evaluate(space, np.zeros((1, 1), dtype=dtype), np.array([[targets[0]]], np.int32), space.attributes(0))
+        _evaluate(space, np.zeros((1, 1), dtype=dtype), target_kind(op).array([[targets[0]]], dtype),
+                  space.attributes(0))
     except PrecisionError as exc:
         raise ParameterError(f"variant={name!r} cannot be hunted in {fmt}: {exc}") from None
 
@@ -902,7 +913,7 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
     witness = {}
     if len(frame):
         r = frame.iloc[0]
-        witness = {"pred": r["pred_hex"], "target": int(r["target"]),
+        witness = {"pred": r["pred_hex"], "target": target_json(r["target"]),
                    **{a: r[f"{a}_hex"] for a in op.ATTRIBUTES}, "weight": "none",
                    **({"dout": (1.0).hex()} if "dout" in op.INPUTS else {})}
     return HuntResult(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
+from precision.recipes.target_kinds import target_json, target_text
 
 __all__ = ["HuntResult"]
 
@@ -113,7 +114,7 @@ class HuntResult:
             cancellation = f" C={r['c_factor']:.4g}" if op.ROOT_NEIGHBOURHOOD_C is not None else ""
             out.append(
                 f"{r['rank']:>3} err={_ulps(r['err_ulp'])} ulp alone={_ulps(r['err_ulp_alone'])} class={r['class']} "
-                f"pred={r['pred_hex']} ({r['pred']!r}) target={r['target']} {attributes} "
+                f"pred={r['pred_hex']} ({r['pred']!r}) target={target_text(r['target'])} {attributes} "
                 f"weight=none{dout} got={r['computed_hex']} "
                 f"want={r['rounded_hex']}{cancellation}")
         c_threshold = op.ROOT_NEIGHBOURHOOD_C
@@ -138,7 +139,7 @@ class HuntResult:
             top.append({
                 "rank": int(r["rank"]), "err_ulp": _json_num(r["err_ulp"]),
                 "err_ulp_alone": _json_num(r["err_ulp_alone"]),
-                "class": r["class"], "pred": r["pred_hex"], "target": int(r["target"]),
+                "class": r["class"], "pred": r["pred_hex"], "target": target_json(r["target"]),
                 **{a: r[f"{a}_hex"] for a in names}, "weight": "none",
                 **({"dout": (1.0).hex()} if "dout" in op.INPUTS else {}), "computed": r["computed_hex"],
                 "rounded": r["rounded_hex"], "exact": _json_num(r["exact"]), "c_factor": _json_num(r["c_factor"]),
@@ -153,7 +154,7 @@ class HuntResult:
             "seed": self.seed, "workers": self.workers, "streams": self.streams,
             **{f"{a}s": [float(v).hex() for v in values] for a, values in self.attributes},
             **{f"{a}_range": [float(lo).hex(), float(hi).hex()] for a, lo, hi in self.ranges},
-            "targets": list(self.targets), "outside_neighbourhood": self.outside_neighbourhood,
+            "targets": [target_json(t) for t in self.targets], "outside_neighbourhood": self.outside_neighbourhood,
             "specials": self.specials, "unresolved": self.unresolved, "top": top,
         }
 

@@ -467,7 +467,7 @@ def score_outputs(inputs, outputs, *, label: str = "device", count=None, compare
                                count=n if inputs.reduction == "mean" else None)
     N, C = inputs.shape
     x = inputs.pred.astype(np.float64).ravel()
-    t = inputs.target.astype(np.int64).ravel()
+    t = inputs.target.astype(np.float64 if inputs.target.dtype.kind == "f" else np.int64).ravel()  # its kind
     w = np.ones(x.size) if inputs.weight is None else inputs.weight.astype(np.float64).ravel()
     d = dout.astype(np.float64).ravel()
     rounded, hi, lo = _exact(x, t, attributes, w, d, n, fmt, op)

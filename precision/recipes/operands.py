@@ -3,8 +3,9 @@
 An operator's ``validate_inputs`` checks its own contract with these (dtypes, ranks, shapes, the element
 count, float32 attributes) and its recipes load and store through :func:`load_operands` and
 :func:`store_output`, on a machine resolved by :func:`resolve_machine`.  Arrays are ``[N, C]``; pred, dout
-and weight float16 or float32, target int32; attributes are float32 values (a Python float is rounded to
-float32, RNE, as the framework builds the attribute).
+and weight float16 or float32, target int32 (a real target, :mod:`precision.recipes.target_kinds`: pred's
+dtype); attributes are float32 values (a Python float is rounded to float32, RNE, as the framework builds the
+attribute).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from precision.errors import DtypeError, ParameterError, ShapeError
 from precision.exact.formats import FP16, FP32
 from precision.machine import Machine, get_machine
+from precision.recipes.target_kinds import BINARY, TargetKind
 
 __all__ = ["FLOAT_INPUT_DTYPES", "INT64_MAX", "check_arrays", "check_rank2", "validate_element_count",
            "float32_attribute",
@@ -36,10 +38,11 @@ def check_rank2(name: str, arr: np.ndarray) -> None:
         raise ShapeError(f"{name} has shape={arr.shape}; expected both dims > 0 (empty inputs are rejected)")
 
 
-def check_arrays(arrays: dict) -> dict:
+def check_arrays(arrays: dict, target_kind: TargetKind = BINARY) -> dict:
     """The operands as arrays, checked in a fixed order (dtypes, then ranks, then shapes, then the element count),
-    so that operands with several faults report the first: ``target`` int32, every other float16 or float32,
-    each rank 2 ``[N, C]`` with N, C > 0, every shape pred's (no broadcasting), ``N * C`` within int64.
+    so that operands with several faults report the first: ``target`` int32 (a ``real`` target kind: pred's
+    dtype, :mod:`precision.recipes.target_kinds`), every other float16 or float32, each rank 2 ``[N, C]`` with
+    N, C > 0, every shape pred's (no broadcasting), ``N * C`` within int64.
 
     ``arrays``: name -> array_like (``pred`` first); None values are left out.  Arrays already of an accepted
     dtype are not copied.
@@ -52,8 +55,7 @@ def check_arrays(arrays: dict) -> dict:
     arrays = {name: np.asarray(a) for name, a in arrays.items() if a is not None}
     for name, arr in arrays.items():
         if name == "target":
-            if arr.dtype != np.int32:
-                raise DtypeError(f"target dtype={arr.dtype}; expected int32")
+            target_kind.check_array(arr, arrays["pred"].dtype)
         elif arr.dtype not in FLOAT_INPUT_DTYPES:
             raise DtypeError(f"{name} dtype={arr.dtype}; expected float16 or float32")
     for name, arr in arrays.items():
@@ -159,13 +161,15 @@ def load_operands(machine, inputs) -> dict:
 
     pred, dout and weight are converted to the compute format (exactly from
     narrower formats, RNE from wider ones; not counted as ops); the int32
-    target is converted with RNE (a hardware Cast, counted).  ``w`` is None
-    when weight is absent.
+    target is converted with RNE (a hardware Cast, counted), a real one (a
+    float target, :mod:`precision.recipes.target_kinds`) as weight is.  ``w``
+    is None when weight is absent.
     """
     m = machine
+    t = inputs.target.reshape(-1)
     return {
         "x": m.asarray(inputs.pred.reshape(-1)),
-        "t": m.from_int32(inputs.target.reshape(-1)),
+        "t": m.asarray(t) if t.dtype.kind == "f" else m.from_int32(t),
         "d": m.asarray(inputs.dout.reshape(-1)) if inputs.dout is not None else None,
         "w": m.asarray(inputs.weight.reshape(-1)) if inputs.weight is not None else None,
     }

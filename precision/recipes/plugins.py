@@ -76,6 +76,7 @@ import numpy as np
 from precision.errors import PluginError, PrecisionError
 from precision.exact.formats import get_format
 from precision.recipes.registry import Variant, VariantTable
+from precision.recipes.target_kinds import BINARY, TargetKind
 
 __all__ = ["Plugin", "PluginLoader", "SMOKE_PRED", "SMOKE_TARGET"]
 
@@ -181,11 +182,14 @@ class PluginLoader:
     smoke_keywords : mapping
         The keywords of the load-time evaluation besides ``machine="ieee"`` (the attributes, the reduction, and
         ``count`` when the reduction needs it).
+    target_kind : TargetKind, default BINARY
+        The operator's target kind (:mod:`precision.recipes.target_kinds`): the smoke target's dtype.
     """
 
     def __init__(self, table: VariantTable, *, evaluate: Callable, evaluate_variants: Callable, bind_call: Callable,
-                 signature: Callable, smoke_keywords: dict):
+                 signature: Callable, smoke_keywords: dict, target_kind: TargetKind = BINARY):
         self.table = table
+        self.target_kind = target_kind
         self.evaluate = evaluate
         self.evaluate_variants = evaluate_variants
         self.bind_call = bind_call
@@ -259,10 +263,10 @@ class PluginLoader:
 
     def _smoke(self, name: str, shown: str) -> None:
         """Evaluate a freshly registered variant once (float32 and float16 pred, ieee); raise PluginError."""
-        t = np.array([SMOKE_TARGET], dtype=np.int32)
         rejected = []
         for dtype in (np.float32, np.float16):
             x = np.array([SMOKE_PRED], dtype=dtype)
+            t = self.target_kind.array([SMOKE_TARGET], dtype)
             args = (x, t, np.ones_like(x), None)
             kwargs = dict(self.smoke_keywords, machine="ieee")
             try:
@@ -529,9 +533,9 @@ class PluginLoader:
             returns a wrong shape or dtype on one of them.
         """
         names = [n for n in dict.fromkeys(self._expand(variants)) if self.variant_source(n) is not None]
-        t = np.array([SMOKE_TARGET], dtype=np.int32)
         for profile in profiles:
             x = np.array([SMOKE_PRED], dtype=get_format(profile.pred).dtype)
+            t = self.target_kind.array([SMOKE_TARGET], x.dtype)
             d = np.ones(x.shape, dtype=get_format(profile.dout).dtype)
             w = np.full(x.shape, 0.5, dtype=get_format(profile.weight).dtype) if weight else None
             for machine in machines:

@@ -22,6 +22,7 @@ from precision.engine.sweep import run_study
 from precision.errors import PrecisionError, StudyFileError
 
 from cli_support import precision, tree
+from operator_support import register
 from study_support import study_with
 
 #: A sibling operator: SigmoidFocalLossGrad's interface, its shared evaluation counted.
@@ -82,17 +83,6 @@ class TestStudyFile:
 def mirror(tmp_path, monkeypatch):
     """The sibling operator ``mirror`` registered (its module on the path): its module."""
     return register(tmp_path, monkeypatch, "mirror", MIRROR)
-
-
-def register(tmp_path, monkeypatch, name: str, source: str):
-    """The operator ``name`` registered from the module text ``source`` (put on the path for this test only):
-    ``get_operator(name)``."""
-    folder = tmp_path / f"{name}_operator"
-    folder.mkdir()
-    (folder / f"{name}_operator.py").write_text(source)
-    monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setitem(operators.OPERATORS, name, f"{name}_operator")
-    return get_operator(name)
 
 
 def test_a_sibling_operator_runs_through_the_same_engine(tmp_path, mirror):

@@ -35,6 +35,7 @@ from precision.analysis.paired import GARBAGE_ULP
 from precision.products.report.findings import fmt_num
 from precision.products.report.mechanism import attribute_witness, explain_line, witness_at
 from precision.products.report.tables import region_bounds
+from precision.recipes.target_kinds import target_text
 
 __all__ = ["SUBJECT", "FIX_VARIANT", "MODERATE_LOGIT", "DEFECT_ULP", "INPUT_CLASSES", "defect_table", "defect_rows",
            "defect_lines", "input_class_text"]
@@ -176,7 +177,7 @@ def defect_lines(t: pd.DataFrame, term: str | None = "gamma") -> list:
         if r["max_finite_ulp"] > DEFECT_ULP:
             what.append(f"finite errors up to {fmt_num(float(r['max_finite_ulp']))} ulp (at pred="
                         f"{_hexdec(r['witness_pred'])}" + (f" {term}={_hexdec(r.get(f'witness_{term}'))}" if term
-                                                           else "") + f" t={int(float(r['witness_target']))})")
+                                                           else "") + f" t={target_text(r['witness_target'])})")
         born = f"born at step {r['step']} ({r['cause']})" if r.get("step") else "step not attributed"
         body = f"{'; '.join(what)}; {born}; fixed by: {_fix(r)}"
         key = (r["format"], r["inputs"], body)

@@ -21,6 +21,7 @@ import pandas as pd
 from precision.engine.operators import search_order
 from precision.products.hunt import rescore
 from precision.products.report.tables import short_hex
+from precision.recipes.target_kinds import parse_target_text, target_json, target_text
 
 __all__ = ["hunt_table", "corpus_preds", "point_table", "known_sources", "rescored_maxima"]
 
@@ -57,7 +58,8 @@ def _hunt_points(path: Path, op) -> pd.DataFrame:
     h = json.loads(path.read_text())
     names = list(op.ATTRIBUTES)
     pts = [h.get("witness") or {}] + list(h.get("top") or [])
-    rows = [(float.fromhex(str(p["pred"])), int(p["target"]), *(float.fromhex(str(p[a])) for a in names))
+    rows = [(float.fromhex(str(p["pred"])), parse_target_text(p["target"]),
+             *(float.fromhex(str(p[a])) for a in names))
             for p in pts if p.get("pred") is not None]
     return pd.DataFrame(rows, columns=["pred", "target", *names]).drop_duplicates()
 
@@ -74,7 +76,7 @@ def point_table(path: Path, op) -> pd.DataFrame:
     def number(text):
         text = str(text).strip()
         return float.fromhex(text) if "0x" in text.lower() else float(text)
-    return pd.DataFrame({"pred": [number(v) for v in raw["pred"]], "target": raw["target"].astype(int),
+    return pd.DataFrame({"pred": [number(v) for v in raw["pred"]], "target": [parse_target_text(v) for v in raw["target"]],
                          **{a: [number(v) for v in raw[a]] for a in names}})
 
 
@@ -159,12 +161,13 @@ def rescored_maxima(run, variant: str, machine: str, known, outside_only: bool, 
         rows.append({"machine": machine, "source": source, "kind": kind, "how": how, "points": len(s),
                      "max_ulp": float(top["err_ulp"]) if top is not None else np.nan,
                      "stored_max_ulp": stored.get(machine, np.nan),
-                     **({f"witness_{k}": (int(top[k]) if k == "target" else float(top[k]).hex())
+                     **({f"witness_{k}": (target_json(top[k]) if k == "target" else float(top[k]).hex())
                          for k in ("pred", "target", *names)} if top is not None else {}),
                      "c_factor": float(top["c_factor"]) if top is not None else np.nan,
                      # special outputs among every point of the source, the neighbourhood included
                      "specials": len(special),
                      "special_at": "" if special.empty else " ".join(
-                         f"{k}={int(special.iloc[0][k]) if k == 'target' else short_hex(float(special.iloc[0][k]))}"
-                         for k in ("pred", "target", *names)) + f" ({special.iloc[0]['class']})"})
+                         f"{k}={target_text(v) if k == 'target' else short_hex(float(v))}"
+                         for k, v in ((k, special.iloc[0][k]) for k in ("pred", "target", *names)))
+                     + f" ({special.iloc[0]['class']})"})
     return rows

@@ -26,6 +26,7 @@ from precision.products.report.findings import cite
 from precision.products.report.tables import region_text
 from precision.engine.operators import DEFAULT_OPERATOR, get_operator
 from precision.io.shell import shell_join
+from precision.recipes.target_kinds import parse_target_text, target_text
 
 __all__ = ["Witness", "witness_of", "explain_command", "explain_line", "attribute_witness", "task_counts",
            "mechanism_of", "witness_at", "effect_of", "Effect"]
@@ -98,7 +99,7 @@ def witness_at(run, variant: str, row, prefix: str, profile: str | None = None) 
     for k in (*names, "weight", "dout"):
         sel = sel[_same(sel[k], row.get(f"{prefix}{k}"))]
     count = int(sel["count"].iloc[0]) if len(sel) else 1
-    return Witness(variant, row["machine"], row["format"], _hex(pred), int(float(row[f"{prefix}target"])),
+    return Witness(variant, row["machine"], row["format"], _hex(pred), parse_target_text(row[f"{prefix}target"]),
                    tuple((k, _hex(row[f"{prefix}{k}"])) for k in names), _hex(row.get(f"{prefix}weight")),
                    _hex(row[f"{prefix}dout"]), count, run.operator_name)
 
@@ -115,7 +116,7 @@ def explain_command(operator: str, variant: str, machine: str, fmt: str, pred: s
     whatever the default), with the inputs that operator has (its ``INPUTS``; ``count`` when given).  Inputs are
     hex strings; ``attributes``: ``(name, hex)`` pairs in the operator's order."""
     inputs = get_operator(operator).INPUTS
-    words = ["precision", "explain", variant, "--operator", operator, "--pred", pred, "--target", target]
+    words = ["precision", "explain", variant, "--operator", operator, "--pred", pred, "--target", target_text(target)]
     words += [word for name, value in attributes for word in (f"--{name}", value)]
     words += ["--weight", weight] if weight is not None else []
     words += ["--dout", dout] if "dout" in inputs and dout is not None else []

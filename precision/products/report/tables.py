@@ -15,6 +15,7 @@ import pandas as pd
 from precision.exact.formats import get_format
 from precision.products.report.findings import fmt_num
 from precision.engine.sweep import COMPARISON_KEYS, comparison_table, hex_witnesses, sort_table
+from precision.recipes.target_kinds import target_text
 
 __all__ = ["stat_table", "group_table", "paired_table", "ordered", "region_bounds", "region_text", "short_hex", "exact_text", "decimal_text", "inputs_text", "maximum_label", "describe_error",
            "error_kind"]
@@ -126,7 +127,7 @@ def inputs_text(row, prefix: str = "witness_", suffix: str = "", attributes=(), 
         return ""
     parts = [f"pred={short_hex(get('pred'))} ({decimal_text(get('pred'))})"]
     if get("target") is not None:
-        parts.append(f"t={int(float(get('target')))}")
+        parts.append(f"t={target_text(get('target'))}")
     for key, name in (*((a, a) for a in attributes), ("weight", "w"), *((("dout", "dout"),) if dout else ())):
         v = get(key)
         if v is not None:

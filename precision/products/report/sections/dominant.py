@@ -31,6 +31,7 @@ from precision.products.report.sections.attribution import dominant_causes, step
 from precision.products.report.sections.summary import headline_variants
 from precision.products.report.tables import describe_error, error_kind, inputs_text, region_text, stat_table
 from precision.analysis.scoring import SPECIAL_CLASSES
+from precision.recipes.target_kinds import parse_target_text, target_text
 
 __all__ = ["build", "dominant_table", "FIRST_SCREEN_LINES"]
 
@@ -117,11 +118,11 @@ def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame, op, machines: int) -> t
     """One group's line: its worst machine's max finite error and witness, where its error is born, and its
     special outputs counted over the run's ``machines`` machines (said so when there are several)."""
     r = t.iloc[i]
-    w = {"variant": r["variant"], "format": r["format"], "target": int(r["target"]), "region": r["region"]}
+    w = {"variant": r["variant"], "format": r["format"], "target": parse_target_text(r["target"]), "region": r["region"]}
     mx, cnt = cite("max_finite_ulp", T, t, w, "max_finite_ulp"), cite("count", T, t, w, "count")
     specials = [cite(c, T, t, w, c) for c in SPECIAL_CLASSES]
     nums = [cnt] + [c for c in specials if c.value]
-    head = f"{r['format']}, t={int(r['target'])}, {region_text(r['region'])}, {r['variant']}"
+    head = f"{r['format']}, t={target_text(r['target'])}, {region_text(r['region'])}, {r['variant']}"
     bad = ", ".join(f"{c.text} {c.name}" for c in specials if c.value)
     over = f" on the {machines} machines" if machines > 1 else ""
     tail = f"; {bad} of {cnt.text} outputs{over}." if bad else f"; no special output of {cnt.text}{over}."

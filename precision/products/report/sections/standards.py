@@ -31,6 +31,7 @@ from precision.analysis.groups import witness_attributes, witness_fields
 from precision.analysis.msprobe import MSPROBE_VERDICTS
 from precision.analysis.scoring import SPECIAL_CLASSES
 from precision.analysis.standards import RATIO_LEVELS, StandardsSettings, standards_table, settings_from_options
+from precision.recipes.target_kinds import parse_target_text, target_json
 
 __all__ = ["build", "verdict_table", "summary_table", "msprobe_table", "blind_table", "explain_line"]
 
@@ -43,7 +44,7 @@ def explain_line(variant: str, machine: str, fmt: str, w: dict, operator: str = 
     pred, target, the operator's attributes, weight and dout, as :func:`precision.analysis.groups.witness_fields`
     names them)."""
     weight = None if np.isnan(float(w["weight"])) else float(w["weight"]).hex()
-    return explain_command(operator, variant, machine, fmt, float(w["pred"]).hex(), int(w["target"]),
+    return explain_command(operator, variant, machine, fmt, float(w["pred"]).hex(), parse_target_text(w["target"]),
                            [(k, float(w[k]).hex()) for k in witness_attributes(w)], weight,
                            float(w["dout"]).hex() if "dout" in w else None)
 
@@ -116,7 +117,7 @@ def blind_table(stats, variants, operator: str = DEFAULT_OPERATOR) -> pd.DataFra
             rows.append({"kind": kind, "variant": r["variant"], "machine": r["machine"], "format": r["format"],
                          "count": int(r[count_col]), "worst": float(r[top_col]),
                          "worst_unit": "ulp" if kind == "blind" else "r",
-                         "pred": float(w["pred"]).hex(), "target": int(w["target"]),
+                         "pred": float(w["pred"]).hex(), "target": target_json(w["target"]),
                          "computed": float(w["computed"]).hex(), "exact": float(w["exact"]).hex(),
                          "explain": explain_line(r["variant"], r["machine"], r["format"], w,
                                                  operator)})
