@@ -365,8 +365,9 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="dtype of a raw --outputs dump, little-endian (default: none; required for a raw dump)")
     add_operator_option(p)
     add_attribute_options(p, help_suffix="the outputs were computed with (float32)")
-    p.add_argument("--reduction", default="mean", choices=["none", "sum", "mean"],
-                   help="reduction attribute (mean: coefficient 1/(N*C))")
+    p.add_argument("--reduction", choices=["none", "sum", "mean"],
+                   help="reduction attribute (mean: coefficient 1/(N*C)); one of the operator's REDUCTIONS "
+                        "(default: mean, or the operator's first when it takes no mean: none for sigmoid_focal_loss)")
     p.add_argument("--label", help="name of the outputs in the tables (default: the --outputs file's stem)")
     p.add_argument("--out", metavar="DIR",
                    help="result folder, replaced as a whole (default: out/score/<label>)")

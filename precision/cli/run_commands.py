@@ -297,6 +297,10 @@ def cmd_score(args) -> int:
     op = command_operator(args)
     if "dout" in files and "dout" not in op.INPUTS:
         raise ParameterError(f"--dout: the operator {args.operator!r} has no dout input")
+    reduction = args.reduction or ("mean" if "mean" in op.REDUCTIONS else op.REDUCTIONS[0])
+    if reduction not in op.REDUCTIONS:
+        raise ParameterError(f"--reduction={reduction}: the operator {args.operator!r} takes "
+                             f"{', '.join(op.REDUCTIONS)} (its REDUCTIONS)")
     if args.compare_with:
         op.get_variant(args.compare_with)
         get_machine(args.machine)
@@ -305,14 +309,14 @@ def cmd_score(args) -> int:
                          weight=files.get("weight"))
     if "dout" not in op.INPUTS and arrays.get("dout") is not None:
         raise ParameterError(f"--inputs: {files['inputs']} holds a dout; the operator {args.operator!r} has none")
-    inputs = validate_score_inputs(arrays, **attributes, reduction=args.reduction, operator=args.operator)
+    inputs = validate_score_inputs(arrays, **attributes, reduction=reduction, operator=args.operator)
     outputs = load_outputs(files["outputs"], shape=shape, dtype=args.dtype, pred=inputs.pred)
     result = score_outputs(inputs, outputs, label=label, compare_with=args.compare_with,
                            machine=args.machine, operator=args.operator)
     named = ["--operator", args.operator] if args.operator != DEFAULT_OPERATOR else []
     command = shell_join(["precision", "score", *named, *(w for k, v in files.items() for w in (f"--{k}", v)),
                           *(w for name in op.ATTRIBUTES for w in (f"--{name}", getattr(args, name))),
-                          "--reduction", args.reduction, "--label", label,
+                          "--reduction", reduction, "--label", label,
                           *(["--shape", args.shape] if args.shape else []),
                           *(["--dtype", args.dtype] if args.dtype else []),
                           *(["--compare-with", args.compare_with, "--machine", args.machine]

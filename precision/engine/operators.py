@@ -177,6 +177,8 @@ OPTIONAL = {
     # point has besides pred and the attributes (a loss's gradient: target, weight, upstream gradient, mean count);
     # the target's kind (precision.recipes.target_kinds: "binary", an int32 selector, or "real", a float value)
     "TERMS_ATTRIBUTE": None, "INPUTS": ("target", "weight", "dout", "count"), "TARGET_KIND": "binary",
+    # the reductions its element evaluation takes (a study's `reduction`, `score --reduction`)
+    "REDUCTIONS": ("none", "sum", "mean"),
     # the oracle's measured speed (terms per core-second), for a run's estimate; None: the engine's measured rate
     "TERMS_PER_SECOND": None,
     # guards: none; per-element decisions not tracked (the report: "fired: not tracked")

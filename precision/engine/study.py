@@ -534,7 +534,7 @@ def parse_study(text: str, path: str = "<study>", plugins=()) -> Study:
     for i, v in enumerate(pts.array("weight", ["none"])):
         weights += [None] if v == "none" else _axis_values(pts, "weight", v, seed, i)
     douts = tuple(x for i, v in enumerate(pts.array("dout", [1.0])) for x in _axis_values(pts, "dout", v, seed, i))
-    reduction = pts.string("reduction", ("none", "sum", "mean"), default="none")
+    reduction = pts.string("reduction", op.REDUCTIONS, default="none")
     count = pts.number("count", default=1, integer=True, positive=True)
     if reduction != "mean" and count != 1:
         raise pts.error("count", f"{count}; only reduction = \"mean\" takes a count (sum/none use 1)")

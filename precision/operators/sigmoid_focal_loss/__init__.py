@@ -25,6 +25,8 @@ VALUE = "loss"
 DEFAULT_STUDIES = ("sigmoid_focal_loss",)
 #: The inputs a point has besides pred and the attributes: no upstream gradient, no mean count per element.
 INPUTS = ("target", "weight")
+#: Its element evaluation's reduction: none (the sum and mean are the reduction stage's, [run] reductions = true).
+REDUCTIONS = ("none",)
 
 # inputs and attributes
 from precision.operators.sigmoid_focal_loss.inputs import (ATTRIBUTE_HELP, ATTRIBUTES, TERMS_ATTRIBUTE,  # noqa: E402
@@ -52,8 +54,8 @@ TERMS_PER_SECOND = 17_000.0
 #: Its modules every result depends on besides a variant's own source (the exact values, the registry).
 RESULT_SOURCES = ("oracle.py", "variants.py", "inputs.py")
 
-__all__ = ["TITLE", "VALUE", "DEFAULT_STUDIES", "INPUTS", "ATTRIBUTES", "ATTRIBUTE_HELP", "TERMS_ATTRIBUTE",
-           "validate_inputs", "ORACLE_VERSION", "RESULT_SOURCES", "TERMS_PER_SECOND", "round_exact", "exact_decimal",
+__all__ = ["TITLE", "VALUE", "DEFAULT_STUDIES", "INPUTS", "REDUCTIONS", "ATTRIBUTES", "ATTRIBUTE_HELP",
+           "TERMS_ATTRIBUTE", "validate_inputs", "ORACLE_VERSION", "RESULT_SOURCES", "TERMS_PER_SECOND", "round_exact", "exact_decimal",
            "term_tables", "selected_term_tables", "term_sides", "derive_exact", "get_variant", "variant_names",
            "evaluate_variants", "recipe_call", "bind_recipe", "find_comparisons", "RUN_STAGES", "attribute",
            "attribute_bound", "REPORT_SECTIONS",

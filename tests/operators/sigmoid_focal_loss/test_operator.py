@@ -236,6 +236,30 @@ class TestCommandLine:
         summary = (tmp_path / "score" / "summary.csv").read_text()
         assert "kernel" not in summary.splitlines()[0] and len(summary.splitlines()) >= 2
 
+    def test_it_takes_the_reductions_it_declares(self, tmp_path, capsys):
+        """REDUCTIONS = ("none",): score defaults to none and refuses mean in one line, writing nothing; a study
+        asking for mean is one error line at parse time (its sum and mean are the reduction stage's)."""
+        from cli_support import ROOT
+        from precision.engine.study import parse_study
+        from precision.errors import StudyFileError
+        x = np.linspace(-4, 4, 16, dtype=np.float32).reshape(4, 4)
+        t = (np.arange(16) % 2).astype(np.int32).reshape(4, 4)
+        np.savez(tmp_path / "in.npz", pred=x, target=t)
+        np.save(tmp_path / "out.npy", evaluate("kernel", x, t, machine="npu"))
+        code, out, err = run(capsys, "score", "--operator", OP, "--inputs", tmp_path / "in.npz", "--outputs",
+                             tmp_path / "out.npy", "--out", tmp_path / "none")
+        assert code == 0, err
+        assert "--reduction none" in json.loads((tmp_path / "none" / "score.json").read_text())["command"]
+        code, out, err = run(capsys, "score", "--operator", OP, "--inputs", tmp_path / "in.npz", "--outputs",
+                             tmp_path / "out.npy", "--out", tmp_path / "mean", "--reduction", "mean")
+        assert (code, out) == (2, "") and err.count("\n") == 1
+        assert "--reduction=mean: the operator 'sigmoid_focal_loss' takes none (its REDUCTIONS)" in err
+        assert not (tmp_path / "mean" / "score.json").exists()
+        text = (ROOT / "studies" / "sigmoid_focal_loss.toml").read_text()
+        assert 'reduction = "none"' in text
+        with pytest.raises(StudyFileError, match=r"points.reduction: 'mean'; expected one of none$"):
+            parse_study(text.replace('reduction = "none"', 'reduction = "mean"'))
+
     def test_explain_shows_the_steps_and_the_error(self, capsys):
         code, out, _ = run(capsys, "explain", "kernel", "--operator", OP, "--pred", "16", "--target", "1",
                            "--gamma", "2.5", "--machine", "npu", "--json")
