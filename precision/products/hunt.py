@@ -365,7 +365,8 @@ def _score_points(space: _Space, ordinal, combo, certify: bool = False) -> dict:
         for values in np.unique(rows, axis=0):
             k = np.flatnonzero((rows == values).all(axis=1))
             given = {name: float(v) for name, v in zip(space.names, values)}
-            computed[k] = _evaluate(space, preds[sel[k]][:, None], target_kind(op).array(ts[k], preds.dtype)[:, None], given)[:, 0]
+            t = target_kind(op).array(ts[k], preds.dtype)[:, None]
+            computed[k] = _evaluate(space, preds[sel[k]][:, None], t, given)[:, 0]
         err = ulp_error(computed, (d.exact_hi, d.exact_lo), fmt, d.rounded)
         err = np.where(np.isnan(d.rounded.astype(np.float64)), np.nan, np.where(np.isnan(err), np.inf, err))
         out["err"][sel] = err
@@ -553,7 +554,7 @@ def _run_stream(job: _StreamJob) -> dict:
     rng = np.random.default_rng([job.seed, job.index])
     kept = _empty()
     specials = _empty(with_expansions=False)
-    evaluated = unresolved = special = 0
+    evaluated = unresolved = special = fresh = fresh_wrong = 0
     recent = deque(maxlen=3)
     batch = RANGED_BATCH if space.ranged else BATCH
     while True:
@@ -573,6 +574,8 @@ def _run_stream(job: _StreamJob) -> dict:
         scored = _score_points(space, np.concatenate([o1, o2]), np.concatenate([c1, c2]))
         evaluated += scored["ordinal"].size
         unresolved += int(np.isnan(scored["err"]).sum())
+        n, wrong = _not_correct(scored, o1.size)
+        fresh, fresh_wrong = fresh + n, fresh_wrong + wrong
         kept = _merge_kept(kept, scored)
         n_special = int(np.sum(scored["err"] == np.inf))
         if n_special:
@@ -581,7 +584,16 @@ def _run_stream(job: _StreamJob) -> dict:
         recent.append(time.monotonic() - started)
     kept.pop("expansions")
     return {"kept": kept, "specials": specials, "evaluated": evaluated, "unresolved": unresolved,
-            "special": special}
+            "special": special, "fresh": fresh, "fresh_not_correct": fresh_wrong}
+
+
+def _not_correct(scored: dict, start: int = 0) -> tuple[int, int]:
+    """(decided points, of them not correctly rounded) among the scored points from ``start`` on (the fresh ones
+    of a batch: its local-search points come first)."""
+    err = scored["err"][start:]
+    decided = ~np.isnan(err)
+    wrong = decided & ~(scored["computed"][start:] == scored["rounded"][start:])
+    return int(decided.sum()), int(wrong.sum())
 
 
 # ---------------------------------------------------------------------------
@@ -591,7 +603,8 @@ def _run_stream(job: _StreamJob) -> dict:
 def _exhaust(space: _Space, executor, top: int) -> tuple:
     """Every finite pred of the format for every combination.
 
-    Returns (worst finite points, first special points, points scored, unresolved, special points).
+    Returns (worst finite points, first special points, points scored, unresolved, special points, (decided
+    points, of them not correctly rounded)).
     """
     fmt = get_format(space.fmt)
     op = space.op
@@ -613,7 +626,7 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
     keys = keys[sort]
     ordinals = to_ordinal(values, fmt).astype(np.int64)
     worst, specials = [], []
-    points = unresolved = special = 0
+    points = unresolved = special = fresh = fresh_wrong = 0
     rows = np.stack([space.attribute_of(name, combos) for name in space.names], axis=1)
     P = values.size
     for term, of_term in _term_groups(space, combos):
@@ -644,6 +657,8 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
                 points += scored["ordinal"].size
                 unresolved += int(np.isnan(scored["err"]).sum())
                 special += int(np.sum(scored["err"] == np.inf))
+                n, wrong = _not_correct(scored)
+                fresh, fresh_wrong = fresh + n, fresh_wrong + wrong
                 finite = np.flatnonzero(np.isfinite(scored["err"]))
                 k = min(top, finite.size)
                 if k:
@@ -654,7 +669,7 @@ def _exhaust(space: _Space, executor, top: int) -> tuple:
                 specials.append(_first_specials(scored, SPECIALS_SHOWN))
     worst_all = _worst_finite(_concat(worst), top) if worst else _empty(False)
     specials_all = _first_specials(_concat(specials), SPECIALS_SHOWN) if specials else _empty(False)
-    return worst_all, specials_all, points, unresolved, special
+    return worst_all, specials_all, points, unresolved, special, (fresh, fresh_wrong)
 
 
 # ---------------------------------------------------------------------------
@@ -883,7 +898,7 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
     try:
         if fmt == "fp16" and not space.ranged:
             kind, streams, budget_seconds, budget_points = "exhaustive", 0, None, None
-            worst, specials, n_points, unresolved, n_special = _exhaust(space, executor, top)
+            worst, specials, n_points, unresolved, n_special, (fresh, fresh_wrong) = _exhaust(space, executor, top)
         else:
             kind, budget_seconds, budget_points = "hunted", seconds, points
             if points is not None:
@@ -902,6 +917,8 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
             n_points = sum(r["evaluated"] for r in results)
             unresolved = sum(r["unresolved"] for r in results)
             n_special = sum(r["special"] for r in results)
+            fresh = sum(r["fresh"] for r in results)
+            fresh_wrong = sum(r["fresh_not_correct"] for r in results)
     finally:
         executor.close()
     rows = _concat([specials, worst])
@@ -923,7 +940,7 @@ def hunt(variant, *, machine: str = "npu", fmt: str = "fp32", targets=(0, 1), ou
         seed=int(seed), workers=int(workers), streams=int(streams), attributes=tuple(lists.items()), targets=targets,
         outside_neighbourhood=bool(outside_neighbourhood), operator=operator,
         ranges=tuple((a, *(float(v) for v in from_ordinal(np.array(spans[a]), get_format("fp32")))) for a in order
-                     if a in spans))
+                     if a in spans), fresh=int(fresh), fresh_not_correct=int(fresh_wrong))
 
 
 def rescore(variant, pred, target, *attributes, machine: str = "npu", fmt: str = "fp32",
@@ -953,7 +970,8 @@ def rescore(variant, pred, target, *attributes, machine: str = "npu", fmt: str =
     cols = [np.asarray(v, dtype=np.float64).ravel() * np.ones(pred.size) for v in (*attributes, target)]
     by_name = dict(zip(names, cols[:-1]))
     axes = tuple((a, tuple(np.unique(by_name[a]).tolist()), 0, 0) for a in search_order(op))
-    space = _Space(variant, machine, fmt, axes, tuple(int(t) for t in np.unique(cols[-1])), False, operator)
+    targets = tuple(float(t) if target_kind(op).real else int(t) for t in np.unique(cols[-1]))
+    space = _Space(variant, machine, fmt, axes, targets, False, operator)
     combo = space.combine([np.searchsorted(values, by_name[a]) for a, values, _, _ in axes]
                           + [np.searchsorted(space.target_values, cols[-1])])
     if pred.size == 0:

@@ -41,6 +41,10 @@ class HuntResult:
         finite value where it overflows); ``max_ulp`` is inf when nonzero.
     unresolved : int
         Points the oracle could not decide (not ranked).
+    fresh, fresh_not_correct : int
+        The points drawn afresh (the seeded sampling, not the local search around the worst; every point of an
+        exhaustive hunt) and, of them, those not correctly rounded (special outputs included; undecided ones
+        left out of both): their share is a sample's, where the worst points' neighbours are not.
     seconds : float
         Wall time of the hunt.
     budget_seconds, budget_points : float or int or None
@@ -81,6 +85,8 @@ class HuntResult:
     outside_neighbourhood: bool
     operator: str = DEFAULT_OPERATOR
     ranges: tuple = ()
+    fresh: int = 0
+    fresh_not_correct: int = 0
 
     @property
     def label(self) -> str:
@@ -155,7 +161,8 @@ class HuntResult:
             **{f"{a}s": [float(v).hex() for v in values] for a, values in self.attributes},
             **{f"{a}_range": [float(lo).hex(), float(hi).hex()] for a, lo, hi in self.ranges},
             "targets": [target_json(t) for t in self.targets], "outside_neighbourhood": self.outside_neighbourhood,
-            "specials": self.specials, "unresolved": self.unresolved, "top": top,
+            "specials": self.specials, "unresolved": self.unresolved, "fresh_points": self.fresh,
+            "fresh_not_correct": self.fresh_not_correct, "top": top,
         }
 
 

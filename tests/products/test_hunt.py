@@ -213,7 +213,8 @@ class TestCommand:
         assert code == 0 and err == ""
         doc = json.loads(out)
         assert {"max_ulp", "witness", "kind", "seconds", "points", "top", "label", "max_finite_ulp",
-                "budget"} <= doc.keys()
+                "budget", "specials", "unresolved", "fresh_points", "fresh_not_correct"} <= doc.keys()
+        assert 0 < doc["fresh_points"] <= doc["points"] and 0 <= doc["fresh_not_correct"] <= doc["fresh_points"]
         assert doc["kind"] == "hunted" and doc["points"] == 1200 and doc["budget"] == {"seconds": None, "points": 1200}
         assert set(doc["witness"]) == {"pred", "target", "alpha", "gamma", "weight", "dout"}
         assert float.fromhex(doc["witness"]["pred"]) == float.fromhex(doc["top"][0]["pred"])
@@ -307,8 +308,29 @@ class TestRanges:
         assert r.attributes == (("alpha", (0.25,)),)
 
     def test_fp16_with_a_range_is_hunted(self):
-        r = hunt("candidate", fmt="fp16", machine="ieee", ranges={"gamma": (1.0, 2.0)}, points=2000, workers=1)
-        assert r.kind == "hunted" and r.points == 2000
+        r = hunt("candidate", fmt="fp16", machine="ieee", ranges={"gamma": (1.0, 2.0)}, points=12000, workers=1)
+        assert r.kind == "hunted" and r.points == 12000
+        # fresh points: the seeded draws, not the local search's (from the second batch on); every batch draws some
+        assert 0 < r.fresh < r.points and 0 <= r.fresh_not_correct <= r.fresh
+        assert r.to_json()["fresh_points"] == r.fresh and r.to_json()["fresh_not_correct"] == r.fresh_not_correct
+
+
+def test_an_exhaustive_hunts_fresh_points_are_all_its_points_and_its_misses_are_counted():
+    """fp16 exhausted: every point is fresh, and the count not correctly rounded is the points whose output differs
+    from the certified rounding (recounted here from the variant's outputs and the oracle's rounding)."""
+    from precision.engine.operators import get_operator
+    r = hunt("candidate", fmt="fp16", machine="ieee", gammas=[2.0], alphas=[0.25], targets=[1], workers=1)
+    assert r.kind == "exhaustive" and r.fresh == r.points == FP16.finite_values().size
+    x = FP16.finite_values()
+    op = get_operator("sigmoid_focal_loss_grad")
+    out = evaluate("candidate", x[:, None], np.ones((x.size, 1), np.int32), np.ones((x.size, 1), np.float16),
+                   alpha=0.25, gamma=2.0, reduction="none", machine="ieee")[:, 0]
+    n = x.size
+    pos, neg = op.selected_term_tables(x.astype(np.float64), np.ones(n), np.full(n, 0.25), 2.0)
+    d = op.derive_exact(x.astype(np.float64), np.ones(n, np.int64), np.full(n, 0.25), np.full(n, 2.0), np.ones(n),
+                        np.ones(n), np.ones(n, np.int64), "fp16", pos, neg)
+    wrong = int(np.sum(~(out.astype(np.float64) == d.rounded.astype(np.float64))))
+    assert r.fresh_not_correct == wrong and 0 < wrong < 100
 
     @pytest.mark.parametrize("ranges, extra, word", [
         ({"beta": (0, 1)}, {}, "not an attribute"),

@@ -23,7 +23,7 @@ from precision.products.hunt import rescore
 from precision.products.report.tables import short_hex
 from precision.recipes.target_kinds import parse_target_text, target_json, target_text
 
-__all__ = ["hunt_table", "corpus_preds", "point_table", "known_sources", "rescored_maxima"]
+__all__ = ["hunt_table", "hunt_points", "corpus_preds", "point_table", "known_sources", "rescored_maxima"]
 
 
 def hunt_table(paths, base: Path, op) -> tuple[pd.DataFrame, list]:
@@ -49,11 +49,14 @@ def hunt_table(paths, base: Path, op) -> tuple[pd.DataFrame, list]:
                                   "range [{}, {}]".format(*(f"{float.fromhex(v):g}" for v in h[f"{a}_range"])))
                         for a in search_order(op)},
                      "targets": " ".join(str(t) for t in h["targets"]), "specials": int(h["specials"]),
+                     # the points drawn afresh and, of them, those not correctly rounded (hunts since Dec 2026)
+                     "fresh_points": h.get("fresh_points", np.nan), "fresh_not_correct": h.get("fresh_not_correct",
+                                                                                               np.nan),
                      "file": str(rel)})
     return pd.DataFrame(rows), missing
 
 
-def _hunt_points(path: Path, op) -> pd.DataFrame:
+def hunt_points(path: Path, op) -> pd.DataFrame:
     """A hunt file's witness and top points: pred, target, the operator's attributes (floats)."""
     h = json.loads(path.read_text())
     names = list(op.ATTRIBUTES)
@@ -115,7 +118,7 @@ def known_sources(run, variant: str, hunts: pd.DataFrame, corpora, base: Path, p
         ranges = [f"{a} {h[f'{a}s']}" for a in search_order(op) if str(h[f"{a}s"]).startswith("range")]
         known.append((f"hunt {h['file']}", "hunted", f"hunted {int(h['points']):,} points in {h['seconds']:,.0f} s on {int(h['workers'])} "
                       f"workers on {h['machine']}, " + ("".join(f"{r}, " for r in ranges) or "on the grid, ")
-                      + f"seed {int(h['seed'])}", _hunt_points(base / h["file"], op),
+                      + f"seed {int(h['seed'])}", hunt_points(base / h["file"], op),
                       {h["machine"]: float(h["max_ulp"])}))
     f = run.stats.frame
     grid = f[(f["variant"] == variant) & (f["format"] == "fp32")][["target", *names]].drop_duplicates()
