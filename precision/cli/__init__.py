@@ -356,8 +356,9 @@ def _build_parser() -> argparse.ArgumentParser:
                    help=".npz with pred, target[, dout, weight], or a .npy of pred (required)")
     p.add_argument("--outputs", required=True, metavar="FILE",
                    help="the gradient to score: a .npy, or a raw dump with --dtype (required)")
-    p.add_argument("--target", metavar="FILE", help="target .npy (int32; an operator with a real target: pred's dtype), with a "
-                        ".npy --inputs (default: none)")
+    p.add_argument("--target", metavar="FILE",
+                   help="target .npy (int32; an operator with a real target: pred's dtype), with a .npy --inputs "
+                        "(default: none)")
     p.add_argument("--dout", metavar="FILE", help="dout .npy, with a .npy --inputs (default: ones)")
     p.add_argument("--weight", metavar="FILE", help="weight .npy, with a .npy --inputs (default: absent)")
     p.add_argument("--shape", metavar="N,C", help="shape of a raw --outputs dump (default: pred's shape)")

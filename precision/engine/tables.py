@@ -103,8 +103,9 @@ def hex_witnesses(table: pd.DataFrame, integers=("target",)) -> pd.DataFrame:
     """A table with its witness inputs spelled as exact hex floats (``none`` for an absent weight; empty where
     a group has no witness) and the ``integers`` (selectors) as integers (a column holding a real target's
     non-integral value: every value as :func:`precision.recipes.target_kinds.target_text` spells it), as every
-    CSV table and report shows them.  The inputs of a family are :func:`precision.analysis.groups.witness_fields`'s (pred, the operator's
-    attributes, weight, dout) held as floats, not the ``integers``."""
+    CSV table and report shows them.  The inputs of a family are
+    :func:`precision.analysis.groups.witness_fields`'s (pred, the operator's attributes, weight, dout) held as
+    floats, not the ``integers``."""
     out = table.copy()
     for prefix in WITNESS_PREFIXES:
         pred = f"{prefix}pred"

@@ -291,7 +291,8 @@ def measure(run_dir) -> pd.DataFrame:
 def _witness(row) -> str:
     """The inputs of a row's witness: pred, target, the operator's attributes, weight, dout."""
     fields = witness_fields(row.keys(), "witness_", inputs_only=True)
-    return ",".join(f"{f}={target_text(row['witness_target']) if f == 'target' else row[f'witness_{f}']}" for f in fields)
+    return ",".join(f"{f}={target_text(row['witness_target']) if f == 'target' else row[f'witness_{f}']}"
+                    for f in fields)
 
 
 def check_budgets(budgets, observed: pd.DataFrame) -> list:

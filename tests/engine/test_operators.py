@@ -22,7 +22,7 @@ from precision.engine.sweep import run_study
 from precision.errors import PrecisionError, StudyFileError
 
 from cli_support import precision, tree
-from operator_support import register
+from operator_support import operator_study, register
 from study_support import study_with
 
 #: A sibling operator: SigmoidFocalLossGrad's interface, its shared evaluation counted.
@@ -303,36 +303,7 @@ def evaluate_variants(names, *args, **kwargs):
     return _fwd.evaluate_variants(names, *args, gamma=GAMMA, **kwargs)
 '''
 
-MINIMAL_STUDY = '''
-name = "minimal"
-operator = "minimal"
-description = "the required core alone"
-seed = 2
-
-[[pred]]
-kind = "grid"
-format = "fp32"
-start = -20.0
-stop = 20.0
-num = 81
-spacing = "linear"
-
-[points]
-target = [0, 1]
-alpha = [0.25]
-weight = ["none"]
-dout = [1.0]
-reduction = "none"
-profiles = ["fp32"]
-
-[run]
-variants = ["kernel", "candidate"]
-machines = ["npu"]
-compare = [["candidate", "kernel"]]
-
-[report]
-sections = ["verdicts", "dominant", "summary", "standards"]
-'''
+MINIMAL_STUDY = operator_study("minimal", "the required core alone", seed=2, stop=20.0, num=81)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from precision.recipes.target_kinds import (BINARY, REAL, parse_target_text, tar
                                             target_text)
 
 from cli_support import run
-from operator_support import register
+from operator_support import operator_study, register
 
 SOFT = '''
 from fractions import Fraction
@@ -143,36 +143,8 @@ def bind_recipe(variant, pred, target, dout=None, weight=None, *, alpha=0.25, re
                        load_operands(m, inputs), inputs.shape, inputs.count)
 '''
 
-SOFT_STUDY = '''
-name = "soft"
-operator = "soft"
-description = "a soft target"
-seed = 4
-
-[[pred]]
-kind = "grid"
-format = "fp32"
-start = -30.0
-stop = 30.0
-num = 61
-spacing = "linear"
-
-[points]
-target = [0, 0.25, "0x1.8p-1", 1]
-alpha = [0.25]
-weight = ["none"]
-dout = [1.0]
-reduction = "none"
-profiles = ["fp32"]
-
-[run]
-variants = ["kernel", "candidate"]
-machines = ["npu"]
-compare = [["candidate", "kernel"]]
-
-[report]
-sections = ["verdicts", "dominant", "summary", "standards"]
-'''
+SOFT_STUDY = operator_study("soft", "a soft target", seed=4, stop=30.0, num=61,
+                            targets='[0, 0.25, "0x1.8p-1", 1]')
 
 
 @pytest.fixture

@@ -55,9 +55,8 @@ TERMS_PER_SECOND = 17_000.0
 RESULT_SOURCES = ("oracle.py", "variants.py", "inputs.py")
 
 __all__ = ["TITLE", "VALUE", "DEFAULT_STUDIES", "INPUTS", "REDUCTIONS", "ATTRIBUTES", "ATTRIBUTE_HELP",
-           "TERMS_ATTRIBUTE", "validate_inputs", "ORACLE_VERSION", "RESULT_SOURCES", "TERMS_PER_SECOND", "round_exact", "exact_decimal",
-           "term_tables", "selected_term_tables", "term_sides", "derive_exact", "get_variant", "variant_names",
-           "evaluate_variants", "recipe_call", "bind_recipe", "find_comparisons", "RUN_STAGES", "attribute",
-           "attribute_bound", "REPORT_SECTIONS",
-           "SECTION_OPTIONS", "GLOSSARY", "register_variant", "load_plugins", "ensure_loaded", "check_study_variants",
-           "plugin_digest", "variant_source"]
+           "TERMS_ATTRIBUTE", "validate_inputs", "ORACLE_VERSION", "RESULT_SOURCES", "TERMS_PER_SECOND", "round_exact",
+           "exact_decimal", "term_tables", "selected_term_tables", "term_sides", "derive_exact", "get_variant",
+           "variant_names", "evaluate_variants", "recipe_call", "bind_recipe", "find_comparisons", "RUN_STAGES",
+           "attribute", "attribute_bound", "REPORT_SECTIONS", "SECTION_OPTIONS", "GLOSSARY", "register_variant",
+           "load_plugins", "ensure_loaded", "check_study_variants", "plugin_digest", "variant_source"]

@@ -79,7 +79,8 @@ def point_table(path: Path, op) -> pd.DataFrame:
     def number(text):
         text = str(text).strip()
         return float.fromhex(text) if "0x" in text.lower() else float(text)
-    return pd.DataFrame({"pred": [number(v) for v in raw["pred"]], "target": [parse_target_text(v) for v in raw["target"]],
+    return pd.DataFrame({"pred": [number(v) for v in raw["pred"]],
+                         "target": [parse_target_text(v) for v in raw["target"]],
                          **{a: [number(v) for v in raw[a]] for a in names}})
 
 

@@ -154,10 +154,11 @@ def witness_table(run, t: pd.DataFrame, candidate: str, hunts: pd.DataFrame, cor
 
 def range_table(known: pd.DataFrame, hunts: pd.DataFrame, limit: float) -> pd.DataFrame:
     """The fp32 target over sub-ranges of the attributes: one row per sub-range hunted over real-valued ranges
-    (an fp32 hunt file whose gammas or alphas are a ``range``, of points outside the root neighbourhood), pooled over the hunts of that sub-range and the machines
-    its points were re-evaluated on (``witnesses.csv``): the points hunted, the largest re-evaluated error with
-    its machine and witness, and whether it is within ``limit`` ulp.  A hunted maximum is a lower bound: a row
-    within the target says no point above it was found, not that none exists."""
+    (an fp32 hunt file whose gammas or alphas are a ``range``, of points outside the root neighbourhood), pooled
+    over the hunts of that sub-range and the machines its points were re-evaluated on (``witnesses.csv``): the
+    points hunted, the largest re-evaluated error with its machine and witness, and whether it is within
+    ``limit`` ulp.  A hunted maximum is a lower bound: a row within the target says no point above it was found,
+    not that none exists."""
     cols = ["gammas", "alphas", "targets", "hunts", "points", "seconds", "max_ulp", "machine", "witness_pred",
             "witness_target", "witness_alpha", "witness_gamma", "within"]
     if hunts.empty or known.empty:
@@ -602,8 +603,8 @@ def build(ctx) -> Section:
     if not known.empty:
         section.tables[TW] = known
         sources = [s for s in dict.fromkeys(known["source"]) if s != "run"]
-    ops_grid = opcount_grid(op, candidate, run.grid or {}) if op.count_ops is not None and "kernel" in set(ops["variant"]) \
-        and candidate in set(ops["variant"]) else None
+    has_ops = op.count_ops is not None and {"kernel", candidate} <= set(ops["variant"])
+    ops_grid = opcount_grid(op, candidate, run.grid or {}) if has_ops else None
     if ops_grid is not None:
         section.tables[TO] = ops_grid
     cells, findings = assess_targets(t, ops, K, candidate, labels, known, ops_grid)

@@ -118,7 +118,8 @@ def _line(t: pd.DataFrame, i: int, causes: pd.DataFrame, op, machines: int) -> t
     """One group's line: its worst machine's max finite error and witness, where its error is born, and its
     special outputs counted over the run's ``machines`` machines (said so when there are several)."""
     r = t.iloc[i]
-    w = {"variant": r["variant"], "format": r["format"], "target": parse_target_text(r["target"]), "region": r["region"]}
+    w = {"variant": r["variant"], "format": r["format"], "target": parse_target_text(r["target"]),
+         "region": r["region"]}
     mx, cnt = cite("max_finite_ulp", T, t, w, "max_finite_ulp"), cite("count", T, t, w, "count")
     specials = [cite(c, T, t, w, c) for c in SPECIAL_CLASSES]
     nums = [cnt] + [c for c in specials if c.value]
