@@ -284,8 +284,8 @@ def ops_by_range(op, candidate: str, subranges, samples: int = 4, seed: int = 0,
     """The primitive-ops ratio to ``reference`` over sub-ranges ``(gammas, alphas)`` (``range [lo, hi]`` texts):
     at each sub-range's ends and ``samples`` seeded float32 values drawn uniformly inside it, for every pair of
     gamma and alpha values (the count depends on the attributes: e.g. a gamma whose g + 1 is not a float32
-    value makes the candidate carry its low part).  One row per sub-range: pairs counted, the largest ratio and
-    the (alpha, gamma) where it is reached (the first, in draw order)."""
+    value makes the candidate carry its low part), each counted by :func:`opcount_grid`.  One row per sub-range:
+    pairs counted, the largest ratio and the (alpha, gamma) where it is reached (the first, in draw order)."""
     rng = np.random.default_rng(seed)
     rows = []
     for gammas, alphas in subranges:
@@ -294,14 +294,12 @@ def ops_by_range(op, candidate: str, subranges, samples: int = 4, seed: int = 0,
             lo, hi = _interval(text)
             drawn = np.float32(rng.uniform(lo, hi, samples)).astype(np.float64)
             axes.append([float(np.float32(lo)), float(np.float32(hi)), *drawn.tolist()])
-        best = None
-        for g in axes[0]:
-            for a in axes[1]:
-                ratio = op.count_ops(candidate, gamma=g, alpha=a)[0] / op.count_ops(reference, gamma=g, alpha=a)[0]
-                if best is None or ratio > best[0]:
-                    best = (ratio, a, g)
-        rows.append({"gammas": gammas, "alphas": alphas, "pairs": len(axes[0]) * len(axes[1]),
-                     "ratio": best[0], "at_alpha": float(best[1]).hex(), "at_gamma": float(best[2]).hex()})
+        counted = opcount_grid(op, candidate, {"alpha": axes[1], "gamma": axes[0]}, reference)  # alpha-major rows
+        G, A = len(axes[0]), len(axes[1])
+        in_draw_order = counted.iloc[np.argsort([(i % G) * A + i // G for i in range(len(counted))])]
+        best = in_draw_order.loc[in_draw_order["ratio"].idxmax()]  # the first largest, gamma by gamma
+        rows.append({"gammas": gammas, "alphas": alphas, "pairs": len(counted), "ratio": best["ratio"],
+                     "at_alpha": float(best["alpha"]).hex(), "at_gamma": float(best["gamma"]).hex()})
     return pd.DataFrame(rows, columns=["gammas", "alphas", "pairs", "ratio", "at_alpha", "at_gamma"])
 
 
